@@ -1,0 +1,106 @@
+"""The ``gpuperf`` fixture object: measure a callable on the test's device and record it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from .devices import DeviceSlot
+from .measurement import Check, Measurement
+from .records import Record
+from .runner import measure_on, work_from
+from .session import GpuperfSession
+from .settings import SettingError
+from .workload import Workload, resolve_size
+
+__all__ = ["Gpuperf"]
+
+
+class Gpuperf:
+    """What a test gets as ``gpuperf``: ``gpuperf.measure(fn, flops=...)`` returns a Measurement."""
+
+    def __init__(self, item: pytest.Item, session: GpuperfSession, slot: DeviceSlot) -> None:
+        self._item = item
+        self._session = session
+        self.slot = slot
+        self.settings = session.item_settings(item)
+        self.records: list[Record] = []
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device(self.slot.id)
+
+    def measure(
+        self,
+        fn: Callable[[], object],
+        *,
+        name: str | None = None,
+        flops: float | None = None,
+        bytes: float | None = None,  # noqa: A002 - reads naturally at the call site
+        samples: float | None = None,
+        items: float | None = None,
+        work: Mapping[str, float] | None = None,
+        params: Mapping[str, object] | None = None,
+        **overrides: Any,
+    ) -> Measurement:
+        """Time ``fn`` (one call = one step) on this test's device until its median is known to the target.
+
+        ``flops``/``bytes``/``samples``/``items``/``work`` give the work one call does, for
+        throughput. ``params`` are stored with the record (sizes, dtype ...). Keyword
+        ``overrides`` are settings for this measurement only (``target=0.02``, ``max_time=10``).
+        """
+        if name is None and any(r.measurement.name == self._item.nodeid for r in self.records):
+            raise ValueError(
+                f"{self._item.nodeid} measures more than once: give each measurement its own name=, "
+                "so that each can be compared with its baseline"
+            )
+        try:
+            settings = self.settings.with_marker(overrides) if overrides else self.settings
+        except SettingError as exc:
+            raise ValueError(f"gpuperf.measure(): {exc}") from None
+        record_checks: list[Check] = []
+        measurement = measure_on(
+            fn,
+            self._session.backend(self.slot),
+            settings,
+            name=name or self._item.nodeid,
+            device=self.slot.id,
+            work=work_from(flops, bytes, samples, items, work),
+            observer=record_checks.append,
+        )
+        hook = self._item.config.hook
+        metadata: dict[str, Any] = {}
+        for extra in hook.pytest_gpuperf_record_metadata(item=self._item, measurement=measurement):
+            if extra:
+                metadata.update(extra)
+        record = Record(
+            test=self._item.nodeid,
+            device=self.slot.id,
+            measurement=measurement,
+            params={str(k): str(v) for k, v in (params or {}).items()},
+            metadata=metadata,
+            checks=record_checks,
+        )
+        self.records.append(record)
+        self._session.add(record)
+        hook.pytest_gpuperf_measured(item=self._item, record=record)
+        return measurement
+
+    @property
+    def size(self) -> str:
+        """The size preset for this test's device (``--gpuperf-size``, ``auto`` resolved)."""
+        return resolve_size(self.settings.size, self.slot.kind)
+
+    def run(self, workload: Workload, *, name: str | None = None, **overrides: Any) -> Measurement:
+        """Build ``workload`` on this test's device at its size preset, measure one step, run its check."""
+        step = workload.build(self.device, self.size)
+        measurement = self.measure(
+            step.fn, name=name, work=step.work, params={"size": self.size, **step.params}, **overrides
+        )
+        if step.check is not None:
+            step.check()
+        return measurement

@@ -1,0 +1,163 @@
+"""One measurement, end to end: backend + sampler + peak memory -> Measurement.
+
+This is the public entry point outside pytest too (asv benchmarks, scripts)::
+
+    from pytest_gpuperf import measure
+    m = measure(lambda: a @ a, device="cuda", flops=2 * n**3)
+    print(m.throughput("FLOP"), m.ci)
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from .devices import Backend, backend_for, parse_device_option, probe_inventory, resolve_devices
+from .measurement import Check, Measurement
+from .sampling import sample
+from .settings import Settings
+
+__all__ = ["Coordinator", "measure", "measure_on", "work_from"]
+
+
+class Coordinator(Protocol):
+    """Makes ranks of a distributed run agree (see ``distributed.py``); absent in a single process."""
+
+    def wrap_block(self, run_block: Callable[[int], float]) -> Callable[[int], float]: ...
+
+    def agree(self, flag: bool) -> bool: ...
+
+
+def work_from(
+    flops: float | None = None,
+    bytes: float | None = None,  # noqa: A002 - the natural name for a user
+    samples: float | None = None,
+    items: float | None = None,
+    work: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Collect the work done by one call, by unit; amounts must be positive numbers."""
+    out: dict[str, float] = {}
+    for unit, amount in (("FLOP", flops), ("B", bytes), ("samples", samples), ("items", items)):
+        if amount is not None:
+            out[unit] = amount
+    for unit, amount in (work or {}).items():
+        out[str(unit)] = amount
+    for unit, amount in out.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
+            raise ValueError(f"work {unit}={amount!r} must be a positive number of {unit} done by one call")
+        out[unit] = float(amount)
+    return out
+
+
+@contextmanager
+def _threads(count: int | None) -> Iterator[int]:
+    import torch
+
+    before = torch.get_num_threads()
+    if count is not None and count != before:
+        torch.set_num_threads(count)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    # A collection in the middle of a sample is noise that belongs to no iteration.
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def measure_on(
+    fn: Callable[[], object],
+    backend: Backend,
+    settings: Settings,
+    *,
+    name: str,
+    device: str,
+    work: Mapping[str, float],
+    coordinator: Coordinator | None = None,
+    observer: Callable[[Check], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture and ``measure``."""
+    plan = settings.plan(backend.min_block_time)
+
+    def run_block(iterations: int) -> float:
+        return backend.time_block(fn, iterations)
+
+    block = run_block if coordinator is None else coordinator.wrap_block(run_block)
+    with _threads(settings.threads) as threads, _gc_paused():
+        result = sample(block, plan, clock=clock, agree=coordinator.agree if coordinator else lambda f: f)
+    peak: int | None = None
+    method = "off"
+    if settings.memory:
+        with _threads(settings.threads), backend.track_memory() as probe:
+            fn()
+            backend.synchronize()
+        peak, method = probe.peak_bytes, probe.method
+    description = backend.describe()
+    return Measurement(
+        name=name,
+        device=device,
+        device_name=str(description.get("name", device)),
+        samples=result.samples,
+        iterations=result.iterations,
+        warmup=result.warmup,
+        converged=result.converged,
+        stop_reason=result.stop_reason,
+        sampling_seconds=result.seconds,
+        target=plan.target,
+        confidence=plan.confidence,
+        work=dict(work),
+        peak_memory=peak,
+        memory_method=method,
+        threads=threads,
+        timer=backend.timer,
+        inconclusive=settings.inconclusive,
+        observer=observer,
+    )
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    device: str = "cpu",
+    name: str | None = None,
+    settings: Settings | None = None,
+    flops: float | None = None,
+    bytes: float | None = None,  # noqa: A002
+    samples: float | None = None,
+    items: float | None = None,
+    work: Mapping[str, float] | None = None,
+    **overrides: Any,
+) -> Measurement:
+    """Measure ``fn`` on one device outside pytest; ``overrides`` are settings such as ``target=0.02``."""
+    base = settings or Settings()
+    if overrides:
+        base = base.with_marker(overrides)
+    slots = resolve_devices(parse_device_option(device), probe_inventory())
+    if len(slots) != 1:
+        raise ValueError(f"measure() takes one device, got {device!r} ({', '.join(map(str, slots))})")
+    slot = slots[0]
+    if not slot.available:
+        raise RuntimeError(slot.reason)
+    return measure_on(
+        fn,
+        backend_for(slot),
+        base,
+        name=name or str(getattr(fn, "__name__", "measure")),
+        device=slot.id,
+        work=work_from(flops, bytes, samples, items, work),
+    )

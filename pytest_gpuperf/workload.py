@@ -1,0 +1,45 @@
+"""Workloads: one definition of "set up on a device, run one step, work per step" for pytest and asv.
+
+A suite defines ``Workload("mlp_train", build)`` where ``build(device, size)`` sets up
+models and data on ``device`` for a size preset and returns a ``Step``. The pytest
+suites run it with ``gpuperf.run(workload)``; the asv benchmarks with
+``measure_workload(workload, device)``; both time it with the same sampler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = ["SIZES", "Step", "Workload", "resolve_size"]
+
+#: Size presets; ``auto`` means small on cpu and mps, large on cuda.
+SIZES: Final = ("auto", "small", "medium", "large")
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one measurement runs: ``fn`` is one step; ``work`` is what one step does, by unit."""
+
+    fn: Callable[[], object]
+    work: Mapping[str, float]
+    params: Mapping[str, object] = field(default_factory=dict)
+    #: Called after measuring to check the step did real work (loss finite, result correct ...).
+    check: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    build: Callable[[Any, str], Step]  # (torch.device, size preset) -> Step
+    description: str = ""
+
+
+def resolve_size(size: str, device_kind: str) -> str:
+    """``auto`` becomes ``large`` on CUDA (fill the chip) and ``small`` elsewhere (a short CPU run)."""
+    if size not in SIZES:
+        raise ValueError(f"size preset {size!r} is not one of {', '.join(SIZES)}")
+    if size != "auto":
+        return size
+    return "large" if device_kind == "cuda" else "small"
