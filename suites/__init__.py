@@ -1,0 +1,1 @@
+"""The performance suites: workloads (``workloads.py``) and the pytest tests that run them."""
