@@ -53,6 +53,7 @@ class Gpuperf:
         throughput. ``params`` are stored with the record (sizes, dtype ...). Keyword
         ``overrides`` are settings for this measurement only (``target=0.02``, ``max_time=10``).
         """
+        __tracebackhide__ = True
         if name is None and any(r.measurement.name == self._item.nodeid for r in self.records):
             raise ValueError(
                 f"{self._item.nodeid} measures more than once: give each measurement its own name=, "

@@ -25,7 +25,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             default=None,
             help=spec.help.replace("%", "%%"),
         )
-        parser.addini(spec.ini, help=f"{spec.help} (ini form of {spec.flag})", default=None)
+        parser.addini(spec.ini, help=f"ini form of {spec.flag}", default=None)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -169,7 +169,8 @@ def _warm_up(
         else:
             quiet += 1
         best = min(best, per_iteration)
-        resized = block_size(best, plan) if best > 0 else iterations * 10
+        # A timer that reads zero cannot size a block: grow it, within reason, until it reads something.
+        resized = block_size(best, plan) if best > 0 else min(iterations * 10, 1_000_000)
         if resized > 2 * iterations:
             quiet = 0  # a much larger block is a new regime: check steadiness again at that size
         iterations = max(iterations, resized)

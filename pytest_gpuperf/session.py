@@ -168,16 +168,17 @@ def _unmet_requirement(marker: pytest.Mark, slot: DeviceSlot, inventory: Invento
 
 def _check_writable(path: Path, option: str) -> None:
     """Refuse at start, before anything is measured, a results path that cannot be written."""
-    parent = path.parent if str(path.parent) else Path(".")
-    probe_dir = parent
-    while not probe_dir.exists() and probe_dir != probe_dir.parent:
-        probe_dir = probe_dir.parent
     if path.is_dir():
         raise pytest.UsageError(
             f"{option}={path}: that is a directory; give a file path such as {path / 'results.json'}"
         )
-    if not os.access(probe_dir, os.W_OK):
-        raise pytest.UsageError(f"{option}={path}: {probe_dir} is not writable; choose a writable location")
+    existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise pytest.UsageError(f"{option}={path}: {existing} is a file, not a directory; choose another location")
+    if not os.access(existing, os.W_OK):
+        raise pytest.UsageError(f"{option}={path}: {existing} is not writable; choose a writable location")
 
 
 SESSION_KEY = pytest.StashKey[GpuperfSession]()
