@@ -29,8 +29,13 @@ def flags(record: Record) -> str:
 
 def short_test(record: Record) -> str:
     """The test id without its file part and device parameter, which have their own column."""
-    name = record.key.split("::", 1)[-1]
-    return name.replace(f"[{record.device}]", "").replace(f"{record.device}-", "").replace(f"-{record.device}]", "]")
+    function = record.test.split("::")[-1]
+    base, bracket, params = function.partition("[")
+    if bracket:
+        kept = [p for p in params.rstrip("]").split("-") if p != record.device]
+        base = f"{base}[{'-'.join(kept)}]" if kept else base
+    suffix = record.key[len(record.test) :]  # "::name" when a test measures more than once
+    return base + suffix
 
 
 def results_table(records: Sequence[Record], *, tablefmt: str = "simple") -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .stats import median_ci
@@ -89,7 +89,7 @@ class CiStopRule:
     """Stop when the median's CI half-width is within ``target``; give up at ``max_time``."""
 
     plan: SamplingPlan
-    _next_check: int = 0
+    _next_check: int = field(default=0, init=False)
 
     def __call__(self, samples: Sequence[float], elapsed: float) -> tuple[bool, bool, str]:
         plan = self.plan
