@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final, Protocol, final
 
 __all__ = [
@@ -227,7 +228,7 @@ class CpuBackend:
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         clock = self.clock_ns
         start = clock()
-        for _ in range(iterations):
+        for _ in repeat(None, iterations):
             fn()
         return (clock() - start) * 1e-9
 
@@ -297,7 +298,7 @@ class CudaBackend:
             # Drain earlier work so the host is not still queueing it when the start event fires.
             stream.synchronize()
             start.record(stream)
-            for _ in range(iterations):
+            for _ in repeat(None, iterations):
                 fn()
             end.record(stream)
             end.synchronize()
@@ -351,14 +352,14 @@ class MpsBackend:
             end = mps.Event(enable_timing=True)
             mps.synchronize()
             start.record()
-            for _ in range(iterations):
+            for _ in repeat(None, iterations):
                 fn()
             end.record()
             end.synchronize()
             return float(start.elapsed_time(end)) * 1e-3
         mps.synchronize()
         begin = self.clock_ns()
-        for _ in range(iterations):
+        for _ in repeat(None, iterations):
             fn()
         mps.synchronize()
         return (self.clock_ns() - begin) * 1e-9

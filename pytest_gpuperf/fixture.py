@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from .devices import DeviceSlot
+from .devices import Backend, DeviceSlot
 from .measurement import Check, Measurement
 from .records import Record
 from .runner import measure_on, work_from
-from .session import GpuperfSession
+from .session import GpuperfSession, ReferencePeak
 from .settings import SettingError
 from .workload import Workload, resolve_size
 
@@ -73,6 +73,26 @@ class Gpuperf:
             work=work_from(flops, bytes, samples, items, work),
             observer=record_checks.append,
         )
+        self.record(measurement, params=params, checks=record_checks)
+        return measurement
+
+    def record(
+        self,
+        measurement: Measurement,
+        *,
+        params: Mapping[str, object] | None = None,
+        checks: list[Check] | None = None,
+    ) -> Record:
+        """Record a Measurement made another way (paired rounds, other processes) as this test's.
+
+        ``checks`` is the list the measurement's observer appends to, so that assertions
+        made on it later land in the record, as with ``measure()``.
+        """
+        if any(r.measurement.name == measurement.name for r in self.records):
+            raise ValueError(
+                f"{self._item.nodeid} already recorded a measurement named {measurement.name!r}: "
+                "give each measurement its own name"
+            )
         hook = self._item.config.hook
         metadata: dict[str, Any] = {}
         for extra in hook.pytest_gpuperf_record_metadata(item=self._item, measurement=measurement):
@@ -84,12 +104,29 @@ class Gpuperf:
             measurement=measurement,
             params={str(k): str(v) for k, v in (params or {}).items()},
             metadata=metadata,
-            checks=record_checks,
+            checks=checks if checks is not None else [],
         )
         self.records.append(record)
         self._session.add(record)
         hook.pytest_gpuperf_measured(item=self._item, record=record)
-        return measurement
+        return record
+
+    @property
+    def backend(self) -> Backend:
+        """The device backend of this test's device (timer, synchronize, peak memory), shared by the session."""
+        return self._session.backend(self.slot)
+
+    def note(self, text: str) -> None:
+        """A line for the terminal summary under this test's name: a ratio, or why nothing was asserted."""
+        self._session.add_note(self._item.nodeid, text)
+
+    def reference_peak(self) -> ReferencePeak | None:
+        """This device's reference peak (FLOP/s) if one was measured this session; the report shows % of it."""
+        return self._session.reference_peaks.get(self.slot.id)
+
+    def offer_reference_peak(self, flops_per_second: float, how: str) -> ReferencePeak:
+        """Offer a measured FLOP/s as this device's reference peak; the session keeps the highest offered."""
+        return self._session.offer_reference_peak(self.slot.id, flops_per_second, how)
 
     @property
     def size(self) -> str:
@@ -97,7 +134,13 @@ class Gpuperf:
         return resolve_size(self.settings.size, self.slot.kind)
 
     def run(self, workload: Workload, *, name: str | None = None, **overrides: Any) -> Measurement:
-        """Build ``workload`` on this test's device at its size preset, measure one step, run its check."""
+        """Build ``workload`` on this test's device at its size preset, measure one step, run its check.
+
+        A workload that cannot run on this device skips the test with its reason.
+        """
+        why = workload.why_unsupported(self.device)
+        if why:
+            pytest.skip(f"{workload.name} on {self.slot.id}: {why}")
         step = workload.build(self.device, self.size)
         measurement = self.measure(
             step.fn, name=name, work=step.work, params={"size": self.size, **step.params}, **overrides

@@ -9,10 +9,12 @@ import pytest
 from . import hookspecs
 from .devices import DeviceSlot
 from .fixture import Gpuperf
+from .gate import GatePlugin
 from .session import SESSION_KEY, GpuperfSession
 from .settings import OPTIONS, SettingError, Settings
 
 PLUGIN_NAME = "gpuperf-session"
+GATE_PLUGIN_NAME = "gpuperf-gate"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,11 +54,13 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GpuperfSession(config, settings)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
+    config.pluginmanager.register(GatePlugin(session), GATE_PLUGIN_NAME)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
+        config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
         config.pluginmanager.unregister(session)
         del config.stash[SESSION_KEY]
 

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import fingerprint
+from . import asv, fingerprint
 from .devices import KINDS, Backend, DeviceSlot, Inventory, backend_for, probe_inventory, resolve_devices
 from .records import Record, ResultsError, Run, save_run
-from .report import results_table
+from .report import results_table, speedup_table
 from .settings import SettingError, Settings
 
-__all__ = ["SESSION_KEY", "GpuperfSession"]
+__all__ = ["SESSION_KEY", "GpuperfSession", "ReferencePeak"]
+
+
+@dataclass(frozen=True)
+class ReferencePeak:
+    """A device's measured matmul peak, the 100% of the report's "% peak" column."""
+
+    flops_per_second: float
+    how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
 
 
 class GpuperfSession:
@@ -31,6 +39,12 @@ class GpuperfSession:
         self._backends: dict[str, Backend] = {}
         self._fingerprint: dict[str, Any] | None = None
         self._device_descriptions: dict[str, dict[str, Any]] = {}
+        #: device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)
+        self.reference_peaks: dict[str, ReferencePeak] = {}
+        #: (test node id, text) lines for the terminal summary: ratios, and why something was not asserted
+        self.notes: list[tuple[str, str]] = []
+        self._asv: asv.AsvTarget | None = None
+        self._asv_note = ""
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
 
@@ -71,6 +85,16 @@ class GpuperfSession:
     def add(self, record: Record) -> None:
         self.records.append(record)
 
+    def add_note(self, nodeid: str, text: str) -> None:
+        self.notes.append((nodeid, text))
+
+    def offer_reference_peak(self, device: str, flops_per_second: float, how: str) -> ReferencePeak:
+        """Keep the highest FLOP/s offered for ``device``; return the device's peak after the offer."""
+        current = self.reference_peaks.get(device)
+        if current is None or flops_per_second > current.flops_per_second:
+            self.reference_peaks[device] = ReferencePeak(flops_per_second, how)
+        return self.reference_peaks[device]
+
     # ------------------------------------------------------------ hooks
 
     @pytest.hookimpl(tryfirst=True)
@@ -85,6 +109,13 @@ class GpuperfSession:
                 )
         if self.settings.json and self.rank == 0:
             _check_writable(Path(self.settings.json), "--gpuperf-json")
+        if self.settings.asv and self.rank == 0:
+            try:
+                self._asv = asv.AsvTarget.prepare(
+                    Path(self.settings.asv), self.settings.asv_machine, self.config.rootpath
+                )
+            except asv.AsvError as exc:
+                raise pytest.UsageError(f"--gpuperf-asv={self.settings.asv}: {exc}") from None
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         try:
@@ -115,16 +146,32 @@ class GpuperfSession:
         if not self.records or self.rank != 0:
             return
         terminalreporter.write_sep("=", "gpuperf results")
-        terminalreporter.write_line(results_table(self.records))
+        peaks = {device: peak.flops_per_second for device, peak in self.reference_peaks.items()}
+        terminalreporter.write_line(results_table(self.records, peaks=peaks))
+        for device, peak in self.reference_peaks.items():
+            terminalreporter.write_line(f"% peak: of {device}'s reference peak, {peak.how}")
+        speedups = speedup_table(self.records, [slot.id for slot in self.slots if slot.available])
+        if speedups:
+            terminalreporter.write_sep("-", "gpuperf speedup of each device against the first")
+            terminalreporter.write_line(speedups)
+        if self.notes:
+            terminalreporter.write_sep("-", "gpuperf notes")
+            for nodeid, text in self.notes:
+                terminalreporter.write_line(f"{nodeid}: {text}")
         if self.settings.json:
             terminalreporter.write_line(f"gpuperf: wrote {len(self.records)} records to {self.settings.json}")
+        if self._asv_note:
+            terminalreporter.write_line(self._asv_note)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.rank != 0 or not self.settings.json:
+        if self.rank != 0:
             return
         try:
-            save_run(Path(self.settings.json), self.run())
+            if self.settings.json:
+                save_run(Path(self.settings.json), self.run())
+            if self._asv is not None and self.records:
+                self._asv_note = self._asv.write(self.run())
         except ResultsError as exc:
             session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -137,8 +184,17 @@ class GpuperfSession:
             fingerprint=self.fingerprint(),
             settings=settings,
             records=list(self.records),
-            devices=self._device_descriptions,
+            devices={
+                device: {**description, **_peak_description(self.reference_peaks.get(device))}
+                for device, description in self._device_descriptions.items()
+            },
         )
+
+
+def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
+    if peak is None:
+        return {}
+    return {"reference_peak": {"FLOP/s": peak.flops_per_second, "how": peak.how}}
 
 
 def _bad_requirement(marker: pytest.Mark) -> str:

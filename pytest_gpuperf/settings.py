@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .compare import parse_mismatch_keys, parse_verdicts
 from .devices import DeviceError, parse_device_option
 from .sampling import SamplingPlan
+from .storage import check_name
 from .units import UnitError, parse_quantity
 from .workload import SIZES
 
@@ -95,6 +97,49 @@ def _on_off(raw: object) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise SettingError("must be on or off")
+
+
+def _checked(check: Callable[[str], Any]) -> Callable[[object], Any]:
+    """A parser from a validator that raises ValueError with the fix (gate options: compare.py, storage.py)."""
+
+    def parse(raw: object) -> Any:
+        try:
+            return check(str(raw))
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+
+    return parse
+
+
+def _optional_name(raw: object) -> str | None:
+    text = "" if raw is None else str(raw).strip()
+    return _checked(check_name)(text) if text else None
+
+
+def _mismatch_keys(raw: object) -> tuple[str, ...]:
+    return () if raw is None else tuple(_checked(parse_mismatch_keys)(raw))
+
+
+def _count(raw: object) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise SettingError("is not a whole number") from None
+    if value < 0:
+        raise SettingError("must be 0 or more")
+    return value
+
+
+def _quiet_wait(raw: object) -> float | None:
+    text = str(raw).strip().lower()
+    if text == "auto":
+        return None
+    if text in ("0", "off", "no"):
+        return 0.0
+    try:
+        return _positive_seconds(raw)
+    except SettingError:
+        raise SettingError("must be auto, off, or a time such as 10 or '30 s'") from None
 
 
 # ---------------------------------------------------------------- the table
@@ -213,6 +258,109 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "PATH",
         marker=False,
     ),
+    OptionSpec(
+        "asv",
+        None,
+        _optional_path,
+        "also write this run as asv results for the checked-out commit into the asv results directory DIR "
+        "(machine.json, benchmarks.json, per-commit results), for asv publish and asv compare",
+        "DIR",
+        marker=False,
+    ),
+    OptionSpec(
+        "asv_machine",
+        None,
+        _optional_path,
+        "machine name for --gpuperf-asv results (default: the host name)",
+        "NAME",
+        marker=False,
+    ),
+    OptionSpec(
+        "results_dir",
+        ".gpuperf",
+        _optional_path,
+        "directory for every run's results (runs/) and named baselines (baselines/), relative to the rootdir "
+        "(default: .gpuperf)",
+        "DIR",
+        marker=False,
+    ),
+    OptionSpec(
+        "save",
+        None,
+        _optional_name,
+        "save this run as baseline NAME: one more round if NAME holds runs of the same code on this machine, "
+        "else a fresh baseline",
+        "NAME",
+        marker=False,
+    ),
+    OptionSpec(
+        "compare",
+        None,
+        _optional_path,
+        "compare this run with baseline NAME (or a results file PATH); the gate fails the session on a "
+        "significant slowdown beyond the tolerance",
+        "NAME|PATH",
+        marker=False,
+    ),
+    OptionSpec(
+        "tolerance",
+        "5%",
+        _fraction,
+        "a record is slower (or faster) only when the change is significant and beyond this ratio (default: 5%)",
+        "FRACTION",
+    ),
+    OptionSpec(
+        "noise_floor",
+        "2%",
+        _fraction,
+        "run-to-run noise assumed until a baseline's rounds show more; worth 8 runs of evidence (default: 2%)",
+        "FRACTION",
+    ),
+    OptionSpec(
+        "fail_on",
+        "slower",
+        _checked(parse_verdicts),
+        "verdicts that fail the session when comparing: a comma list of slower, faster, unchanged, inconclusive, "
+        "incomparable, new, missing, or none (default: slower)",
+        "VERDICTS",
+        marker=False,
+    ),
+    OptionSpec(
+        "allow_mismatch",
+        None,
+        _mismatch_keys,
+        "compare across these fingerprint differences anyway (for example torch_minor,threads), or all "
+        "(default: none; differing hardware or torch refuses the comparison)",
+        "KEYS",
+        marker=False,
+    ),
+    OptionSpec(
+        "quiet_wait",
+        "auto",
+        _quiet_wait,
+        "before each measurement wait up to this long for other processes to leave the cores it needs; "
+        "auto: 10 s when saving or comparing, else off",
+        "TIME",
+        marker=False,
+    ),
+    OptionSpec(
+        "confirm",
+        "4",
+        _count,
+        "when comparing, measure the tests whose records look slower again, in a fresh process, up to N times "
+        "before judging them (default: 4; 0: judge this session's measurements alone)",
+        "N",
+        marker=False,
+    ),
+    OptionSpec(
+        "rounds",
+        "1",
+        _positive_int,
+        "measure every test N times in this session (the rounds after the first run after the other tests, "
+        "spaced in time), for example for a baseline that knows this machine's noise (default: 1)",
+        "N",
+        marker=False,
+    ),
 )
 
 _BY_FIELD: Final = {spec.field: spec for spec in OPTIONS}
@@ -232,6 +380,18 @@ class Settings:
     memory: bool = True
     size: str = "auto"
     json: str | None = None
+    asv: str | None = None
+    asv_machine: str | None = None
+    results_dir: str = ".gpuperf"
+    save: str | None = None
+    compare: str | None = None
+    tolerance: float = 0.05
+    noise_floor: float = 0.02
+    fail_on: tuple[str, ...] = ("slower",)
+    allow_mismatch: tuple[str, ...] = ()
+    quiet_wait: float | None = None  # None: auto
+    confirm: int = 4
+    rounds: int = 1
 
     def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
         return SamplingPlan(

@@ -14,7 +14,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["Interval", "Summary", "binomial_cdf", "median_ci", "median_ci_ranks", "summarize"]
+__all__ = ["Interval", "Summary", "binomial_cdf", "median_ci", "median_ci_ranks", "summarize", "t_quantile"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,27 @@ def summarize(samples: Sequence[float] | np.ndarray, confidence: float = 0.95) -
         stdev=float(data.std(ddof=1)) if data.size > 1 else 0.0,
         ci=median_ci(data, confidence),
     )
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t distribution with ``df`` degrees of freedom (``df=inf`` is the normal).
+
+    Exact for df 1 and 2; otherwise the Cornish-Fisher expansion in 1/df (Abramowitz and
+    Stegun 26.7.5): within 1% of the exact value at df 3, 0.1% from df 5 (two-sided 99% and below).
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p={p!r} must be strictly between 0 and 1")
+    if not df > 0:
+        raise ValueError(f"df={df!r} must be positive")
+    if math.isinf(df):
+        return NormalDist().inv_cdf(p)
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2.0 * p - 1.0) / math.sqrt(2.0 * p * (1.0 - p))
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4.0
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96.0
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["SIZES", "Step", "Workload", "resolve_size"]
+__all__ = ["SIZES", "Step", "Workload", "WorkloadUnsupported", "resolve_size"]
 
 #: Size presets; ``auto`` means small on cpu and mps, large on cuda.
 SIZES: Final = ("auto", "small", "medium", "large")
@@ -29,11 +29,24 @@ class Step:
     check: Callable[[], None] | None = None
 
 
+class WorkloadUnsupported(NotImplementedError):
+    """``build`` was asked for a device the workload cannot run on; the message says why.
+
+    A NotImplementedError so that asv, which skips a benchmark whose setup raises one,
+    skips it too; ``gpuperf.run`` skips the test with the message.
+    """
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
     build: Callable[[Any, str], Step]  # (torch.device, size preset) -> Step
     description: str = ""
+    #: (torch.device) -> why this workload cannot run there, or None; build raises WorkloadUnsupported then.
+    unsupported: Callable[[Any], str | None] | None = None
+
+    def why_unsupported(self, device: Any) -> str | None:
+        return None if self.unsupported is None else self.unsupported(device)
 
 
 def resolve_size(size: str, device_kind: str) -> str:

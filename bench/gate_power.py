@@ -1,0 +1,338 @@
+"""Evidence for the gate: false positives on A/A pairs and detection of planted 5% and 10% slowdowns,
+next to pytest-benchmark's and asv's rules applied to the same measurements.
+
+    python bench/gate_power.py --threads 1                          # sequential, ~25 min on 2 busy cores
+    python bench/gate_power.py --threads 1 --protocol interleaved   # interleaved, ~25 min
+    python bench/gate_power.py --trials 4                           # a quick look
+
+The step is 20 matmuls of a 64x1024 block by a 1024x1024 matrix (a 1024^3 matmul and a
+quarter, in blocks); B does 21 or 22 of them while declaring the same work, as a code
+change that makes the step slower would. Every process is one pytest session of the
+plugin (``--gpuperf-memory=off``; ``--threads`` sets ``--gpuperf-threads``).
+
+Protocols, one trial each:
+
+- sequential (a pull request's gate): three sessions of the step saved as that trial's
+  baseline (``--gpuperf-save --gpuperf-rounds=2``), then in random order the same step
+  (A/A) and the step with 5% and 10% more work (B), each compared with the baseline by
+  ``pytest --gpuperf-compare``, which measures a record that looks slower again in up to
+  4 fresh processes; their exit statuses are the gate's verdicts.
+- interleaved (the baseline's code measured again next to the candidate's): three
+  rounds, each one session of the baseline and of every candidate in random order
+  (``--gpuperf-rounds=2``); judged as ``python -m pytest_gpuperf compare`` judges three
+  runs against three.
+
+The same measurements (the raw samples in each session's results file) are also judged by
+
+- the gate on the first measurement of one session each (no rounds, no confirmation);
+- pytest-benchmark's ``--benchmark-compare-fail=mean:5%``: fail when the mean of the
+  samples is more than 5% above the baseline's (its own ``PercentageRegressionCheck``);
+- asv's rule: slower when ``asv._stats.is_different`` (Mann-Whitney U at p < 0.002 on the
+  samples) and the median is above 1.1 times the baseline's (``asv compare``'s factor);
+
+given one session each, and all sessions' samples pooled (asv pools its processes).
+Background load is reported as measured by the gate itself while sampling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from asv import _stats as asv_stats
+from pytest_benchmark import utils as pytest_benchmark_utils
+from tabulate import tabulate
+
+from pytest_gpuperf.compare import compare_runs, disturbed, load_of
+from pytest_gpuperf.records import Record, Run, load_run
+from pytest_gpuperf.stats import median_ci
+
+ROUNDS = 3
+CONDITIONS = {"A/A": 0, "B +5%": 1, "B +10%": 2}  # extra blocks out of 20
+
+WORKER = """
+import os
+
+import torch
+
+BLOCKS = 20
+EXTRA = int(os.environ.get("GATE_POWER_EXTRA_BLOCKS", "0"))
+
+
+def test_step(gpuperf):
+    a = torch.randn(64, 1024)
+    b = torch.randn(1024, 1024)
+    out = torch.empty(64, 1024)
+    blocks = BLOCKS + EXTRA
+
+    def step():
+        for _ in range(blocks):
+            torch.mm(a, b, out=out)
+
+    # The declared work stays that of 20 blocks: B is a change that makes the same step slower.
+    gpuperf.measure(step, flops=2.0 * 64 * 1024 * 1024 * BLOCKS)
+"""
+
+
+@dataclass
+class Trial:
+    base: list[Run] = field(default_factory=list)
+    #: condition -> the candidate's runs (one in the sequential protocol, ROUNDS when interleaved)
+    heads: dict[str, list[Run]] = field(default_factory=dict)
+    #: condition -> the pytest gate's exit status (sequential protocol)
+    exit_status: dict[str, int] = field(default_factory=dict)
+
+
+OPTIONS: list[str] = ["--gpuperf-device=cpu", "--gpuperf-memory=off"]
+
+
+def run_pytest(workdir: Path, extra_blocks: int, args: Sequence[str]) -> int:
+    env = {**os.environ, "GATE_POWER_EXTRA_BLOCKS": str(extra_blocks)}
+    command = [sys.executable, "-m", "pytest", "test_step.py", "-q", "-p", "no:cacheprovider"]
+    command += [*OPTIONS, *args]
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):
+        sys.exit(f"worker failed with status {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done.returncode
+
+
+def slug(label: str) -> str:
+    return label.replace("/", "").replace(" ", "").replace("%", "")
+
+
+def run_sequential(workdir: Path, index: int, rng: random.Random) -> Trial:
+    """Three baseline sessions, then each candidate judged by ``pytest --gpuperf-compare`` (a PR gate)."""
+    trial = Trial()
+    name = f"trial{index}"
+    for round_ in range(ROUNDS):
+        out = workdir / f"{name}-base{round_}.json"
+        run_pytest(workdir, 0, [f"--gpuperf-save={name}", "--gpuperf-rounds=2", f"--gpuperf-json={out}"])
+        trial.base.append(load_run(out))
+    order = list(CONDITIONS)
+    rng.shuffle(order)
+    for condition in order:
+        out = workdir / f"{name}-{slug(condition)}.json"
+        status = run_pytest(workdir, CONDITIONS[condition], [f"--gpuperf-compare={name}", f"--gpuperf-json={out}"])
+        trial.heads[condition] = [load_run(out)]
+        trial.exit_status[condition] = status
+    return trial
+
+
+def run_interleaved(workdir: Path, index: int, rng: random.Random) -> Trial:
+    """Three rounds; each runs the baseline and every candidate once, in random order, one session each."""
+    trial = Trial(heads={c: [] for c in CONDITIONS})
+    for round_ in range(ROUNDS):
+        order = ["base", *CONDITIONS]
+        rng.shuffle(order)
+        for label in order:
+            out = workdir / f"trial{index}-{slug(label)}{round_}.json"
+            run_pytest(workdir, CONDITIONS.get(label, 0), ["--gpuperf-rounds=2", f"--gpuperf-json={out}"])
+            (trial.base if label == "base" else trial.heads[label]).append(load_run(out))
+    return trial
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def first_only(runs: Sequence[Run]) -> list[Run]:
+    """The runs without their extra rounds: what a gate without rounds or confirmation would see."""
+    out = []
+    for run in runs:
+        records = [
+            dataclasses.replace(r, gate={k: v for k, v in r.gate.items() if k not in ("rounds", "runs")})
+            for r in run.records
+        ]
+        out.append(dataclasses.replace(run, records=records))
+    return out
+
+
+def only_record(run: Run) -> Record:
+    (record,) = run.records
+    return record
+
+
+def samples(runs: Sequence[Run]) -> list[float]:
+    return [s for run in runs for s in only_record(run).measurement.samples]
+
+
+def gate_verdict(base: Sequence[Run], head: Sequence[Run]) -> str:
+    (row,) = compare_runs(base, head).rows
+    return row.verdict.value
+
+
+def pytest_benchmark_fails(base: Sequence[Run], head: Sequence[Run]) -> bool:
+    parse = cast(Callable[[str], Any], pytest_benchmark_utils.parse_compare_fail)
+    check = parse("mean:5%")
+    return bool(check.fails({"mean": statistics.fmean(samples(head))}, {"mean": statistics.fmean(samples(base))}))
+
+
+def _asv_stats(values: Sequence[float]) -> dict[str, float]:
+    ci = median_ci(values, 0.99)
+    return {"ci_99_a": ci.low, "ci_99_b": ci.high}
+
+
+def asv_slower(base: Sequence[Run], head: Sequence[Run]) -> bool:
+    a, b = samples(base), samples(head)
+    different = asv_stats.is_different(a, b, _asv_stats(a), _asv_stats(b))
+    return bool(different) and statistics.median(b) > 1.1 * statistics.median(a)
+
+
+Rule = Callable[[Trial, str], bool]
+
+
+def rules(protocol: str) -> dict[tuple[str, str], Rule]:
+    first: Rule = lambda t, c: gate_verdict(first_only(t.base[:1]), first_only(t.heads[c][:1])) == "slower"  # noqa: E731
+    out: dict[tuple[str, str], Rule] = {}
+    if protocol == "sequential":
+        out[("pytest-gpuperf gate: pytest --gpuperf-compare exit status", "3 sessions x 2 rounds, then 1")] = (
+            lambda t, c: t.exit_status[c] == 1
+        )
+    else:
+        out[("pytest-gpuperf gate: python -m pytest_gpuperf compare", "3 vs 3 sessions, interleaved")] = lambda t, c: (
+            gate_verdict(t.base, t.heads[c]) == "slower"
+        )
+    out[("pytest-gpuperf gate, first measurements only", "1 vs 1")] = first
+    out[("pytest-benchmark mean:5%", "1 vs 1")] = lambda t, c: pytest_benchmark_fails(t.base[:1], t.heads[c][:1])
+    out[("pytest-benchmark mean:5%", "pooled")] = lambda t, c: pytest_benchmark_fails(t.base, t.heads[c])
+    out[("asv MWU p<0.002 and 1.1x", "1 vs 1")] = lambda t, c: asv_slower(t.base[:1], t.heads[c][:1])
+    out[("asv MWU p<0.002 and 1.1x", "pooled")] = lambda t, c: asv_slower(t.base, t.heads[c])
+    return out
+
+
+def rate(hits: int, n: int) -> str:
+    return f"{hits}/{n} ({hits / n:.0%})" if n else "-"
+
+
+def results_table(trials: Sequence[Trial], protocol: str) -> str:
+    rows = []
+    for (rule, baseline), judge in rules(protocol).items():
+        cells = [rate(sum(judge(t, c) for t in trials), len(trials)) for c in CONDITIONS]
+        rows.append((rule, baseline, *cells))
+    headers = ("rule", "runs compared", "A/A flagged (false +)", "B +5% caught", "B +10% caught")
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def verdict_table(trials: Sequence[Trial]) -> str:
+    """How the gate's verdicts spread, per condition."""
+    names = ("slower", "inconclusive", "unchanged", "faster")
+    rows = []
+    for condition in CONDITIONS:
+        verdicts = [gate_verdict(t.base, t.heads[condition]) for t in trials]
+        rows.append((condition, *(verdicts.count(v) for v in names)))
+    return tabulate(rows, headers=("gate verdicts", *names), tablefmt="github")
+
+
+def conditions_summary(trials: Sequence[Trial]) -> list[str]:
+    runs = [run for t in trials for run in (*t.base, *(r for rs in t.heads.values() for r in rs))]
+    records = [only_record(run) for run in runs]
+    loads = [load for load in map(load_of, records) if load is not None]
+    busy = sum(disturbed(r) for r in records)
+    waits = [float(r.gate.get("quiet_wait_s", 0.0)) for r in records]
+    lines = [
+        f"processes: {len(runs)}; sampling windows disturbed by other processes: {busy} ({busy / len(runs):.0%})",
+        f"background load while sampling (cores of {loads[0].cpus if loads else '?'}): "
+        f"mean {statistics.fmean(x.background_cores for x in loads):.2f}, "
+        f"max {max(x.background_cores for x in loads):.2f}"
+        if loads
+        else "background load: not measurable here",
+        f"waited for a quiet machine before measuring: {sum(w > 0.3 for w in waits)} processes, "
+        f"{sum(waits):.0f} s in all",
+        f"session medians, all sessions: median {_quantile(records, 0.5):.2f} ms, "
+        f"middle 80% {_quantile(records, 0.1):.2f}-{_quantile(records, 0.9):.2f} ms",
+    ]
+    for condition, extra in CONDITIONS.items():
+        if extra:
+            ratios = [
+                statistics.median(only_record(r).measurement.median for r in t.heads[condition])
+                / statistics.median(only_record(r).measurement.median for r in t.base)
+                for t in trials
+            ]
+            lines.append(
+                f"{condition}: ratio of median session medians, median over trials {statistics.median(ratios):.3f}x"
+            )
+    return lines
+
+
+def _quantile(records: Sequence[Record], q: float) -> float:
+    values = sorted(r.measurement.median for r in records)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1e3
+
+
+def dump(trials: Sequence[Trial], path: Path) -> None:
+    data = [
+        {
+            "base": [r.to_dict() for r in t.base],
+            "heads": {c: [r.to_dict() for r in runs] for c, runs in t.heads.items()},
+            "exit_status": t.exit_status,
+        }
+        for t in trials
+    ]
+    path.write_text(json.dumps(data) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=40, help="trials of 3 baseline rounds and 3 candidates (40)")
+    parser.add_argument("--minutes", type=float, default=28.0, help="start no trial after this many minutes (28)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="--gpuperf-threads for every process")
+    parser.add_argument(
+        "--protocol",
+        choices=("sequential", "interleaved"),
+        default="sequential",
+        help="sequential: baseline sessions, then each candidate under pytest --gpuperf-compare (a PR gate); "
+        "interleaved: baseline and candidates alternate, three sessions each, judged by the compare command",
+    )
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the results files here (default: temp)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-power-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.threads is not None:
+        OPTIONS.append(f"--gpuperf-threads={args.threads}")
+    (workdir / "test_step.py").write_text(textwrap.dedent(WORKER))
+    load_before = os.getloadavg()
+    threads = args.threads or "torch's default"
+    print(
+        f"gate_power: {args.trials} trials, {args.protocol} protocol, threads: {threads}, in {workdir}; "
+        f"load average {load_before[0]:.2f}"
+    )
+    rng = random.Random(args.seed)
+    trials: list[Trial] = []
+    for i in range(args.trials):
+        if time.perf_counter() - start > args.minutes * 60:
+            print(f"time budget of {args.minutes:g} min reached after {i} trials", flush=True)
+            break
+        trials.append((run_sequential if args.protocol == "sequential" else run_interleaved)(workdir, i, rng))
+        verdicts = {c: gate_verdict(trials[-1].base, h) for c, h in trials[-1].heads.items()}
+        print(f"  trial {i + 1}: {verdicts} after {time.perf_counter() - start:.0f} s", flush=True)
+    dump(trials, workdir / "gate_power.json")
+    print()
+    print(results_table(trials, args.protocol))
+    print()
+    print(verdict_table(trials))
+    print()
+    for line in conditions_summary(trials):
+        print(line)
+    load_after = os.getloadavg()
+    print(f"load average (1 min) at start {load_before[0]:.2f}, at end {load_after[0]:.2f}")
+    print(f"raw data: {workdir / 'gate_power.json'}")
+    print(f"wall time: {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

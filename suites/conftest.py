@@ -1,0 +1,83 @@
+"""Suite-wide sampling defaults and the per-device matmul reference peak."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from pytest_gpuperf import Gpuperf
+from pytest_gpuperf.units import Quantity
+
+from .support import paired
+from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
+
+#: Sampling for the suites unless the command line or ini sets it: short enough that the
+#: whole CPU run takes a few minutes on two cores, long enough for a 3% CI on a quiet GPU.
+#: A test module may raise these for its own tests with a module-level ``SAMPLING`` dict.
+SUITE_SAMPLING: Final = {"max_time": "2 s", "warmup_time": "0.5 s", "target": "3%"}
+#: On CPU the suites use one thread unless --gpuperf-threads (or ini) says otherwise: on a
+#: shared two-vCPU machine two threads stall every parallel region while the other vCPU is
+#: busy (measured: fp32 matmul n=256 at 4 GFLOP/s with two threads, 114 with one).
+CPU_THREADS: Final = 1
+_HERE: Final = Path(__file__).parent
+
+
+def _chosen(config: pytest.Config, key: str) -> bool:
+    """Did the user set ``--gpuperf-<key>`` or ini ``gpuperf_<key>``?"""
+    return config.getoption(f"gpuperf_{key}", None) is not None or config.getini(f"gpuperf_{key}") not in (None, "")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give suite tests the suite's sampling defaults for each setting the user did not choose (CLI or ini win)."""
+    for item in items:
+        # This hook sees the whole session's items; only the suites' own tests get the defaults.
+        if not item.path.is_relative_to(_HERE):
+            continue
+        wanted = {**SUITE_SAMPLING, **getattr(getattr(item, "module", None), "SAMPLING", {})}
+        callspec = getattr(item, "callspec", None)
+        slot = callspec.params.get("gpuperf_device") if callspec is not None else None
+        if getattr(slot, "kind", None) == "cpu":
+            wanted["threads"] = CPU_THREADS
+        defaults = {key: value for key, value in wanted.items() if not _chosen(config, key)}
+        if defaults:
+            # Appended, so a test's own @pytest.mark.gpuperf(...) still takes precedence.
+            item.add_marker(pytest.mark.gpuperf(**defaults), append=True)
+
+
+@dataclass(frozen=True)
+class PeakOp:
+    """The device's reference peak: the fastest matmul dtype at the sweep's largest size."""
+
+    dtype: str
+    n: int
+    flops_per_second: float
+
+
+PEAKS: Final = pytest.StashKey[dict[str, PeakOp]]()
+
+
+def measure_peak(gpuperf: Gpuperf) -> PeakOp:
+    """Every supported dtype at the largest size, in interleaved rounds; the fastest is the reference peak."""
+    n = MATMUL_SWEEP[gpuperf.size][-1]
+    dtypes = [d for d in MATMUL_DTYPES if matmul_unsupported(gpuperf.device, d) is None]
+    steps = {dtype: matmul_step(gpuperf.device, dtype, n) for dtype in dtypes}
+    rounds, _ = paired(gpuperf, steps)
+    for step in steps.values():
+        if step.check is not None:
+            step.check()
+    best = max(dtypes, key=lambda d: rounds.measurements[d].throughput("FLOP").value)
+    flops = rounds.measurements[best].throughput("FLOP").value
+    gpuperf.offer_reference_peak(flops, f"matmul {best} n={n}, {Quantity(flops, 'FLOP/s')} median")
+    return PeakOp(best, n, flops)
+
+
+@pytest.fixture
+def matmul_peak(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> PeakOp:
+    """This device's reference peak, measured by the first test that asks for it in the session."""
+    peaks = request.config.stash.setdefault(PEAKS, {})
+    if gpuperf.slot.id not in peaks:
+        peaks[gpuperf.slot.id] = measure_peak(gpuperf)
+    return peaks[gpuperf.slot.id]

@@ -1,0 +1,89 @@
+"""Glue between the suites' tests and the plugin: paired measurements recorded as the test's, estimates judged."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Final
+
+from pytest_gpuperf import Gpuperf
+from pytest_gpuperf.expectations import Expectations, expect_interval
+from pytest_gpuperf.measurement import Check
+from pytest_gpuperf.workload import Step
+
+from .paired import Estimate, Paired, measure_paired
+
+__all__ = ["EXPECTATIONS_ENV", "expect", "expectations", "paired", "percent"]
+
+#: Environment variable naming another expectations file than the one shipped with the suites.
+EXPECTATIONS_ENV: Final = "GPUPERF_EXPECTATIONS"
+_SHIPPED: Final = Path(__file__).with_name("expectations.json")
+
+
+def paired(
+    gpuperf: Gpuperf,
+    steps: Mapping[str, Step],
+    *,
+    record: Collection[str] | None = None,
+    params: Mapping[str, object] | None = None,
+    names: Mapping[str, str] | None = None,
+) -> tuple[Paired, dict[str, list[Check]]]:
+    """Measure ``steps`` in interleaved rounds on the test's device and record those named in ``record``.
+
+    ``names`` renames steps in the records (``{"this": "n=512"}``). Returns the rounds
+    and, per step, the list its assertions land in.
+    """
+    wanted = list(steps) if record is None else list(record)
+    checks: dict[str, list[Check]] = {name: [] for name in steps}
+    result = measure_paired(
+        steps,
+        gpuperf.backend,
+        gpuperf.settings,
+        device=gpuperf.slot.id,
+        observers={name: checks[name].append for name in steps},
+        names=names,
+    )
+    for name in wanted:
+        step = steps[name]
+        gpuperf.record(
+            result.measurements[name],
+            params={"size": gpuperf.size, **step.params, **(params or {})},
+            checks=checks[name],
+        )
+    return result, checks
+
+
+def expect(
+    gpuperf: Gpuperf,
+    estimate: Estimate,
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    checks: list[Check] | None = None,
+) -> Check:
+    """Judge ``estimate`` by its CI (pass / fail / inconclusive) and note the verdict in the summary."""
+    __tracebackhide__ = True
+    evidence = f"{estimate.rounds} paired rounds at {estimate.confidence:.0%} on {gpuperf.slot.id}"
+    check = expect_interval(
+        estimate.what,
+        estimate.median,
+        estimate.low,
+        estimate.high,
+        at_least=at_least,
+        at_most=at_most,
+        evidence=evidence,
+        inconclusive=gpuperf.settings.inconclusive,
+        observer=checks.append if checks is not None else None,
+    )
+    gpuperf.note(f"{check.outcome}: {check.message}")
+    return check
+
+
+def expectations() -> Expectations:
+    """The per-device floors: ``$GPUPERF_EXPECTATIONS`` if set, else the file shipped with the suites."""
+    return Expectations.load(Path(os.environ.get(EXPECTATIONS_ENV) or _SHIPPED))
+
+
+def percent(value: float) -> str:
+    return f"{value:.0%}"
