@@ -30,16 +30,22 @@ CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if sh
 CACHE = Path(os.environ.get("GPUPERF_ASSET_CACHE") or default_cache())
 _HAVE_ASSETS = all((CACHE / a.tarball).exists() for a in ASSETS)
 
-pytestmark = [
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="needs Debian's chromium for a real browser: apt-get install chromium (.ci/run does)"
-    ),
-    pytest.mark.skipif(
-        shutil.which("npm") is None and not _HAVE_ASSETS,
-        reason=f"needs npm (apt-get install npm) to fetch the page's scripts, or their tarballs in {CACHE}",
-    ),
-    pytest.mark.skipif(shutil.which("git") is None, reason="needs git to make a history"),
+_MISSING = [
+    reason
+    for absent, reason in (
+        (CHROMIUM is None, "needs Debian's chromium for a real browser: apt-get install chromium (.ci/run does)"),
+        (
+            shutil.which("npm") is None and not _HAVE_ASSETS,
+            f"needs npm (apt-get install npm) to fetch the page's scripts, or their tarballs in {CACHE}",
+        ),
+        (shutil.which("git") is None, "needs git to make a history"),
+    )
+    if absent
 ]
+if _MISSING and os.environ.get("GPUPERF_REQUIRE_BROWSER") == "1":
+    # CI sets this: there a missing browser must fail the run, not skip the test quietly.
+    raise RuntimeError("GPUPERF_REQUIRE_BROWSER=1, but the browser test " + "; ".join(_MISSING))
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING))
 
 _PROBE = """
 (function () {
