@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -20,8 +21,13 @@ def gpuperf_help(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     lines = result.stdout.lines
     start = lines.index("pytest-gpuperf: deep-learning performance tests:")
     end = lines.index("", start)
-    ini = [i for i, line in enumerate(lines) if line.startswith("  gpuperf_")]
-    return "\n".join(lines[start:end] + [""] + [line for i in ini for line in lines[i : i + 2]]) + "\n"
+    # An ini entry is its "  gpuperf_x (string):" line and the deeper-indented help lines under it.
+    ini: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("  gpuperf_"):
+            ini.append(line)
+            ini.extend(itertools.takewhile(lambda more: more.startswith("    "), lines[i + 1 :]))
+    return "\n".join([*lines[start:end], "", *ini]) + "\n"
 
 
 def test_help_matches_snapshot(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
