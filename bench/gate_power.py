@@ -1,28 +1,37 @@
-"""Evidence for the gate: false positives on A/A pairs and detection of planted 5% and 10% slowdowns,
+"""Evidence for the gates: false positives on A/A pairs and detection of planted 5% and 10% slowdowns,
 next to pytest-benchmark's and asv's rules applied to the same measurements.
 
-    python bench/gate_power.py --threads 1                          # sequential, ~25 min on 2 busy cores
-    python bench/gate_power.py --threads 1 --protocol interleaved   # interleaved, ~25 min
-    python bench/gate_power.py --trials 4                           # a quick look
+    python bench/gate_power.py --trials 40                                      # ab (default), ~20 min
+    python bench/gate_power.py --threads 1 --protocol sequential                # stored baseline, ~25 min
+    python bench/gate_power.py --threads 1 --protocol interleaved               # ~25 min
+    python bench/gate_power.py --trials 4                                       # a quick look
 
 The step is 20 matmuls of a 64x1024 block by a 1024x1024 matrix (a 1024^3 matmul and a
 quarter, in blocks); B does 21 or 22 of them while declaring the same work, as a code
-change that makes the step slower would. Every process is one pytest session of the
-plugin (``--gpuperf-memory=off``; ``--threads`` sets ``--gpuperf-threads``).
+change that makes the step slower would.
 
 Protocols, one trial each:
 
-- sequential (a pull request's gate): three sessions of the step saved as that trial's
-  baseline (``--gpuperf-save --gpuperf-rounds=2``), then in random order the same step
-  (A/A) and the step with 5% and 10% more work (B), each compared with the baseline by
-  ``pytest --gpuperf-compare``, which measures a record that looks slower again in up to
-  4 fresh processes; their exit statuses are the gate's verdicts.
+- ab (the interleaved A/B gate, the default): a tiny git repository whose commits are
+  A, A' (a comment changed), B +5% and B +10% (one and two extra blocks) holds the step
+  as a workload (``perf/workloads.py``); each trial runs ``python -m pytest_gpuperf ab
+  --base A --head X`` for X = A', B +5%, B +10% in random order, one process each
+  (``--threads`` sets its ``--threads``, 1 by default as on any CPU), and counts exit
+  statuses; ``--json`` keeps each run's paired rounds, to which the other rules are applied.
+- sequential (the stored-baseline gate of a pull request): three pytest sessions of the
+  step saved as that trial's baseline (``--gpuperf-save --gpuperf-rounds=2``), then in
+  random order the same step (A/A) and the step with 5% and 10% more work (B), each
+  compared with the baseline by ``pytest --gpuperf-compare``, which measures a record
+  that looks slower again in up to 4 fresh processes; their exit statuses are the
+  gate's verdicts. Every process is one pytest session of the plugin
+  (``--gpuperf-memory=off``; ``--threads`` sets ``--gpuperf-threads``).
 - interleaved (the baseline's code measured again next to the candidate's): three
   rounds, each one session of the baseline and of every candidate in random order
   (``--gpuperf-rounds=2``); judged as ``python -m pytest_gpuperf compare`` judges three
   runs against three.
 
-The same measurements (the raw samples in each session's results file) are also judged by
+The same measurements (the raw samples in each session's results file, or the base's and
+the head's times of the same paired rounds for ab) are also judged by
 
 - the gate on the first measurement of one session each (no rounds, no confirmation);
 - pytest-benchmark's ``--benchmark-compare-fail=mean:5%``: fail when the mean of the
@@ -31,7 +40,8 @@ The same measurements (the raw samples in each session's results file) are also 
   samples) and the median is above 1.1 times the baseline's (``asv compare``'s factor);
 
 given one session each, and all sessions' samples pooled (asv pools its processes).
-Background load is reported as measured by the gate itself while sampling.
+Background load is reported as measured by the gate itself while sampling (sequential,
+interleaved) and as the load average (all).
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -144,6 +154,134 @@ def run_interleaved(workdir: Path, index: int, rng: random.Random) -> Trial:
     return trial
 
 
+# ---------------------------------------------------------------- the ab protocol
+
+AB_WORKLOADS = """\
+\"\"\"The gate_power step as a workload: 20 matmuls of a 64x1024 block by a 1024x1024 matrix.\"\"\"
+
+import torch
+
+from pytest_gpuperf.workload import Step, Workload
+
+BLOCKS = 20
+EXTRA = {extra}  # planted: extra blocks of the same step; the declared work stays that of BLOCKS
+# {comment}
+
+
+def build(device, size):
+    a = torch.randn(64, 1024, device=device)
+    b = torch.randn(1024, 1024, device=device)
+    out = torch.empty(64, 1024, device=device)
+    blocks = BLOCKS + EXTRA
+
+    def step():
+        for _ in range(blocks):
+            torch.mm(a, b, out=out)
+
+    return Step(step, work={{"FLOP": 2.0 * 64 * 1024 * 1024 * BLOCKS}})
+
+
+WORKLOADS = {{"mm_blocks": Workload("mm_blocks", build, "20 x mm(64x1024, 1024x1024)")}}
+"""
+#: condition -> the tag of its head commit in the ab repository (base: tag "a")
+AB_HEADS = {"A/A": "a2", "B +5%": "b5", "B +10%": "b10"}
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "gate_power", "GIT_AUTHOR_EMAIL": "gate_power@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": env["GIT_AUTHOR_NAME"], "GIT_COMMITTER_EMAIL": env["GIT_AUTHOR_EMAIL"]}
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def make_ab_repo(repo: Path) -> None:
+    """Commits A, A' (a comment changed), B +5%, B +10% (extra blocks), tagged a, a2, b5, b10."""
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "perf").mkdir()
+    (repo / "perf" / "__init__.py").write_text("")
+    commits = [("a", 0, "variant A"), ("a2", 0, "variant A, the comment reworded"), ("b5", 1, "B"), ("b10", 2, "B")]
+    for tag, extra, comment in commits:
+        (repo / "perf" / "workloads.py").write_text(AB_WORKLOADS.format(extra=extra, comment=comment))
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"{tag}: {comment}, {extra} extra blocks")
+        _git(repo, "tag", tag)
+
+
+@dataclass
+class AbTrial:
+    #: condition -> the ab command's exit status
+    exit_status: dict[str, int] = field(default_factory=dict)
+    #: condition -> the mm_blocks entry of its --json file (ratio, verdict, base and head times per round)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: condition -> wall seconds of the command
+    seconds: dict[str, float] = field(default_factory=dict)
+    #: condition -> the 1-minute load average when the command ended
+    load: dict[str, float] = field(default_factory=dict)
+
+
+AB_OPTIONS: list[str] = ["--device", "cpu", "--workloads", "perf/workloads.py"]
+
+
+def run_ab(workdir: Path, index: int, rng: random.Random) -> AbTrial:
+    """``python -m pytest_gpuperf ab --base a --head X`` for every condition, in random order."""
+    trial = AbTrial()
+    order = list(AB_HEADS)
+    rng.shuffle(order)
+    for condition in order:
+        out = workdir / f"trial{index}-{slug(condition)}.json"
+        command = [sys.executable, "-m", "pytest_gpuperf", "ab", "--repo", str(workdir / "repo"), "--base", "a"]
+        command += ["--head", AB_HEADS[condition], *AB_OPTIONS, "--json", str(out)]
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, check=False)
+        if done.returncode not in (0, 1):
+            sys.exit(f"ab failed with status {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        trial.seconds[condition] = time.perf_counter() - started
+        trial.load[condition] = os.getloadavg()[0]
+        trial.exit_status[condition] = done.returncode
+        (trial.results[condition],) = json.loads(out.read_text())["results"]
+    return trial
+
+
+def ab_rules() -> dict[tuple[str, str], Callable[[AbTrial, str], bool]]:
+    def times(t: AbTrial, c: str, side: str) -> list[float]:
+        return [float(x) for x in t.results[c][side]]
+
+    return {
+        ("pytest-gpuperf ab: exit status", "paired rounds, 1 process"): lambda t, c: t.exit_status[c] == 1,
+        ("pytest-benchmark mean:5%", "same rounds"): lambda t, c: mean_check_fails(
+            times(t, c, "base"), times(t, c, "head")
+        ),
+        ("asv MWU p<0.002 and 1.1x", "same rounds"): lambda t, c: asv_rule(times(t, c, "base"), times(t, c, "head")),
+    }
+
+
+def ab_summary(trials: Sequence[AbTrial]) -> list[str]:
+    lines = []
+    for condition in AB_HEADS:
+        ratios = sorted(t.results[condition]["ratio"]["ratio"] for t in trials)
+        widths = sorted((r["ratio"]["high"] - r["ratio"]["low"]) / 2 for t in trials for r in [t.results[condition]])
+        rounds = sorted(t.results[condition]["rounds"] for t in trials)
+        spread = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+        lines.append(
+            f"{condition}: ratio head/base median {statistics.median(ratios):.3f} (SD over trials {spread:.3f}, "
+            f"range {ratios[0]:.3f}-{ratios[-1]:.3f}), CI half-width median {statistics.median(widths):.3f}, "
+            f"rounds median {statistics.median(rounds):g}"
+        )
+    seconds = [s for t in trials for s in t.seconds.values()]
+    loads = [x for t in trials for x in t.load.values()]
+    lines.append(f"ab commands: {len(seconds)}, wall time each median {statistics.median(seconds):.1f} s")
+    lines.append(
+        f"load average (1 min) after each ab command: mean {statistics.fmean(loads):.2f}, max {max(loads):.2f} "
+        f"(2 CPUs; an ab command itself keeps one busy)"
+    )
+    return lines
+
+
+def dump_ab(trials: Sequence[AbTrial], path: Path) -> None:
+    data = [dataclasses.asdict(t) for t in trials]
+    path.write_text(json.dumps(data) + "\n")
+
+
 # ---------------------------------------------------------------- the rules
 
 
@@ -173,10 +311,15 @@ def gate_verdict(base: Sequence[Run], head: Sequence[Run]) -> str:
     return row.verdict.value
 
 
-def pytest_benchmark_fails(base: Sequence[Run], head: Sequence[Run]) -> bool:
+def mean_check_fails(base: Sequence[float], head: Sequence[float]) -> bool:
+    """pytest-benchmark's ``--benchmark-compare-fail=mean:5%`` (its own check object)."""
     parse = cast(Callable[[str], Any], pytest_benchmark_utils.parse_compare_fail)
     check = parse("mean:5%")
-    return bool(check.fails({"mean": statistics.fmean(samples(head))}, {"mean": statistics.fmean(samples(base))}))
+    return bool(check.fails({"mean": statistics.fmean(head)}, {"mean": statistics.fmean(base)}))
+
+
+def pytest_benchmark_fails(base: Sequence[Run], head: Sequence[Run]) -> bool:
+    return mean_check_fails(samples(base), samples(head))
 
 
 def _asv_stats(values: Sequence[float]) -> dict[str, float]:
@@ -184,10 +327,14 @@ def _asv_stats(values: Sequence[float]) -> dict[str, float]:
     return {"ci_99_a": ci.low, "ci_99_b": ci.high}
 
 
-def asv_slower(base: Sequence[Run], head: Sequence[Run]) -> bool:
-    a, b = samples(base), samples(head)
+def asv_rule(a: Sequence[float], b: Sequence[float]) -> bool:
+    """asv compare's rule: significantly different (Mann-Whitney U, p < 0.002) and b above 1.1 a."""
     different = asv_stats.is_different(a, b, _asv_stats(a), _asv_stats(b))
     return bool(different) and statistics.median(b) > 1.1 * statistics.median(a)
+
+
+def asv_slower(base: Sequence[Run], head: Sequence[Run]) -> bool:
+    return asv_rule(samples(base), samples(head))
 
 
 Rule = Callable[[Trial, str], bool]
@@ -216,23 +363,27 @@ def rate(hits: int, n: int) -> str:
     return f"{hits}/{n} ({hits / n:.0%})" if n else "-"
 
 
-def results_table(trials: Sequence[Trial], protocol: str) -> str:
+Judges = Mapping[tuple[str, str], Callable[[Any, str], bool]]
+
+
+def results_table(judges: Judges, trials: Sequence[Any], what: str) -> str:
+    """Rates per rule: how often each judge flagged each condition; ``what`` heads the second column."""
     rows = []
-    for (rule, baseline), judge in rules(protocol).items():
+    for (rule, compared), judge in judges.items():
         cells = [rate(sum(judge(t, c) for t in trials), len(trials)) for c in CONDITIONS]
-        rows.append((rule, baseline, *cells))
-    headers = ("rule", "runs compared", "A/A flagged (false +)", "B +5% caught", "B +10% caught")
+        rows.append((rule, compared, *cells))
+    headers = ("rule", what, "A/A flagged (false +)", "B +5% caught", "B +10% caught")
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def verdict_table(trials: Sequence[Trial]) -> str:
+def verdict_table(trials: Sequence[Any], verdict: Callable[[Any, str], str], title: str) -> str:
     """How the gate's verdicts spread, per condition."""
     names = ("slower", "inconclusive", "unchanged", "faster")
     rows = []
     for condition in CONDITIONS:
-        verdicts = [gate_verdict(t.base, t.heads[condition]) for t in trials]
+        verdicts = [verdict(t, condition) for t in trials]
         rows.append((condition, *(verdicts.count(v) for v in names)))
-    return tabulate(rows, headers=("gate verdicts", *names), tablefmt="github")
+    return tabulate(rows, headers=(title, *names), tablefmt="github")
 
 
 def conditions_summary(trials: Sequence[Trial]) -> list[str]:
@@ -283,50 +434,92 @@ def dump(trials: Sequence[Trial], path: Path) -> None:
     path.write_text(json.dumps(data) + "\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=40, help="trials of 3 baseline rounds and 3 candidates (40)")
-    parser.add_argument("--minutes", type=float, default=28.0, help="start no trial after this many minutes (28)")
+    parser.add_argument("--trials", type=int, default=40, help="trials, each A/A, B +5%% and B +10%% once (40)")
+    parser.add_argument("--minutes", type=float, default=25.0, help="start no trial after this many minutes (25)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=None, help="--gpuperf-threads for every process")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads of every process (ab: its --threads, default 1 on a CPU; else --gpuperf-threads)",
+    )
+    parser.add_argument("--max-time", default=None, help="ab: its --max-time (default: the command's, 5 s)")
     parser.add_argument(
         "--protocol",
-        choices=("sequential", "interleaved"),
-        default="sequential",
-        help="sequential: baseline sessions, then each candidate under pytest --gpuperf-compare (a PR gate); "
+        choices=("ab", "sequential", "interleaved"),
+        default="ab",
+        help="ab: python -m pytest_gpuperf ab, base and head in paired rounds of one process (default); "
+        "sequential: baseline sessions, then each candidate under pytest --gpuperf-compare (a PR gate); "
         "interleaved: baseline and candidates alternate, three sessions each, judged by the compare command",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the results files here (default: temp)")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-power-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    if args.threads is not None:
-        OPTIONS.append(f"--gpuperf-threads={args.threads}")
-    (workdir / "test_step.py").write_text(textwrap.dedent(WORKER))
-    load_before = os.getloadavg()
-    threads = args.threads or "torch's default"
-    print(
-        f"gate_power: {args.trials} trials, {args.protocol} protocol, threads: {threads}, in {workdir}; "
-        f"load average {load_before[0]:.2f}"
-    )
+    return parser
+
+
+def _trials(args: argparse.Namespace, workdir: Path, start: float) -> list[Any]:
     rng = random.Random(args.seed)
-    trials: list[Trial] = []
+    trials: list[Any] = []
     for i in range(args.trials):
         if time.perf_counter() - start > args.minutes * 60:
             print(f"time budget of {args.minutes:g} min reached after {i} trials", flush=True)
             break
-        trials.append((run_sequential if args.protocol == "sequential" else run_interleaved)(workdir, i, rng))
-        verdicts = {c: gate_verdict(trials[-1].base, h) for c, h in trials[-1].heads.items()}
+        if args.protocol == "ab":
+            ab_trial = run_ab(workdir, i, rng)
+            trials.append(ab_trial)
+            verdicts = {c: f"{r['verdict']} {r['ratio']['ratio']:.3f}" for c, r in ab_trial.results.items()}
+        else:
+            trial = (run_sequential if args.protocol == "sequential" else run_interleaved)(workdir, i, rng)
+            trials.append(trial)
+            verdicts = {c: gate_verdict(trial.base, h) for c, h in trial.heads.items()}
         print(f"  trial {i + 1}: {verdicts} after {time.perf_counter() - start:.0f} s", flush=True)
-    dump(trials, workdir / "gate_power.json")
+    return trials
+
+
+def _report(args: argparse.Namespace, trials: Sequence[Any], workdir: Path) -> None:
+    if args.protocol == "ab":
+        dump_ab(trials, workdir / "gate_power.json")
+        tables = [
+            results_table(ab_rules(), trials, "measurements"),
+            verdict_table(trials, lambda t, c: str(t.results[c]["verdict"]), "ab verdicts"),
+        ]
+        lines = ab_summary(trials)
+    else:
+        dump(trials, workdir / "gate_power.json")
+        tables = [
+            results_table(rules(args.protocol), trials, "runs compared"),
+            verdict_table(trials, lambda t, c: gate_verdict(t.base, t.heads[c]), "gate verdicts"),
+        ]
+        lines = conditions_summary(trials)
+    for table in tables:
+        print()
+        print(table)
     print()
-    print(results_table(trials, args.protocol))
-    print()
-    print(verdict_table(trials))
-    print()
-    for line in conditions_summary(trials):
+    for line in lines:
         print(line)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    start = time.perf_counter()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-power-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.protocol == "ab":
+        make_ab_repo(workdir / "repo")
+        AB_OPTIONS.extend(["--threads", str(args.threads)] if args.threads is not None else [])
+        AB_OPTIONS.extend(["--max-time", str(args.max_time)] if args.max_time is not None else [])
+    else:
+        OPTIONS.extend([f"--gpuperf-threads={args.threads}"] if args.threads is not None else [])
+        (workdir / "test_step.py").write_text(textwrap.dedent(WORKER))
+    load_before = os.getloadavg()
+    threads = args.threads or ("1 (ab's default on a CPU)" if args.protocol == "ab" else "torch's default")
+    print(
+        f"gate_power: {args.trials} trials, {args.protocol} protocol, threads: {threads}, in {workdir}; "
+        f"load average {load_before[0]:.2f}"
+    )
+    trials = _trials(args, workdir, start)
+    _report(args, trials, workdir)
     load_after = os.getloadavg()
     print(f"load average (1 min) at start {load_before[0]:.2f}, at end {load_after[0]:.2f}")
     print(f"raw data: {workdir / 'gate_power.json'}")

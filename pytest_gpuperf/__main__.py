@@ -1,12 +1,18 @@
-"""``python -m pytest_gpuperf compare BASE HEAD``: the gate on two saved runs, for CI that measures on one
-machine and judges on another. Same verdicts, table and exit status as ``pytest --gpuperf-compare``.
+"""``python -m pytest_gpuperf compare BASE HEAD`` and ``python -m pytest_gpuperf ab --base REV``: the gates
+outside pytest.
 
-BASE and HEAD are baseline names in the results directory (``--results-dir``, default
+``compare``: the gate on two saved runs, for CI that measures on one machine and judges
+on another. Same verdicts, table and exit status as ``pytest --gpuperf-compare``. BASE
+and HEAD are baseline names in the results directory (``--results-dir``, default
 ``.gpuperf``) or paths of results files (``--gpuperf-json``, ``runs/*.json``) or baseline
 files; several runs in one (a baseline's rounds) are used as rounds.
 
+``ab``: base and head of a pull request measured side by side in one process, in
+paired rounds (``ab.py``), for noisy machines where separate runs cannot be compared.
+
 Exit status: 0 the gate passes, 1 a verdict in ``--fail-on`` occurred, 2 bad input
-(unreadable or foreign file, unknown name, runs from other hardware or software).
+(unreadable or foreign file, unknown name or revision, runs from other hardware or
+software, no workloads module).
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import fingerprint
+from . import ab, fingerprint
 from .compare import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy, compare_runs, parse_mismatch_keys, parse_verdicts
 from .gate_report import gate_lines, gate_table
 from .records import ResultsError
 from .storage import Baseline, ResultsDir
+from .units import UnitError, parse_quantity
+from .workload import SIZES
 
 __all__ = ["main"]
 
@@ -51,6 +59,96 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        seconds = parse_quantity(text, kind="time").value
+    except UnitError as exc:
+        raise ValueError(f"{exc}; write a time such as 5, '500 ms' or '2 s'") from None
+    if not seconds > 0:
+        raise ValueError(f"{text!r} must be a positive time, such as 5, '500 ms' or '2 s'")
+    return seconds
+
+
+def _threads(text: str) -> int | None:
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number; write a thread count such as 1, or auto") from None
+    if count < 1:
+        raise ValueError(f"{text!r} must be at least 1, or auto")
+    return count
+
+
+def _fail_on_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fail-on",
+        type=_argtype(parse_verdicts),
+        default=("slower",),
+        metavar="VERDICTS",
+        help="verdicts that fail: a comma list of slower, faster, unchanged, inconclusive, incomparable, new, "
+        "missing, or none (default: slower)",
+    )
+
+
+def _ab_parser(commands: Any) -> None:
+    abp = commands.add_parser(
+        "ab",
+        help="measure BASE's and HEAD's workloads side by side in one process, in paired rounds; "
+        "exit 1 if one got slower",
+        description=ab.__doc__.split("\n\n")[0] if ab.__doc__ else None,
+    )
+    abp.add_argument("--base", required=True, metavar="REV", help="the revision to compare against, e.g. main")
+    abp.add_argument(
+        "--head", metavar="REV", default=None, help="the revision under review (default: the working tree)"
+    )
+    abp.add_argument(
+        "--workloads",
+        type=Path,
+        default=ab.DEFAULT_WORKLOADS,
+        metavar="PATH",
+        help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions "
+        f"(default: {ab.DEFAULT_WORKLOADS})",
+    )
+    abp.add_argument(
+        "--repo", type=Path, default=Path("."), help="a directory of the git repository (default: the current one)"
+    )
+    abp.add_argument("--device", default="auto", help="one device: cpu, cuda, cuda:N, mps, auto (default: auto)")
+    abp.add_argument("--size", choices=SIZES, default="auto", help="workload size preset (default: auto)")
+    abp.add_argument(
+        "--tolerance",
+        type=_argtype(_fraction),
+        default=DEFAULT_TOLERANCE,
+        help=f"slower/faster only beyond this ratio (default: {DEFAULT_TOLERANCE * 100:g}%%)",
+    )
+    abp.add_argument(
+        "--max-time",
+        type=_argtype(_seconds),
+        default=ab.DEFAULT_MAX_TIME,
+        metavar="TIME",
+        help=f"paired rounds per workload stop after this long, after warmup (default: {ab.DEFAULT_MAX_TIME:g} s)",
+    )
+    abp.add_argument(
+        "--threads",
+        type=_argtype(_threads),
+        default=None,
+        metavar="N",
+        help="torch threads while measuring (default auto: 1 on a CPU, as the suites measure; torch's default on GPUs)",
+    )
+    abp.add_argument(
+        "-k",
+        dest="select",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only workloads whose name contains NAME (or matches a glob such as 'matmul_*'); repeatable",
+    )
+    _fail_on_option(abp)
+    abp.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round's times to PATH")
+    abp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pytest_gpuperf", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -63,23 +161,16 @@ def _parser() -> argparse.ArgumentParser:
         type=_argtype(_fraction),
         default=None,
         help="tolerance for records without their own (a test's marker); "
-        f"default: the one HEAD was measured with, else {DEFAULT_TOLERANCE:.0%}",
+        f"default: the one HEAD was measured with, else {DEFAULT_TOLERANCE * 100:g}%%",
     )
     cmp.add_argument(
         "--noise-floor",
         type=_argtype(_fraction),
         default=None,
         help="noise floor for records without their own; "
-        f"default: the one HEAD was measured with, else {DEFAULT_NOISE_FLOOR:.0%}",
+        f"default: the one HEAD was measured with, else {DEFAULT_NOISE_FLOOR * 100:g}%%",
     )
-    cmp.add_argument(
-        "--fail-on",
-        type=_argtype(parse_verdicts),
-        default=("slower",),
-        metavar="VERDICTS",
-        help="verdicts that fail: a comma list of slower, faster, unchanged, inconclusive, incomparable, new, "
-        "missing, or none (default: slower)",
-    )
+    _fail_on_option(cmp)
     cmp.add_argument(
         "--allow-mismatch",
         type=_argtype(parse_mismatch_keys),
@@ -88,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
         help="compare across these fingerprint differences anyway, or all",
     )
     cmp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    _ab_parser(commands)
     return parser
 
 
@@ -154,10 +246,41 @@ def compare_command(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result.failed else EXIT_OK
 
 
+def ab_command(args: argparse.Namespace) -> int:
+    options = ab.AbOptions(
+        base=args.base,
+        head=args.head,
+        workloads=args.workloads,
+        repo=args.repo,
+        device=args.device,
+        size=args.size,
+        tolerance=args.tolerance,
+        max_time=args.max_time,
+        threads=args.threads,
+        select=tuple(args.select),
+        fail_on=frozenset(args.fail_on),
+        json=args.json,
+    )
+    try:
+        result = ab.run(options, out=lambda line: print(line, flush=True))
+        print(result.table(args.format))
+        for line in result.summary():
+            print(line)
+        if args.json is not None:
+            ab.write_json(result, args.json)
+            print(f"gpuperf ab: wrote every round's times to {args.json}")
+    except ab.AbError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_FAILED if result.failing else EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "compare":
         return compare_command(args)
+    if args.command == "ab":
+        return ab_command(args)
     raise AssertionError(args.command)  # pragma: no cover - argparse requires a known command
 
 

@@ -31,16 +31,15 @@ import argparse
 import json
 import platform
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from .asv import AsvError, check_machine_name
+from .gitrepo import GitError, git, repo_root, resolve, worktree
 
 __all__ = ["HistoryError", "Layout", "main", "record", "write_config"]
 
@@ -85,22 +84,6 @@ class Layout:
 # ---------------------------------------------------------------- git
 
 
-def git(repo: Path, *args: str) -> str:
-    try:
-        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=120, check=False)
-    except OSError as exc:
-        raise HistoryError(f"cannot run git: {exc}; install git") from None
-    if done.returncode != 0:
-        raise HistoryError(f"git {' '.join(args)} in {repo} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout.strip()
-
-
-def repo_root(path: Path) -> Path:
-    """The main work tree of the repository at ``path`` (not a linked worktree of it)."""
-    common = Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-    return common.parent if common.name == ".git" else Path(git(path, "rev-parse", "--show-toplevel"))
-
-
 def current_branch(repo: Path) -> str:
     branch = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     if branch == "HEAD":
@@ -111,10 +94,6 @@ def current_branch(repo: Path) -> str:
 def last_commits(repo: Path, branch: str, count: int) -> list[str]:
     """The last ``count`` first-parent commits of ``branch``, oldest first."""
     return list(reversed(git(repo, "rev-list", "--first-parent", f"-n{count}", branch).split()))
-
-
-def resolve(repo: Path, name: str) -> str:
-    return git(repo, "rev-parse", "--verify", f"{name}^{{commit}}")
 
 
 # ---------------------------------------------------------------- recording
@@ -135,35 +114,28 @@ def record_commit(layout: Layout, commit: str, recipe: Recipe) -> str:
     """Measure ``commit`` in a worktree of its own; return a one-line outcome."""
     layout.logs.mkdir(parents=True, exist_ok=True)
     log = layout.logs / f"{commit[:8]}.log"
-    scratch = Path(tempfile.mkdtemp(prefix=f"gpuperf-{commit[:8]}-"))
-    tree = scratch / "tree"
-    git(layout.repo, "worktree", "add", "--detach", "--quiet", str(tree), commit)
-    try:
-        with log.open("w", encoding="utf-8") as out:
-            if recipe.install:
-                command = recipe.install.format(python=shlex.quote(recipe.python))
-                out.write(f"$ {command}\n")
-                out.flush()
-                done = _run(command, tree, out, recipe.timeout, shell=True)
-                if done != 0:
-                    return f"install failed (exit {done}); see {log}"
-            argv = [
-                recipe.python,
-                "-c",
-                _PYTEST_WITHOUT_CWD,
-                *recipe.tests,
-                f"--gpuperf-asv={layout.results.resolve()}",
-                f"--gpuperf-asv-machine={layout.machine}",
-                "-p",
-                "no:cacheprovider",
-                *recipe.pytest_args,
-            ]
-            out.write(f"$ {shlex.join(argv)}\n")
+    with worktree(layout.repo, commit) as tree, log.open("w", encoding="utf-8") as out:
+        if recipe.install:
+            command = recipe.install.format(python=shlex.quote(recipe.python))
+            out.write(f"$ {command}\n")
             out.flush()
-            code = _run(argv, tree, out, recipe.timeout)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=layout.repo, capture_output=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+            done = _run(command, tree, out, recipe.timeout, shell=True)
+            if done != 0:
+                return f"install failed (exit {done}); see {log}"
+        argv = [
+            recipe.python,
+            "-c",
+            _PYTEST_WITHOUT_CWD,
+            *recipe.tests,
+            f"--gpuperf-asv={layout.results.resolve()}",
+            f"--gpuperf-asv-machine={layout.machine}",
+            "-p",
+            "no:cacheprovider",
+            *recipe.pytest_args,
+        ]
+        out.write(f"$ {shlex.join(argv)}\n")
+        out.flush()
+        code = _run(argv, tree, out, recipe.timeout)
     if layout.recorded(commit):
         return "recorded" + (f" (pytest exit {code}: some tests failed; see {log})" if code else "")
     if code == 5:
@@ -367,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" ({head[:8]} against {base[:8]}, factor {args.factor:g})"
         )
         return 1 if worse else 0
-    except HistoryError as exc:
+    except (HistoryError, GitError) as exc:
         print(f"asv_history: error: {exc}", file=sys.stderr)
         return 2
 

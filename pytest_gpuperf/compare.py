@@ -52,7 +52,7 @@ import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from . import contention, fingerprint
 from .records import Record, Run
@@ -68,6 +68,7 @@ __all__ = [
     "GateResult",
     "Observation",
     "Policy",
+    "RatioInterval",
     "Row",
     "Session",
     "Verdict",
@@ -191,7 +192,23 @@ def estimate(
     return Estimate(math.exp(d), math.exp(d - q * se), math.exp(d + q * se), math.sqrt(sigma2), total_df, confidence)
 
 
-def verdict_for(est: Estimate, tolerance: float) -> Verdict:
+class RatioInterval(Protocol):
+    """A ratio current/baseline with its confidence interval: this module's Estimate, or ``ab.py``'s."""
+
+    @property
+    def ratio(self) -> float: ...
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def significant(self) -> bool: ...
+
+
+def verdict_for(est: RatioInterval, tolerance: float) -> Verdict:
     """Significance first, then the tolerance, both ways (module docstring, point 4)."""
     above, below = est.ratio > 1.0 + tolerance, est.ratio < 1.0 / (1.0 + tolerance)
     if est.significant and above:
@@ -203,7 +220,7 @@ def verdict_for(est: Estimate, tolerance: float) -> Verdict:
     return Verdict.UNCHANGED
 
 
-def _rules_out(est: Estimate, change: float) -> bool:
+def _rules_out(est: RatioInterval, change: float) -> bool:
     """Does the interval exclude a change of ``change`` either way?"""
     return est.high < 1.0 + change and est.low > 1.0 / (1.0 + change)
 

@@ -17,10 +17,19 @@ from typing import Any, Protocol
 
 from .devices import Backend, backend_for, parse_device_option, probe_inventory, resolve_devices
 from .measurement import Check, Measurement
-from .sampling import sample
+from .sampling import SamplingPlan, SamplingResult, sample
 from .settings import Settings
 
-__all__ = ["Coordinator", "measure", "measure_on", "work_from"]
+__all__ = [
+    "Coordinator",
+    "gc_paused",
+    "measure",
+    "measure_on",
+    "measurement_of",
+    "peak_memory",
+    "torch_threads",
+    "work_from",
+]
 
 
 class Coordinator(Protocol):
@@ -53,7 +62,8 @@ def work_from(
 
 
 @contextmanager
-def _threads(count: int | None) -> Iterator[int]:
+def torch_threads(count: int | None) -> Iterator[int]:
+    """torch's intra-op threads set to ``count`` (None: leave them) inside the block; yields the count in effect."""
     import torch
 
     before = torch.get_num_threads()
@@ -67,7 +77,8 @@ def _threads(count: int | None) -> Iterator[int]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
+    """Collect once, then keep Python's garbage collector off inside the block (and restore it)."""
     # A collection in the middle of a sample is noise that belongs to no iteration.
     was_enabled = gc.isenabled()
     gc.collect()
@@ -77,6 +88,56 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def peak_memory(fn: Callable[[], object], backend: Backend, settings: Settings) -> tuple[int | None, str]:
+    """Peak memory of one more call of ``fn`` under the backend's probe, and how it was read; ``off`` if disabled."""
+    if not settings.memory:
+        return None, "off"
+    with torch_threads(settings.threads), backend.track_memory() as probe:
+        fn()
+        backend.synchronize()
+    return probe.peak_bytes, probe.method
+
+
+def measurement_of(
+    result: SamplingResult,
+    backend: Backend,
+    settings: Settings,
+    plan: SamplingPlan,
+    *,
+    name: str,
+    device: str,
+    work: Mapping[str, float],
+    threads: int,
+    samples: tuple[float, ...] | None = None,
+    stop_reason: str | None = None,
+    memory: tuple[int | None, str] = (None, "off"),
+    observer: Callable[[Check], None] | None = None,
+) -> Measurement:
+    """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
+    (paired rounds keep one step's share of each round)."""
+    description = backend.describe()
+    return Measurement(
+        name=name,
+        device=device,
+        device_name=str(description.get("name", device)),
+        samples=result.samples if samples is None else samples,
+        iterations=result.iterations,
+        warmup=result.warmup,
+        converged=result.converged,
+        stop_reason=result.stop_reason if stop_reason is None else stop_reason,
+        sampling_seconds=result.seconds,
+        target=plan.target,
+        confidence=plan.confidence,
+        work=dict(work),
+        peak_memory=memory[0],
+        memory_method=memory[1],
+        threads=threads,
+        timer=backend.timer,
+        inconclusive=settings.inconclusive,
+        observer=observer,
+    )
 
 
 def measure_on(
@@ -98,34 +159,19 @@ def measure_on(
         return backend.time_block(fn, iterations)
 
     block = run_block if coordinator is None else coordinator.wrap_block(run_block)
-    with _threads(settings.threads) as threads, _gc_paused():
+    with torch_threads(settings.threads) as threads, gc_paused():
         result = sample(block, plan, clock=clock, agree=coordinator.agree if coordinator else lambda f: f)
-    peak: int | None = None
-    method = "off"
-    if settings.memory:
-        with _threads(settings.threads), backend.track_memory() as probe:
-            fn()
-            backend.synchronize()
-        peak, method = probe.peak_bytes, probe.method
-    description = backend.describe()
-    return Measurement(
+    memory = peak_memory(fn, backend, settings)
+    return measurement_of(
+        result,
+        backend,
+        settings,
+        plan,
         name=name,
         device=device,
-        device_name=str(description.get("name", device)),
-        samples=result.samples,
-        iterations=result.iterations,
-        warmup=result.warmup,
-        converged=result.converged,
-        stop_reason=result.stop_reason,
-        sampling_seconds=result.seconds,
-        target=plan.target,
-        confidence=plan.confidence,
-        work=dict(work),
-        peak_memory=peak,
-        memory_method=method,
+        work=work,
         threads=threads,
-        timer=backend.timer,
-        inconclusive=settings.inconclusive,
+        memory=memory,
         observer=observer,
     )
 

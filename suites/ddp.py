@@ -27,11 +27,11 @@ import torch.distributed as dist
 
 from pytest_gpuperf.devices import DeviceSlot, backend_for
 from pytest_gpuperf.distributed import TorchDistCoordinator, World, scaling_sizes
+from pytest_gpuperf.paired import Paired, measure_paired
 from pytest_gpuperf.settings import Settings
 from pytest_gpuperf.workload import Step
 
 from .models import mlp
-from .paired import Paired, measure_paired
 from .training import training_step
 
 __all__ = ["DDP_BATCH", "RankInfo", "ScalingResult", "ddp_scaling", "ddp_worker"]

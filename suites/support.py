@@ -10,9 +10,8 @@ from typing import Final
 from pytest_gpuperf import Gpuperf
 from pytest_gpuperf.expectations import Expectations, expect_interval
 from pytest_gpuperf.measurement import Check
+from pytest_gpuperf.paired import Estimate, Paired, measure_paired
 from pytest_gpuperf.workload import Step
-
-from .paired import Estimate, Paired, measure_paired
 
 __all__ = ["EXPECTATIONS_ENV", "expect", "expectations", "paired", "percent"]
 

@@ -28,10 +28,10 @@ import torch.distributed as dist
 from pytest_gpuperf import Gpuperf
 from pytest_gpuperf.distributed import World, backend_for_kind, spawn
 from pytest_gpuperf.measurement import Check
+from pytest_gpuperf.paired import Estimate
 from pytest_gpuperf.settings import Settings
 
 from .ddp import ScalingResult, control_name, ddp_name, ddp_scaling, ddp_worker
-from .paired import Estimate
 from .support import expect, paired
 from .workloads import WORKLOADS
 

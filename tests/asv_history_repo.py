@@ -99,7 +99,7 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text, encoding="utf-8")
@@ -112,7 +112,7 @@ def make_repo(repo: Path) -> dict[str, str]:
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     commits = {
-        "base": _commit(
+        "base": commit(
             repo,
             {
                 "pytest.ini": _PYTEST_INI,
@@ -123,9 +123,9 @@ def make_repo(repo: Path) -> dict[str, str]:
             },
             "base",
         ),
-        "docs": _commit(repo, {"README.md": "a project, documented\n"}, "docs"),
-        "slow": _commit(repo, {"slowpkg/__init__.py": _PACKAGE.format(delay=0.008)}, "planted slowdown"),
-        "docs2": _commit(repo, {"README.md": "a project, documented twice\n"}, "docs again"),
+        "docs": commit(repo, {"README.md": "a project, documented\n"}, "docs"),
+        "slow": commit(repo, {"slowpkg/__init__.py": _PACKAGE.format(delay=0.008)}, "planted slowdown"),
+        "docs2": commit(repo, {"README.md": "a project, documented twice\n"}, "docs again"),
     }
     return commits
 

@@ -10,7 +10,7 @@ import torch  # noqa: F401
 
 # Imported here, before the in-process inner runs: pytester restores sys.modules after each
 # run, and importing torch's extension a second time into one process breaks it.
-import suites.paired  # noqa: F401
+import pytest_gpuperf.paired  # noqa: F401
 
 FAST = ("--gpuperf-min-time=0.01", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.05")
 REPO = Path(__file__).parents[1]
@@ -52,7 +52,7 @@ import dataclasses
 import pytest
 import torch
 from pytest_gpuperf.workload import Step, Workload
-from suites.paired import measure_paired
+from pytest_gpuperf.paired import measure_paired
 
 def test_recorded(gpuperf):
     steps = {"a": Step(lambda: torch.ones(8).sum(), work={"items": 8}), "b": Step(lambda: None, work={"items": 1})}
