@@ -22,8 +22,9 @@ ONE process, round by round:
    distribution-free 95% interval; the rule is ``compare.verdict_for``'s: slower or
    faster when significant and beyond the tolerance, unchanged when within it and the
    interval rules out twice the tolerance, else inconclusive. *new* and *missing*:
-   only one side has the workload (or can build it); *incomparable*: the work per
-   step differs (a changed workload, not a slower one).
+   only one side has the workload (or can build it); *incomparable*: no unit of the
+   work per step is unchanged (another workload, not a slower one; the same samples
+   with more FLOP counted is compared, ``compare.work_difference``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from typing import Any, Final
 from tabulate import tabulate
 
 from . import fingerprint
-from .compare import DEFAULT_TOLERANCE, UNCHANGED_REACH, Verdict, verdict_for
+from .compare import DEFAULT_TOLERANCE, UNCHANGED_REACH, Verdict, verdict_for, work_difference
 from .devices import Backend, DeviceError, DeviceSlot, backend_for, parse_device_option, probe_inventory
 from .devices import resolve_devices as resolve_device_slots
 from .gitrepo import GitError, resolve, toplevel, worktree
@@ -354,20 +355,28 @@ def compare_workload(name: str, base: Any, head: Any, bench: Bench) -> AbRow | s
     if not (isinstance(base_step, Step) and isinstance(head_step, Step)):
         return _one_sided(name, base_step, head_step)
     base_work, head_work = dict(base_step.work), dict(head_step.work)
-    if base_work != head_work:
+    comparable, difference = work_difference(base_work, head_work)
+    if not comparable:
         return AbRow(
             name,
             Verdict.INCOMPARABLE,
-            f"work per step differs: base {base_work}, head {head_work}; a changed workload is not a slower one "
-            "(give it a new name)",
+            f"{difference}: another workload, not a slower one (give it a new name)",
             base_work=base_work,
             head_work=head_work,
         )
     del base_step, head_step  # every round builds afresh from here on
-    return _measure(name, base, head, bench, base_work)
+    return _measure(name, base, head, bench, base_work, head_work, difference)
 
 
-def _measure(name: str, base: Any, head: Any, bench: Bench, work: Mapping[str, float]) -> AbRow:
+def _measure(
+    name: str,
+    base: Any,
+    head: Any,
+    bench: Bench,
+    base_work: Mapping[str, float],
+    head_work: Mapping[str, float],
+    difference: str,
+) -> AbRow:
     device, size = bench.device, bench.size
     factories: dict[str, Callable[[], Step]] = {
         "base": lambda: base.build(device, size),
@@ -383,12 +392,12 @@ def _measure(name: str, base: Any, head: Any, bench: Bench, work: Mapping[str, f
     return AbRow(
         name,
         verdict,
-        reason_for(verdict, ratio, bench.tolerance),
+        reason_for(verdict, ratio, bench.tolerance) + (f"; {difference}" if difference else ""),
         ratio,
         tuple(paired.times["base"]),
         tuple(paired.times["head"]),
-        dict(work),
-        dict(work),
+        dict(base_work),
+        dict(head_work),
         measured.iterations,
         measured.sampling_seconds,
         measured.stop_reason,

@@ -77,6 +77,7 @@ __all__ = [
     "parse_mismatch_keys",
     "parse_verdicts",
     "verdict_for",
+    "work_difference",
 ]
 
 DEFAULT_TOLERANCE: Final = 0.05
@@ -281,11 +282,36 @@ def _record_view(record: Record) -> dict[str, Any]:
     }
 
 
+def work_difference(base: Mapping[str, float], head: Mapping[str, float]) -> tuple[bool, str]:
+    """May two steps' times per call be compared, and how does their work differ ("" when it does not)?
+
+    Equal work compares. So does work that keeps at least one unit unchanged: the same
+    samples per step with more FLOP counted is the same task grown costlier, the very
+    regression a gate is for, judged per unchanged unit. Work without an unchanged unit
+    (a matmul of another size) is another workload: incomparable.
+    """
+    units = [*base, *(u for u in head if u not in base)]
+    changed = [u for u in units if base.get(u) != head.get(u)]
+    if not changed:
+        return True, ""
+
+    def amount(work: Mapping[str, float], unit: str) -> str:
+        return f"{work[unit]:.4g}" if unit in work else "none"
+
+    text = ", ".join(f"{u} {amount(base, u)} -> {amount(head, u)}" for u in changed)
+    same = [u for u in units if u not in changed]
+    if same:
+        return True, f"work per call differs ({text}); compared per {', '.join(same)}"
+    return False, f"work per call differs ({text})"
+
+
 def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> list[str]:
     """Blocking differences between two records of one test, as 'what base -> head' texts."""
     a, b = _record_view(base), _record_view(head)
     out = []
     for key in fingerprint.RECORD_KEYS:
+        if key == "work" and work_difference(a[key], b[key])[0]:
+            continue
         if a[key] != b[key] and key not in allow and "all" not in allow:
             out.append(f"{key} {a[key]} -> {b[key]}")
     return out

@@ -124,10 +124,31 @@ def test_new_missing_and_incomparable_workloads(repo: Path, capsys: pytest.Captu
     commit(repo, {"perf/workloads.py": changed}, "sleepy does twice the work, fresh replaces steady")
     assert main(["ab", "--base", "base", *FAST]) == 0
     table = rows(capsys.readouterr().out)
-    assert "incomparable" in table["sleepy"] and "work per step differs: base {'items': 1.0}" in table["sleepy"]
+    assert (
+        "incomparable" in table["sleepy"]
+        and "work per call differs (items 1 -> 2): another workload" in table["sleepy"]
+    )
     assert "new" in table["fresh"] and "not in base" in table["fresh"]
     assert "missing" in table["steady"] and "not in head" in table["steady"]
     assert main(["ab", "--base", "base", "--fail-on", "missing,incomparable", *FAST]) == 1
+
+
+def test_more_work_counted_for_the_same_items_is_compared(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same items with more FLOP counted (a step grown costlier) is judged, with the difference shown."""
+    costlier = WORKLOADS.replace(
+        'work={"items": items}', 'work={"items": items, "FLOP": 1e6 if seconds > 0.003 else 1e5}'
+    )
+    counted = WORKLOADS.replace('work={"items": items}', 'work={"items": items, "FLOP": 1e5}')
+    commit(repo, {"perf/workloads.py": counted}, "count FLOP")
+    git(repo, "tag", "counted")
+    commit(repo, {"perf/workloads.py": costlier, "perf/delays.py": delays(0.006)}, "three times the sleep, more FLOP")
+    assert main(["ab", "--base", "counted", "--tolerance", "25%", *FAST]) == 1
+    table = rows(capsys.readouterr().out)
+    assert (
+        "SLOWER" in table["sleepy"]
+        and "work per call differs (FLOP 1e+05 -> 1e+06); compared per items" in table["sleepy"]
+    )
+    assert "unchanged" in table["steady"] and "differs" not in table["steady"]
 
 
 def test_a_build_that_fails_on_one_side_and_unsupported_workloads(

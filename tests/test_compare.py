@@ -19,6 +19,7 @@ from pytest_gpuperf.compare import (
     parse_mismatch_keys,
     parse_verdicts,
     verdict_for,
+    work_difference,
 )
 from pytest_gpuperf.gate_report import gate_lines, gate_table
 from pytest_gpuperf.stats import t_quantile
@@ -190,6 +191,32 @@ def test_changed_work_or_params_are_incomparable() -> None:
     base = [make_run(make_record(1e-3, work={"FLOP": 1.0}))]
     head = [make_run(make_record(1e-3, work={"FLOP": 2.0}))]
     assert "work" in compare_runs(base, head).rows[0].reason
+
+
+def test_the_same_samples_with_more_flop_counted_are_compared() -> None:
+    base = [make_run(make_record(1e-3, work={"samples": 512.0, "FLOP": 1.0e9}))]
+    head = [make_run(make_record(1.3e-3, work={"samples": 512.0, "FLOP": 1.5e9}))]
+    assert compare_runs(base, head).rows[0].verdict is Verdict.SLOWER
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "comparable", "text"),
+    [
+        ({"FLOP": 1.0}, {"FLOP": 1.0}, True, ""),
+        (
+            {"samples": 8.0, "FLOP": 1e9},
+            {"samples": 8.0, "FLOP": 2e9},
+            True,
+            "(FLOP 1e+09 -> 2e+09); compared per samples",
+        ),
+        ({"FLOP": 1e9}, {"FLOP": 2e9}, False, "work per call differs (FLOP 1e+09 -> 2e+09)"),
+        ({"items": 1.0}, {"items": 1.0, "bytes": 4.0}, True, "(bytes none -> 4); compared per items"),
+        ({"items": 1.0}, {"bytes": 4.0}, False, "(items 1 -> none, bytes none -> 4)"),
+    ],
+)
+def test_work_difference(base: dict[str, float], head: dict[str, float], comparable: bool, text: str) -> None:
+    assert work_difference(base, head)[0] is comparable
+    assert work_difference(base, head)[1].endswith(text)
 
 
 def test_runs_from_other_hardware_are_never_silently_compared() -> None:
