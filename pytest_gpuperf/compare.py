@@ -474,6 +474,9 @@ def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> 
     ]
     if left_out:
         reason += f"; left out as disturbed: {', '.join(left_out)}"
+    work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
+    if work_note:
+        reason += f"; {work_note}"
     return Row(
         key,
         newest.test,

@@ -196,7 +196,9 @@ def test_changed_work_or_params_are_incomparable() -> None:
 def test_the_same_samples_with_more_flop_counted_are_compared() -> None:
     base = [make_run(make_record(1e-3, work={"samples": 512.0, "FLOP": 1.0e9}))]
     head = [make_run(make_record(1.3e-3, work={"samples": 512.0, "FLOP": 1.5e9}))]
-    assert compare_runs(base, head).rows[0].verdict is Verdict.SLOWER
+    (row,) = compare_runs(base, head).rows
+    assert row.verdict is Verdict.SLOWER
+    assert row.reason.endswith("; work per call differs (FLOP 1e+09 -> 1.5e+09); compared per samples")
 
 
 @pytest.mark.parametrize(
