@@ -181,7 +181,8 @@ class RoundSteps:
     """The steps of each round: Steps as given, factories called afresh before every round.
 
     The current builds stay referenced while the next ones are built (so those get
-    other memory) and are released right after.
+    other memory) and are released right after; each build is preceded by a spacer of
+    random size, kept for the round, so that it lands at an offset of its own.
     """
 
     sources: Mapping[str, Step | StepFactory]
