@@ -52,7 +52,7 @@ from typing import Final, TypeAlias
 from .devices import Backend
 from .measurement import Check, Measurement
 from .runner import Coordinator, gc_paused, measurement_of, peak_memory, torch_threads
-from .sampling import SamplingPlan, sample
+from .sampling import SamplingPlan, caps_reached, sample
 from .settings import Settings
 from .stats import median_ci
 from .workload import Step
@@ -149,11 +149,7 @@ class PairedStopRule:
             widest = max(self._ratio_width(name, n) for name in list(self.times)[1:]) if len(self.times) > 1 else 0.0
             if widest <= plan.target:
                 return True, True, f"every ratio's CI half-width <= target {plan.target:.2%} ({n} rounds)"
-        if elapsed >= plan.max_time:
-            return True, False, f"time cap {plan.max_time:g} s reached before the ratios reached {plan.target:.2%}"
-        if n >= plan.max_samples:
-            return True, False, f"sample cap {plan.max_samples} reached before the ratios reached {plan.target:.2%}"
-        return False, False, ""
+        return caps_reached(plan, n, elapsed, f"the ratios reached {plan.target:.2%}")
 
     def _ratio_width(self, name: str, n: int) -> float:
         first = next(iter(self.times))

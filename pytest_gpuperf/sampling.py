@@ -35,6 +35,7 @@ __all__ = [
     "StopRule",
     "Warmup",
     "block_size",
+    "caps_reached",
     "sample",
 ]
 
@@ -103,11 +104,16 @@ class CiStopRule:
             width = ci.relative_half_width(center)
             if ci.confidence >= plan.confidence and width <= plan.target:
                 return True, True, f"CI half-width {width:.2%} <= target {plan.target:.2%}"
-        if elapsed >= plan.max_time:
-            return True, False, f"time cap {plan.max_time:g} s reached before the {plan.target:.2%} target"
-        if n >= plan.max_samples:
-            return True, False, f"sample cap {plan.max_samples} reached before the {plan.target:.2%} target"
-        return False, False, ""
+        return caps_reached(plan, n, elapsed, f"the {plan.target:.2%} target")
+
+
+def caps_reached(plan: SamplingPlan, n: int, elapsed: float, goal: str) -> tuple[bool, bool, str]:
+    """The caps every stop rule shares: stop unconverged once time or samples run out before ``goal``."""
+    if elapsed >= plan.max_time:
+        return True, False, f"time cap {plan.max_time:g} s reached before {goal}"
+    if n >= plan.max_samples:
+        return True, False, f"sample cap {plan.max_samples} reached before {goal}"
+    return False, False, ""
 
 
 def block_size(per_iteration: float, plan: SamplingPlan) -> int:
