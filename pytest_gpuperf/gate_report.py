@@ -5,21 +5,12 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from .compare import GateResult, Row, Verdict
+from .report import short_test
 from .units import format_duration
 
-__all__ = ["gate_lines", "gate_table", "short_name"]
+__all__ = ["gate_lines", "gate_table"]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
-
-
-def short_name(row: Row) -> str:
-    """The test id without its file part and device parameter (the device has its own column)."""
-    function = row.test.split("::")[-1]
-    base, bracket, params = function.partition("[")
-    if bracket:
-        kept = [p for p in params.rstrip("]").split("-") if p != row.device]
-        base = f"{base}[{'-'.join(kept)}]" if kept else base
-    return base + row.key[len(row.test) :]
 
 
 def _ratio(row: Row) -> str:
@@ -48,7 +39,7 @@ def _verdict(row: Row) -> str:
 def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
     rows = [
         (
-            short_name(row),
+            short_test(row),
             row.device,
             "-" if row.baseline is None else format_duration(row.baseline),
             "-" if row.current is None else format_duration(row.current),
@@ -68,7 +59,7 @@ def gate_lines(result: GateResult) -> list[str]:
     counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items())
     fail_on = ",".join(sorted(result.fail_on)) or "none"
     if result.failed:
-        names = ", ".join(short_name(r) + f" [{r.device}]" for r in result.failing)
+        names = ", ".join(short_test(r) + f" [{r.device}]" for r in result.failing)
         lines.append(f"gpuperf gate: FAILED ({counts}; failing on {fail_on}): {names}")
     else:
         lines.append(f"gpuperf gate: passed ({counts or 'nothing compared'}; failing on {fail_on})")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tabulate import tabulate
 
 from .records import Record
 from .units import format_bytes, format_duration
 
-__all__ = ["Speedup", "flags", "results_table", "speedup_table", "speedups"]
+__all__ = ["MeasuredTest", "Speedup", "flags", "results_table", "short_test", "speedup_table", "speedups"]
 
 HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
 
@@ -28,14 +29,27 @@ def flags(record: Record) -> str:
     return ", ".join(out)
 
 
-def short_test(record: Record) -> str:
+class MeasuredTest(Protocol):
+    """What names a measured test: a Record, or a gate Row."""
+
+    @property
+    def test(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+
+def short_test(item: MeasuredTest) -> str:
     """The test id without its file part and device parameter, which have their own column."""
-    function = record.test.split("::")[-1]
+    function = item.test.split("::")[-1]
     base, bracket, params = function.partition("[")
     if bracket:
-        kept = [p for p in params.rstrip("]").split("-") if p != record.device]
+        kept = [p for p in params.rstrip("]").split("-") if p != item.device]
         base = f"{base}[{'-'.join(kept)}]" if kept else base
-    suffix = record.key[len(record.test) :]  # "::name" when a test measures more than once
+    suffix = item.key[len(item.test) :]  # "::name" when a test measures more than once
     return base + suffix
 
 
