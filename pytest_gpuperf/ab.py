@@ -47,7 +47,7 @@ from typing import Any, Final
 from tabulate import tabulate
 
 from . import fingerprint
-from .compare import DEFAULT_TOLERANCE, UNCHANGED_REACH, Verdict, verdict_for, work_difference
+from .compare import DEFAULT_TOLERANCE, UNCHANGED_REACH, Verdict, count_verdicts, verdict_for, work_difference
 from .devices import Backend, DeviceError, DeviceSlot, backend_for, parse_device_option, probe_inventory
 from .devices import resolve_devices as resolve_device_slots
 from .gitrepo import GitError, resolve, toplevel, worktree
@@ -422,10 +422,7 @@ class AbResult:
         return [row for row in self.rows if row.verdict.value in self.fail_on]
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for row in self.rows:
-            out[row.verdict.value] = out.get(row.verdict.value, 0) + 1
-        return out
+        return count_verdicts(self.rows)
 
     def table(self, tablefmt: str = "simple") -> str:
         rows = [

@@ -73,6 +73,7 @@ __all__ = [
     "Session",
     "Verdict",
     "compare_runs",
+    "count_verdicts",
     "estimate",
     "parse_mismatch_keys",
     "parse_verdicts",
@@ -266,10 +267,15 @@ class GateResult:
         return bool(self.failing)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for row in self.rows:
-            out[row.verdict.value] = out.get(row.verdict.value, 0) + 1
-        return out
+        return count_verdicts(self.rows)
+
+
+def count_verdicts(rows: Iterable[Any]) -> dict[str, int]:
+    """How many rows got each verdict, in order of first appearance (rows with a ``verdict``)."""
+    out: dict[str, int] = {}
+    for row in rows:
+        out[row.verdict.value] = out.get(row.verdict.value, 0) + 1
+    return out
 
 
 def _record_view(record: Record) -> dict[str, Any]:
