@@ -66,9 +66,9 @@ from asv import _stats as asv_stats
 from pytest_benchmark import utils as pytest_benchmark_utils
 from tabulate import tabulate
 
-from pytest_gpuperf.compare import compare_runs, disturbed, load_of
-from pytest_gpuperf.records import Record, Run, load_run
-from pytest_gpuperf.stats import median_ci
+from pytest_gpuperf.gate import compare_runs, disturbed
+from pytest_gpuperf.measuring import median_ci
+from pytest_gpuperf.results import Record, Run, load_run
 
 ROUNDS = 3
 CONDITIONS = {"A/A": 0, "B +5%": 1, "B +10%": 2}  # extra blocks out of 20
@@ -161,7 +161,7 @@ AB_WORKLOADS = """\
 
 import torch
 
-from pytest_gpuperf.workload import Step, Workload
+from pytest_gpuperf import Step, Workload
 
 BLOCKS = 20
 EXTRA = {extra}  # planted: extra blocks of the same step; the declared work stays that of BLOCKS
@@ -289,10 +289,7 @@ def first_only(runs: Sequence[Run]) -> list[Run]:
     """The runs without their extra rounds: what a gate without rounds or confirmation would see."""
     out = []
     for run in runs:
-        records = [
-            dataclasses.replace(r, gate={k: v for k, v in r.gate.items() if k not in ("rounds", "runs")})
-            for r in run.records
-        ]
+        records = [r.with_evidence(dataclasses.replace(r.evidence, rounds=(), runs=())) for r in run.records]
         out.append(dataclasses.replace(run, records=records))
     return out
 
@@ -389,9 +386,9 @@ def verdict_table(trials: Sequence[Any], verdict: Callable[[Any, str], str], tit
 def conditions_summary(trials: Sequence[Trial]) -> list[str]:
     runs = [run for t in trials for run in (*t.base, *(r for rs in t.heads.values() for r in rs))]
     records = [only_record(run) for run in runs]
-    loads = [load for load in map(load_of, records) if load is not None]
+    loads = [r.evidence.load for r in records if r.evidence.load is not None]
     busy = sum(disturbed(r) for r in records)
-    waits = [float(r.gate.get("quiet_wait_s", 0.0)) for r in records]
+    waits = [r.evidence.quiet_wait_s or 0.0 for r in records]
     lines = [
         f"processes: {len(runs)}; sampling windows disturbed by other processes: {busy} ({busy / len(runs):.0%})",
         f"background load while sampling (cores of {loads[0].cpus if loads else '?'}): "

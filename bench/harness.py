@@ -38,8 +38,7 @@ from tabulate import tabulate
 from torch.utils.benchmark import Timer
 
 from pytest_gpuperf import measure
-from pytest_gpuperf.stats import median_ci
-from pytest_gpuperf.units import format_duration
+from pytest_gpuperf.measuring import format_duration, median_ci
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,9 +1,11 @@
 """Build asv benchmark classes from workloads; used by ``workloads.py`` beside this file.
 
-Only long-standing pytest-gpuperf APIs are used here (``runner.measure_on``,
-``devices``, ``settings.Settings``, ``workload.resolve_size``): with asv's
+Only the public ``pytest_gpuperf.measuring`` API is used here (``MeasureSettings``,
+``resolve_slots``, ``backend_for``, ``measure_on``, ``resolve_size``): with asv's
 ``virtualenv`` environments the installed pytest-gpuperf is the one of the commit
-being measured, and this file comes from the current checkout.
+being measured, and this file comes from the current checkout (commits from before
+that API existed, 0.1.0's redesign, cannot be measured that way). Threads follow the
+one default, ``auto``: one on a CPU, torch's default on a GPU.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ def load_workloads(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
 
 
 def settings_from(text: str) -> Any:
-    """``"max_time=2 target=2%"`` -> Settings; a bad pair raises ValueError naming it and the fix."""
-    from pytest_gpuperf.settings import Settings
+    """``"max_time=2 target=2%"`` -> MeasureSettings; a bad pair raises ValueError naming it and the fix."""
+    from pytest_gpuperf.measuring import MeasureSettings
 
     pairs: dict[str, str] = {}
     for item in text.replace(",", " ").split():
@@ -52,16 +54,16 @@ def settings_from(text: str) -> Any:
             )
         pairs[key.strip()] = value.strip()
     try:
-        return Settings().with_marker(pairs)
+        return MeasureSettings().with_values(pairs)
     except ValueError as exc:
         raise ValueError(f"GPUPERF_ASV_SETTINGS={text!r}: {exc}") from None
 
 
 def device_ids(text: str) -> list[Any]:
     """The device slots ``GPUPERF_ASV_DEVICE`` names (absent ones included: they are skipped with the reason)."""
-    from pytest_gpuperf.devices import parse_device_option, probe_inventory, resolve_devices
+    from pytest_gpuperf.measuring import resolve_slots
 
-    return list(resolve_devices(parse_device_option(text), probe_inventory()))
+    return resolve_slots(text)
 
 
 def benchmark_classes(workloads: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> dict[str, type]:
@@ -73,7 +75,7 @@ def benchmark_classes(workloads: Mapping[str, Any], environ: Mapping[str, str] =
 
 
 def _benchmark_class(workload: Any, slots: Mapping[str, Any], size: str, settings: Any) -> type:
-    from pytest_gpuperf.workload import resolve_size
+    from pytest_gpuperf.measuring import resolve_size
 
     def setup(self: Any, device: str) -> None:
         slot = slots[device]
@@ -86,8 +88,7 @@ def _benchmark_class(workload: Any, slots: Mapping[str, Any], size: str, setting
     def track_step_seconds(self: Any, device: str) -> dict[str, Any]:
         import torch
 
-        from pytest_gpuperf.devices import backend_for
-        from pytest_gpuperf.runner import measure_on
+        from pytest_gpuperf.measuring import backend_for, measure_on
 
         slot = slots[device]
         step = workload.build(torch.device(device), resolve_size(size, slot.kind))

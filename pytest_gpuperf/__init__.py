@@ -1,30 +1,59 @@
-"""pytest-gpuperf: deep-learning hardware performance as pytest tests."""
+"""pytest-gpuperf: deep-learning hardware performance as pytest tests.
+
+The public API. The package's roles, one subpackage each (``docs/architecture.md``):
+``measuring`` (the core: devices, sampling, statistics, Measurement, workloads),
+``results`` (records, files, fingerprint), ``gate`` (verdicts), ``history`` (asv) and
+``_pytest`` (the plugin).
+"""
 
 from __future__ import annotations
 
-from .devices import Backend, DeviceSlot
-from .fixture import Gpuperf
-from .measurement import Check, GpuperfAssertionError, InconclusiveWarning, Measurement
-from .records import Record, Run
-from .runner import measure
-from .sampling import SamplingPlan
-from .settings import Settings
-from .units import Quantity, parse_quantity
+from ._pytest import Gpuperf, Settings
+from .measuring import (
+    Backend,
+    Check,
+    DeviceSlot,
+    Estimate,
+    GpuperfAssertionError,
+    InconclusiveWarning,
+    Measurement,
+    MeasureSettings,
+    Paired,
+    Quantity,
+    SamplingPlan,
+    Step,
+    Workload,
+    WorkloadUnsupported,
+    expect_interval,
+    measure,
+    measure_paired,
+    parse_quantity,
+)
+from .results import Evidence, Record, Run
 
 __all__ = [
     "Backend",
     "Check",
     "DeviceSlot",
+    "Estimate",
+    "Evidence",
     "Gpuperf",
     "GpuperfAssertionError",
     "InconclusiveWarning",
+    "MeasureSettings",
     "Measurement",
+    "Paired",
     "Quantity",
     "Record",
     "Run",
     "SamplingPlan",
     "Settings",
+    "Step",
+    "Workload",
+    "WorkloadUnsupported",
+    "expect_interval",
     "measure",
+    "measure_paired",
     "parse_quantity",
 ]
 

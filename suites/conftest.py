@@ -8,8 +8,7 @@ from typing import Final
 
 import pytest
 
-from pytest_gpuperf import Gpuperf
-from pytest_gpuperf.units import Quantity
+from pytest_gpuperf import Gpuperf, Quantity
 
 from .support import paired
 from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
@@ -18,10 +17,6 @@ from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsuppor
 #: whole CPU run takes a few minutes on two cores, long enough for a 3% CI on a quiet GPU.
 #: A test module may raise these for its own tests with a module-level ``SAMPLING`` dict.
 SUITE_SAMPLING: Final = {"max_time": "2 s", "warmup_time": "0.5 s", "target": "3%"}
-#: On CPU the suites use one thread unless --gpuperf-threads (or ini) says otherwise: on a
-#: shared two-vCPU machine two threads stall every parallel region while the other vCPU is
-#: busy (measured: fp32 matmul n=256 at 4 GFLOP/s with two threads, 114 with one).
-CPU_THREADS: Final = 1
 _HERE: Final = Path(__file__).parent
 
 
@@ -37,10 +32,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not item.path.is_relative_to(_HERE):
             continue
         wanted = {**SUITE_SAMPLING, **getattr(getattr(item, "module", None), "SAMPLING", {})}
-        callspec = getattr(item, "callspec", None)
-        slot = callspec.params.get("gpuperf_device") if callspec is not None else None
-        if getattr(slot, "kind", None) == "cpu":
-            wanted["threads"] = CPU_THREADS
         defaults = {key: value for key, value in wanted.items() if not _chosen(config, key)}
         if defaults:
             # Appended, so a test's own @pytest.mark.gpuperf(...) still takes precedence.

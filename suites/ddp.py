@@ -25,11 +25,8 @@ from typing import Any, Final
 import torch
 import torch.distributed as dist
 
-from pytest_gpuperf.devices import DeviceSlot, backend_for
-from pytest_gpuperf.distributed import TorchDistCoordinator, World, scaling_sizes
-from pytest_gpuperf.paired import Paired, measure_paired
-from pytest_gpuperf.settings import Settings
-from pytest_gpuperf.workload import Step
+from pytest_gpuperf import MeasureSettings, Paired, Step, measure_paired
+from pytest_gpuperf.measuring import DeviceSlot, TorchDistCoordinator, World, backend_for, scaling_sizes
 
 from .models import mlp
 from .training import training_step
@@ -100,7 +97,7 @@ def _replica(world: World, device: torch.device, size: int, group: Any, global_b
     return Step(step.fn, work=work, params=step.params, check=step.check)
 
 
-def ddp_scaling(world: World, kind: str, size_preset: str, settings: Settings) -> ScalingResult | None:
+def ddp_scaling(world: World, kind: str, size_preset: str, settings: MeasureSettings) -> ScalingResult | None:
     """Measure DDP training at every scaling size of this world; rank 0 returns the result, others None.
 
     Must be called by every rank of an initialized default process group, in the same order.
@@ -137,7 +134,9 @@ def ddp_scaling(world: World, kind: str, size_preset: str, settings: Settings) -
     )
 
 
-def ddp_worker(world: World, kind: str, size_preset: str, settings: Settings, threads: int) -> ScalingResult | None:
+def ddp_worker(
+    world: World, kind: str, size_preset: str, settings: MeasureSettings, threads: int
+) -> ScalingResult | None:
     """Entry point of a spawned rank: pin its CPU threads, then measure."""
     torch.set_num_threads(threads)
     return ddp_scaling(world, kind, size_preset, settings)

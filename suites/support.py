@@ -7,11 +7,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Final
 
-from pytest_gpuperf import Gpuperf
-from pytest_gpuperf.expectations import Expectations, expect_interval
-from pytest_gpuperf.measurement import Check
-from pytest_gpuperf.paired import Estimate, Paired, measure_paired
-from pytest_gpuperf.workload import Step
+from pytest_gpuperf import Check, Estimate, Gpuperf, Paired, Step, expect_interval, measure_paired
+from pytest_gpuperf.measuring import Expectations
 
 __all__ = ["EXPECTATIONS_ENV", "expect", "expectations", "paired", "percent"]
 
@@ -38,7 +35,7 @@ def paired(
     result = measure_paired(
         steps,
         gpuperf.backend,
-        gpuperf.settings,
+        gpuperf.settings.measure,
         device=gpuperf.slot.id,
         observers={name: checks[name].append for name in steps},
         names=names,
@@ -63,16 +60,17 @@ def expect(
 ) -> Check:
     """Judge ``estimate`` by its CI (pass / fail / inconclusive) and note the verdict in the summary."""
     __tracebackhide__ = True
-    evidence = f"{estimate.rounds} paired rounds at {estimate.confidence:.0%} on {gpuperf.slot.id}"
+    evidence = f"from {estimate.count} paired rounds on {gpuperf.slot.id}"
     check = expect_interval(
         estimate.what,
-        estimate.median,
+        estimate.value,
         estimate.low,
         estimate.high,
         at_least=at_least,
         at_most=at_most,
+        confidence=estimate.confidence,
         evidence=evidence,
-        inconclusive=gpuperf.settings.inconclusive,
+        inconclusive=gpuperf.settings.measure.inconclusive,
         observer=checks.append if checks is not None else None,
     )
     gpuperf.note(f"{check.outcome}: {check.message}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from pytest_gpuperf import Gpuperf
-from pytest_gpuperf.units import format_bytes
+from pytest_gpuperf.measuring import format_bytes
 
 from .support import expect, paired
 from .workloads import WORKLOADS

@@ -25,11 +25,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pytest_gpuperf import Gpuperf
-from pytest_gpuperf.distributed import World, backend_for_kind, spawn
-from pytest_gpuperf.measurement import Check
-from pytest_gpuperf.paired import Estimate
-from pytest_gpuperf.settings import Settings
+from pytest_gpuperf import Check, Estimate, Gpuperf, MeasureSettings
+from pytest_gpuperf.measuring import World, backend_for_kind, spawn
 
 from .ddp import ScalingResult, control_name, ddp_name, ddp_scaling, ddp_worker
 from .support import expect, paired
@@ -51,14 +48,14 @@ def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _settings(gpuperf: Gpuperf) -> Settings:
+def _settings(gpuperf: Gpuperf) -> MeasureSettings:
     # Peak memory of one rank's step is not what these rows report; skip its extra profiled step.
-    return dataclasses.replace(gpuperf.settings, memory=False)
+    return dataclasses.replace(gpuperf.settings.measure, memory=False)
 
 
 def _scaled(estimate: Estimate, what: str, factor: float) -> Estimate:
     return dataclasses.replace(
-        estimate, what=what, median=estimate.median * factor, low=estimate.low * factor, high=estimate.high * factor
+        estimate, what=what, value=estimate.value * factor, low=estimate.low * factor, high=estimate.high * factor
     )
 
 

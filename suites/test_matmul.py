@@ -69,7 +69,7 @@ def test_matmul(gpuperf: Gpuperf, matmul_peak: PeakOp, dtype: str, scale: str) -
         expect(gpuperf, fraction, at_least=FRACTION_OF_PEAK, checks=checks["this"])
     else:
         gpuperf.note(
-            f"matmul {dtype} n={n} reaches {percent(fraction.median)} of the peak "
+            f"matmul {dtype} n={n} reaches {percent(fraction.value)} of the peak "
             f"({matmul_peak.dtype} n={matmul_peak.n}; CI [{percent(fraction.low)}, {percent(fraction.high)}]); "
             "not asserted: only the peak's own dtype at half size has a device-independent expected fraction"
         )

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from pytest_gpuperf.workload import Step
+from pytest_gpuperf import Step
 
 __all__ = ["PRECISIONS", "LossLog", "amp_dtype", "count_flops", "training_step"]
 

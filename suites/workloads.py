@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import torch
 
-from pytest_gpuperf.workload import Step, Workload, WorkloadUnsupported
+from pytest_gpuperf import Step, Workload, WorkloadUnsupported
 
 from .models import DeepStack, ResNetStyle, SmallCNN, mlp
 from .training import count_flops, training_step

@@ -1,0 +1,301 @@
+"""The pre-merge gate inside pytest: save every run, keep named baselines, compare, set the exit status.
+
+Registered next to the session object (``plugin.py``); its hooks are methods. What it does
+over a session:
+
+- start: refuse, before anything is measured, a results directory that cannot be
+  written (when saving), a baseline that does not exist, cannot be read, or was
+  measured on other hardware or software (``results.check_comparable``);
+- after a failed test (out of memory above all): release what its traceback holds,
+  so the next tests get the memory back;
+- after the last test: run every measured test again ``--gpuperf-rounds`` - 1 times in
+  this process (``Evidence.rounds`` of each record, at least ``ROUND_SPACING`` seconds
+  apart), then, when comparing, run the tests whose records look slower again in a fresh
+  process, ``--gpuperf-confirm`` times at most (``gate._confirm``; ``Evidence.runs``), so
+  that neither a transient nor one slow session of the machine can decide a verdict;
+- end: save the run under ``runs/`` (also when interrupted), add it to ``--gpuperf-save``'s
+  baseline (not when interrupted), compare with ``--gpuperf-compare``'s baseline and set
+  ``session.exitstatus`` when a verdict in ``--gpuperf-fail-on`` occurs; the terminal
+  summary shows the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import sys
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
+
+from ..results import Baseline, Incomparable, Record, ResultsDir, ResultsError, Run, StorageError, check_comparable
+from ._session import GpuperfSession, local_ranks
+
+if TYPE_CHECKING:
+    from ..gate import GateResult, Policy
+
+__all__ = ["ROUND_SPACING", "GatePlugin", "is_out_of_memory", "release_failed_test_memory"]
+
+#: Seconds between two rounds of one test: the machine's states last seconds, rounds should sample several.
+ROUND_SPACING: Final = 1.0
+_OOM_TEXTS: Final = ("out of memory", "can't allocate memory", "not enough memory")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError (CUDA), the CPU allocator's failure, or MemoryError."""
+    if isinstance(exc, MemoryError) or any(t.__name__ == "OutOfMemoryError" for t in type(exc).__mro__):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(t in text for t in _OOM_TEXTS)
+
+
+def release_failed_test_memory() -> None:
+    """Drop the last failure's traceback (pytest keeps it in ``sys.last_*`` for post-mortem debugging until the
+    next test's call), collect, and return cached CUDA blocks: the failed test's tensors are free again."""
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+    gc.collect()
+    torch: Any = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+class GatePlugin:
+    def __init__(self, session: GpuperfSession) -> None:
+        self.session = session
+        self.store: ResultsDir | None = None
+        self.baseline: Baseline | None = None
+        self.result: GateResult | None = None
+        #: test node id -> "failed" / "ran out of memory", to explain missing records
+        self.failures: dict[str, str] = {}
+        self._existing: list[Run] = []
+        self._release_after: str | None = None
+        self._confirmed: dict[str, int] = {}  # test node id -> confirmation runs measured
+        self._last_round: dict[str, float] = {}  # test node id -> when its last round ended
+        self._lines: list[tuple[str, bool]] = []  # (text, is_error) for the terminal summary
+
+    @property
+    def settings(self) -> Any:
+        return self.session.settings
+
+    @property
+    def _active(self) -> bool:
+        return self.session.rank == 0
+
+    # ------------------------------------------------------------ start
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if not self._active:
+            return
+        config = session.config
+        self.store = ResultsDir(config.rootpath / self.settings.results_dir)
+        if self.settings.save:
+            option = f"--gpuperf-save={self.settings.save}"
+            try:
+                self.store.check_writable()
+                self._existing = self.store.existing(self.settings.save)
+            except StorageError as exc:
+                raise pytest.UsageError(f"{option}: {exc}") from None
+        if self.settings.compare:
+            self.baseline = self._load_baseline(config.invocation_params.dir)
+
+    def _load_baseline(self, cwd: Path) -> Baseline:
+        option = f"--gpuperf-compare={self.settings.compare}"
+        assert self.store is not None
+        try:
+            baseline = self.store.load(self.settings.compare, cwd)
+            check_comparable(
+                (r.fingerprint for r in baseline.runs), [self.session.fingerprint()], self.settings.allow_mismatch
+            )
+        except ResultsError as exc:
+            raise pytest.UsageError(f"{option}: {exc}") from None
+        except Incomparable as exc:
+            raise pytest.UsageError(
+                f"{option}: {self.store.resolve(self.settings.compare, cwd)[1]} was measured on other hardware or "
+                f"software ({exc.what}), so its records cannot be compared with this run. Record a baseline on this "
+                f"machine (pytest --gpuperf-save=NAME on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} "
+                "to compare anyway"
+            ) from None
+        return baseline
+
+    # ------------------------------------------------------------ failed tests
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        if call.when == "call" and report.failed and call.excinfo is not None and self.session.round_sink is None:
+            oom = is_out_of_memory(call.excinfo.value)
+            self.failures[item.nodeid] = "ran out of memory" if oom else "failed"
+            self._release_after = item.nodeid
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        if self._release_after == item.nodeid:
+            self._release_after = None
+            release_failed_test_memory()
+
+    def pytest_gpuperf_measured(self, item: pytest.Item, record: Record) -> None:
+        self._last_round[item.nodeid] = time.monotonic()
+
+    # ------------------------------------------------------------ rounds and confirmation runs
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        alone = local_ranks() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
+        if not (self._active and alone) or session.shouldfail or session.shouldstop:
+            return result
+        measured = {record.test for record in self.session.records}
+        for _ in range(self.settings.rounds - 1):
+            for item in [item for item in session.items if item.nodeid in measured]:
+                self._measure_again(item)
+        if self.baseline is not None:
+            self._confirm(session)
+        return result
+
+    def _measure_again(self, item: pytest.Item) -> None:
+        """One more round of ``item`` in this process, added to the evidence of its records."""
+        wait = self._last_round.get(item.nodeid, 0.0) + ROUND_SPACING - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        fresh: list[Record] = []
+        self.session.round_sink = fresh
+        try:
+            runtestprotocol(item, log=False, nextitem=None)
+        finally:
+            self.session.round_sink = None
+        by_key = {record.key: record for record in fresh}
+        self.session.records[:] = [
+            r.with_evidence(r.evidence.with_round(by_key[r.key].evidence.first_round(by_key[r.key].measurement)))
+            if r.key in by_key
+            else r
+            for r in self.session.records
+        ]
+        self._last_round[item.nodeid] = time.monotonic()
+
+    def _confirm(self, session: pytest.Session) -> None:
+        from ..gate import _confirm as confirm
+
+        config = session.config
+        for _ in range(self.settings.confirm):
+            suspects = [item.nodeid for item in self._suspects(session)]
+            if not suspects:
+                return
+            try:
+                fresh = confirm.run(
+                    config.rootpath,
+                    config.invocation_params.args,
+                    self.settings.flags(),
+                    suspects,
+                    self.session.quiet_wait(),
+                )
+            except ResultsError as exc:
+                self._lines.append((f"gpuperf: could not confirm {', '.join(suspects)}: {exc}", True))
+                return
+            self.session.records[:], _ = confirm.attach(self.session.records, fresh)
+            for nodeid in suspects:
+                self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
+
+    def _suspects(self, session: pytest.Session) -> list[pytest.Item]:
+        """Tests with a record that could fail the gate, or looks slower without a verdict yet."""
+        from ..gate import Verdict, compare_runs
+
+        assert self.baseline is not None
+        run = Run(created="", fingerprint=self.session.fingerprint(), settings={}, records=self.session.records)
+        rows = compare_runs(self.baseline.runs, [run], self._policy()).rows
+        fail_on = self.settings.fail_on
+        tests = {
+            row.test
+            for row in rows
+            if row.estimate is not None
+            and (row.verdict.value in fail_on or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0))
+        }
+        return [item for item in session.items if item.nodeid in tests]
+
+    # ------------------------------------------------------------ end
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self._active or self.store is None:
+            return
+        if not self.session.records and not (self.settings.save or self.baseline):
+            return
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        run = dataclasses.replace(self.session.run(), interrupted=interrupted)
+        failed_to_save = self._save(run, interrupted)
+        if self.baseline is not None:
+            from ..gate import compare_runs
+
+            self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+            if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if failed_to_save and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def _save(self, run: Run, interrupted: bool) -> bool:
+        """Save the run, and the baseline when asked; return True if a requested baseline was not saved."""
+        assert self.store is not None
+        if run.records:
+            try:
+                path = self.store.save_run(run)
+                note = " (interrupted: the records measured before)" if interrupted else ""
+                self._lines.append((f"gpuperf: saved {len(run.records)} records to {path}{note}", False))
+            except StorageError as exc:
+                self._lines.append((f"gpuperf: could not save this run: {exc}", True))
+        name = self.settings.save
+        if not name:
+            return False
+        if interrupted:
+            self._lines.append((f"gpuperf: interrupted, so baseline {name!r} was left as it was", True))
+            return False
+        if not run.records:
+            self._lines.append((f"gpuperf: nothing was measured, so baseline {name!r} was left as it was", True))
+            return False
+        try:
+            outcome = self.store.save_baseline(name, run, self._existing)
+        except StorageError as exc:
+            self._lines.append((f"gpuperf: ERROR: baseline {name!r} not saved: {exc}", True))
+            return True
+        self._lines.append((f"gpuperf: {outcome.describe(name)}", False))
+        return False
+
+    def _policy(self) -> Policy:
+        from ..gate import Policy
+
+        s = self.settings
+        return Policy(
+            tolerance=s.tolerance,
+            noise_floor=s.noise_floor,
+            fail_on=frozenset(s.fail_on),
+            allow_mismatch=frozenset(s.allow_mismatch),
+        )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self._active:
+            return
+        if self.result is not None and self.baseline is not None:
+            from ..gate import gate_lines, gate_table
+
+            terminalreporter.write_sep("=", "gpuperf gate")
+            terminalreporter.write_line(f"against {self.baseline.describe()}")
+            terminalreporter.write_line(gate_table(self.result))
+            for line in gate_lines(self.result):
+                failed = line.startswith("gpuperf gate: FAILED")
+                terminalreporter.write_line(line, red=failed, bold=failed)
+        if self._confirmed:
+            rounds = sum(self._confirmed.values())
+            terminalreporter.write_line(
+                f"gpuperf: measured {len(self._confirmed)} test(s) that looked slower again "
+                f"({rounds} confirmation run(s) in fresh processes)"
+            )
+        for text, is_error in self._lines:
+            terminalreporter.write_line(text, red=is_error)

@@ -1,0 +1,270 @@
+"""Every option of the plugin, declared once: its ``--gpuperf-*`` flag, ini key, default, parser and help.
+
+``plugin.py`` turns this table into options and ini keys; ``Settings.resolve`` reads
+them back. The parsers are the measuring core's (``measuring._values``), shared with
+the ``pytest-gpuperf`` command line; the measuring settings (``MEASURE_FIELDS``) are
+parsed by the core's own table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..gate._rule import PRIOR_DF, parse_verdicts
+from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option
+from ..measuring import _values as values
+from ..results import check_name, parse_mismatch_keys
+
+__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec"]
+
+
+def _devices(raw: object) -> tuple[str, ...]:
+    try:
+        return parse_device_option(str(raw))
+    except DeviceError as exc:
+        raise SettingError(str(exc)) from None
+
+
+def _checked(check: Callable[[str], Any]) -> Callable[[object], Any]:
+    """A parser from a validator that raises ValueError with the fix (the gate's and the results' own)."""
+
+    def parse(raw: object) -> Any:
+        try:
+            return check(str(raw))
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+
+    return parse
+
+
+def _optional_name(raw: object) -> str | None:
+    text = "" if raw is None else str(raw).strip()
+    return _checked(check_name)(text) if text else None
+
+
+def _mismatch_keys(raw: object) -> tuple[str, ...]:
+    return () if raw is None else tuple(_checked(parse_mismatch_keys)(raw))
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One setting: its field, its ``--gpuperf-*`` flag and ini key, default, parser and help."""
+
+    field: str
+    default: str | None
+    parse: Callable[[object], Any]
+    help: str
+    metavar: str = "VALUE"
+    marker: bool = True  # may @pytest.mark.gpuperf(...) set it per test?
+
+    @property
+    def flag(self) -> str:
+        return "--gpuperf-" + self.field.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "gpuperf_" + self.field
+
+
+OPTIONS: Final[tuple[OptionSpec, ...]] = (
+    OptionSpec(
+        "device",
+        "auto",
+        _devices,
+        "devices to run on: cpu, cuda, cuda:N, mps, auto (cuda, else mps, else cpu), all, or a comma list "
+        "(default: auto)",
+        "DEVICES",
+        marker=False,
+    ),
+    OptionSpec(
+        "missing_device",
+        "skip",
+        values.choice("skip", "error"),
+        "what to do when a requested device is absent: skip its tests with the reason, or error "
+        "(for GPU CI machines where a missing GPU must not pass; default: skip)",
+        "skip|error",
+        marker=False,
+    ),
+    OptionSpec(
+        "target",
+        "1%",
+        MEASURE_FIELDS["target"],
+        "stop sampling when the 95% CI of the median is within this relative half-width (default: 1%)",
+        "FRACTION",
+    ),
+    OptionSpec(
+        "min_time",
+        "0.1",
+        MEASURE_FIELDS["min_time"],
+        "minimum sampling time per measurement, after warmup (default: 0.1 s)",
+        "TIME",
+    ),
+    OptionSpec(
+        "max_time",
+        "5",
+        MEASURE_FIELDS["max_time"],
+        "sampling time cap per measurement; a measurement that hits it is flagged as not converged (default: 5 s)",
+        "TIME",
+    ),
+    OptionSpec(
+        "warmup_time",
+        "1",
+        MEASURE_FIELDS["warmup_time"],
+        "warmup time cap per measurement; warmup stops earlier once block times stop falling (default: 1 s)",
+        "TIME",
+    ),
+    OptionSpec(
+        "min_samples",
+        "10",
+        MEASURE_FIELDS["min_samples"],
+        "minimum number of samples per measurement (default: 10)",
+        "N",
+    ),
+    OptionSpec(
+        "threads",
+        "auto",
+        MEASURE_FIELDS["threads"],
+        "CPU threads torch may use while measuring: a count, auto (1 on a CPU device, torch's default on a GPU) "
+        "or torch (torch's default everywhere); the count in effect is recorded with every result (default: auto)",
+        "N|auto|torch",
+    ),
+    OptionSpec(
+        "inconclusive",
+        "warn",
+        MEASURE_FIELDS["inconclusive"],
+        "what an assertion does when the CI straddles its bound: warn, or fail (default: warn)",
+        "warn|fail",
+    ),
+    OptionSpec(
+        "memory",
+        "on",
+        MEASURE_FIELDS["memory"],
+        "measure peak memory of one extra call after timing (default: on)",
+        "on|off",
+    ),
+    OptionSpec(
+        "size",
+        "auto",
+        values.choice(*SIZES),
+        "workload size preset for the suites: auto (small on cpu and mps, large on cuda), small, medium, large "
+        "(default: auto)",
+        "PRESET",
+        marker=False,
+    ),
+    OptionSpec(
+        "json",
+        None,
+        values.optional_text,
+        "write every record of this run to PATH as versioned JSON (atomically)",
+        "PATH",
+        marker=False,
+    ),
+    OptionSpec(
+        "asv",
+        None,
+        values.optional_text,
+        "also write this run as asv results for the checked-out commit into the asv results directory DIR "
+        "(machine.json, benchmarks.json, per-commit results), for asv publish and asv compare",
+        "DIR",
+        marker=False,
+    ),
+    OptionSpec(
+        "asv_machine",
+        None,
+        values.optional_text,
+        "machine name for --gpuperf-asv results (default: the host name)",
+        "NAME",
+        marker=False,
+    ),
+    OptionSpec(
+        "results_dir",
+        ".gpuperf",
+        values.optional_text,
+        "directory for every run's results (runs/) and named baselines (baselines/), relative to the rootdir "
+        "(default: .gpuperf)",
+        "DIR",
+        marker=False,
+    ),
+    OptionSpec(
+        "save",
+        None,
+        _optional_name,
+        "save this run as baseline NAME: one more round if NAME holds runs of the same code on this machine, "
+        "else a fresh baseline",
+        "NAME",
+        marker=False,
+    ),
+    OptionSpec(
+        "compare",
+        None,
+        values.optional_text,
+        "compare this run with baseline NAME (or a results file PATH); the gate fails the session on a "
+        "significant slowdown beyond the tolerance",
+        "NAME|PATH",
+        marker=False,
+    ),
+    OptionSpec(
+        "tolerance",
+        "5%",
+        values.fraction,
+        "a record is slower (or faster) only when the change is significant and beyond this ratio (default: 5%)",
+        "FRACTION",
+    ),
+    OptionSpec(
+        "noise_floor",
+        "2%",
+        values.fraction,
+        f"run-to-run noise assumed until a baseline's rounds show more; worth {PRIOR_DF:g} runs of evidence "
+        "(default: 2%)",
+        "FRACTION",
+    ),
+    OptionSpec(
+        "fail_on",
+        "slower",
+        _checked(parse_verdicts),
+        "verdicts that fail the session when comparing: a comma list of slower, faster, unchanged, inconclusive, "
+        "incomparable, new, missing, or none (default: slower)",
+        "VERDICTS",
+        marker=False,
+    ),
+    OptionSpec(
+        "allow_mismatch",
+        None,
+        _mismatch_keys,
+        "compare across these fingerprint differences anyway (for example torch_minor,threads), or all "
+        "(default: none; differing hardware or torch refuses the comparison)",
+        "KEYS",
+        marker=False,
+    ),
+    OptionSpec(
+        "quiet_wait",
+        "auto",
+        values.quiet_wait,
+        "before each measurement wait up to this long for other processes to leave the cores it needs; "
+        "auto: 10 s when saving or comparing, else off",
+        "TIME",
+        marker=False,
+    ),
+    OptionSpec(
+        "confirm",
+        "4",
+        values.count,
+        "when comparing, measure the tests whose records look slower again, in a fresh process, up to N times "
+        "before judging them (default: 4; 0: judge this session's measurements alone)",
+        "N",
+        marker=False,
+    ),
+    OptionSpec(
+        "rounds",
+        "1",
+        values.positive_int,
+        "measure every test N times in this session (the rounds after the first run after the other tests, "
+        "spaced in time), for example for a baseline that knows this machine's noise (default: 1)",
+        "N",
+        marker=False,
+    ),
+)
+
+BY_FIELD: Final = {spec.field: spec for spec in OPTIONS}

@@ -1,0 +1,150 @@
+"""Terminal tables (tabulate) of the session's records; ``docs/glossary.md`` explains every column."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from ..measuring import format_bytes, format_duration
+from ..results import Record, short_test
+
+__all__ = ["Speedup", "flags", "results_table", "speedup_table", "speedups"]
+
+HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
+
+
+def flags(record: Record) -> str:
+    m = record.measurement
+    out: list[str] = []
+    if not m.converged:
+        out.append("not converged")
+    if not m.warmup.steady:
+        out.append("warmup capped")
+    for check in record.checks:
+        if check.outcome != "pass":
+            out.append(f"{check.what} {check.outcome}")
+    return ", ".join(out)
+
+
+def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
+    """The record's FLOP/s as a percentage of its device's reference peak, or '-' without FLOP work or a peak."""
+    m = record.measurement
+    peak = peaks.get(record.device)
+    if peak is None or peak <= 0 or "FLOP" not in m.work:
+        return "-"
+    return f"{m.throughput('FLOP').value / peak:.0%}"
+
+
+def results_table(
+    records: Sequence[Record], *, tablefmt: str = "simple", peaks: Mapping[str, float] | None = None
+) -> str:
+    """One row per record; with ``peaks`` (device -> reference FLOP/s) a "% peak" column follows throughput."""
+    rows = []
+    for record in records:
+        m = record.measurement
+        throughput = ", ".join(str(m.throughput(unit)) for unit in m.work)
+        row = [
+            short_test(record),
+            record.device,
+            format_duration(m.median),
+            f"+-{m.relative_ci:.1%}",
+            throughput or "-",
+        ]
+        if peaks:
+            row.append(percent_of_peak(record, peaks))
+        row += [
+            "-" if m.peak_memory is None else format_bytes(m.peak_memory),
+            f"{len(m.samples)}x{m.iterations}",
+            flags(record),
+        ]
+        rows.append(row)
+    headers = list(HEADERS)
+    if peaks:
+        headers.insert(headers.index("throughput") + 1, "% peak")
+    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+# ---------------------------------------------------------------- several devices
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """How many times faster ``device`` ran a test than ``base`` did, from their medians.
+
+    ``low``/``high`` combine the two medians' confidence intervals (each at the
+    measurement's confidence, so jointly at least 1 - 2(1 - confidence): 90% from two
+    95% intervals). ``note`` flags a comparison of unlike runs (different sizes).
+    """
+
+    test: str
+    base: str
+    device: str
+    unit: str  # the work unit compared, or "time" when the two share none
+    value: float
+    low: float
+    high: float
+    note: str = ""
+
+
+def device_free_key(record: Record) -> str:
+    """The record's key with its device parameter removed, so one test's records on several devices match."""
+    key, device = record.key, record.device
+    return key.replace(f"[{device}]", "").replace(f"-{device}]", "]").replace(f"[{device}-", "[")
+
+
+def _speedup(test: str, base: Record, other: Record) -> Speedup:
+    b, o = base.measurement, other.measurement
+    unit = next((u for u in b.work if u in o.work), "")
+    # rate_x(t) = work_x / t: the speedup is the ratio of rates, which for equal work is the ratio of times.
+    work_b = b.work[unit] if unit else 1.0
+    work_o = o.work[unit] if unit else 1.0
+    value = (work_o / o.median) / (work_b / b.median)
+    low = (work_o / o.ci.high) / (work_b / b.ci.low) if b.ci.low > 0 else 0.0
+    high = (work_o / o.ci.low) / (work_b / b.ci.high) if o.ci.low > 0 else float("inf")
+    differing = sorted(k for k in set(base.params) | set(other.params) if base.params.get(k) != other.params.get(k))
+    note = ""
+    if differing:
+        parts = [f"{k} {base.params.get(k, '-')} vs {other.params.get(k, '-')}" for k in differing]
+        note = "unlike runs: " + ", ".join(parts)
+    return Speedup(test, base.device, other.device, f"{unit}/s" if unit else "time", value, low, high, note)
+
+
+def speedups(records: Sequence[Record], devices: Sequence[str]) -> list[Speedup]:
+    """For every test measured on the first of ``devices`` and on another: the other's speedup against the first."""
+    if len(devices) < 2:
+        return []
+    groups: dict[str, dict[str, Record]] = {}
+    for record in records:
+        groups.setdefault(device_free_key(record), {})[record.device] = record
+    out: list[Speedup] = []
+    base_device = devices[0]
+    for test, by_device in groups.items():
+        base = by_device.get(base_device)
+        if base is None:
+            continue
+        for device in devices[1:]:
+            other = by_device.get(device)
+            if other is not None:
+                out.append(_speedup(test.split("::", 1)[-1], base, other))
+    return out
+
+
+def speedup_table(records: Sequence[Record], devices: Sequence[str], *, tablefmt: str = "simple") -> str:
+    """The speedups of :func:`speedups` as a table, or '' when fewer than two devices have a common test."""
+    rows = [
+        (
+            s.test,
+            f"{s.device} vs {s.base}",
+            f"{s.value:.3g}x",
+            f"[{s.low:.3g}x, {s.high:.3g}x]",
+            s.unit,
+            s.note,
+        )
+        for s in speedups(records, devices)
+    ]
+    if not rows:
+        return ""
+    headers = ("test", "devices", "speedup", "CI (>=90%)", "compared", "note")
+    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)

@@ -1,0 +1,300 @@
+"""The session object: registered on the plugin manager, holds the run's state; its hooks are methods.
+
+It resolves devices and backends, parametrizes tests by device, watches the machine's
+load around each test that measures, keeps the records (``keep``: one
+``pytest_gpuperf_measured`` per record kept; measurements made while the gate measures
+a test again go to that round instead), and at the end writes ``--gpuperf-json`` and
+``--gpuperf-asv`` and prints the results table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+from ..measuring import (
+    Backend,
+    DeviceSlot,
+    Inventory,
+    Load,
+    Measurement,
+    Monitor,
+    backend_for,
+    needed_cores,
+    probe_inventory,
+    resolve_devices,
+    wait_for_quiet,
+)
+from ..results import Evidence, Record, ResultsError, Run, collect, save_run
+from ._markers import bad_requirement, unmet_requirement
+from ._settings import SettingError, Settings
+
+if TYPE_CHECKING:
+    from ..history import AsvTarget
+
+__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_ranks"]
+
+#: ``--gpuperf-quiet-wait=auto``: seconds to wait for a quiet machine when saving or comparing.
+AUTO_QUIET_WAIT: Final = 10.0
+
+
+def local_ranks() -> int:
+    """Processes of this run on this machine (torchrun's LOCAL_WORLD_SIZE), 1 outside a distributed run."""
+    try:
+        return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+@dataclass(frozen=True)
+class ReferencePeak:
+    """A device's measured matmul peak, the 100% of the report's "% peak" column."""
+
+    flops_per_second: float
+    how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
+
+
+class GpuperfSession:
+    """State of one pytest session: settings, devices, backends and the records measured."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.records: list[Record] = []
+        self._inventory: Inventory | None = None
+        self._slots: list[DeviceSlot] | None = None
+        self._backends: dict[str, Backend] = {}
+        self._fingerprint: dict[str, Any] | None = None
+        self._device_descriptions: dict[str, dict[str, Any]] = {}
+        #: device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)
+        self.reference_peaks: dict[str, ReferencePeak] = {}
+        #: (test node id, text) lines for the terminal summary: ratios, and why something was not asserted
+        self.notes: list[tuple[str, str]] = []
+        self._asv: AsvTarget | None = None
+        self._asv_note = ""
+        self._monitor = Monitor()
+        self._waited = 0.0
+        #: while the gate measures a test again, the records of that round land here, not in ``records``
+        self.round_sink: list[Record] | None = None
+        # Under torchrun every rank runs the tests; only rank 0 reports and writes.
+        self.rank = int(os.environ.get("RANK", "0"))
+
+    # ------------------------------------------------------------ devices
+
+    @property
+    def slots(self) -> list[DeviceSlot]:
+        """Requested devices, resolved on first use so that runs that never measure never import torch."""
+        if self._slots is None:
+            self._inventory = probe_inventory()
+            self._slots = resolve_devices(self.settings.device, self._inventory)
+        return self._slots
+
+    def backend(self, slot: DeviceSlot) -> Backend:
+        if slot.id not in self._backends:
+            self._backends[slot.id] = backend_for(slot)
+            self._device_descriptions[slot.id] = dict(self._backends[slot.id].describe())
+        return self._backends[slot.id]
+
+    def item_settings(self, node: pytest.Item | pytest.Function) -> Settings:
+        """Session settings with the test's ``@pytest.mark.gpuperf(...)`` keywords applied, farthest first."""
+        settings = self.settings
+        for marker in reversed(list(node.iter_markers("gpuperf"))):
+            if marker.args:
+                raise SettingError(
+                    f"@pytest.mark.gpuperf takes keywords only, got positional {marker.args!r}; "
+                    "write for example @pytest.mark.gpuperf(target=0.02)"
+                )
+            settings = settings.with_marker(marker.kwargs)
+        return settings
+
+    def fingerprint(self) -> dict[str, Any]:
+        if self._fingerprint is None:
+            self._fingerprint = collect(self.config.rootpath)
+            self.config.hook.pytest_gpuperf_fingerprint(fingerprint=self._fingerprint)
+        return self._fingerprint
+
+    # ------------------------------------------------------------ records
+
+    def evidence(self, item: pytest.Item, measurement: Measurement) -> Evidence:
+        """What the gate needs of a measurement just made: the test's own tolerances, the load, the wait."""
+        settings = self.item_settings(item)
+        marked = {name for marker in item.iter_markers("gpuperf") for name in marker.kwargs}
+        # The sampling part of the measurement, and the peak-memory call after it; not the warmup or setup.
+        load: Load | None = self._monitor.load_over(measurement.sampling_seconds)
+        return Evidence(
+            tolerance=settings.tolerance if "tolerance" in marked else None,
+            noise_floor=settings.noise_floor if "noise_floor" in marked else None,
+            # Under torchrun the other local ranks are part of the measurement, not background load.
+            load=load if local_ranks() == 1 else None,
+            quiet_wait_s=round(self._waited, 2) if self._waited else None,
+        )
+
+    def keep(self, item: pytest.Item, record: Record) -> None:
+        """Keep a record of this session, or of the round being measured again (``round_sink``)."""
+        if self.round_sink is not None:
+            self.round_sink.append(record)
+            return
+        self.records.append(record)
+        self.config.hook.pytest_gpuperf_measured(item=item, record=record)
+
+    def add_note(self, nodeid: str, text: str) -> None:
+        self.notes.append((nodeid, text))
+
+    def offer_reference_peak(self, device: str, flops_per_second: float, how: str) -> ReferencePeak:
+        """Keep the highest FLOP/s offered for ``device``; return the device's peak after the offer."""
+        current = self.reference_peaks.get(device)
+        if current is None or flops_per_second > current.flops_per_second:
+            self.reference_peaks[device] = ReferencePeak(flops_per_second, how)
+        return self.reference_peaks[device]
+
+    def run(self) -> Run:
+        return Run(
+            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            fingerprint=self.fingerprint(),
+            settings=self.settings.as_dict(),
+            records=list(self.records),
+            devices={
+                device: {**description, **_peak_description(self.reference_peaks.get(device))}
+                for device, description in self._device_descriptions.items()
+            },
+        )
+
+    # ------------------------------------------------------------ hooks
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.settings.missing_device == "error":
+            missing = [s for s in self.slots if not s.available]
+            if missing:
+                reasons = "; ".join(s.reason for s in missing)
+                raise pytest.UsageError(
+                    f"--gpuperf-missing-device=error: {reasons}. Run on a machine with that device, "
+                    "or pass --gpuperf-missing-device=skip to skip its tests"
+                )
+        if self.settings.json and self.rank == 0:
+            _check_writable(Path(self.settings.json), "--gpuperf-json")
+        if self.settings.asv and self.rank == 0:
+            from ..history import AsvError, AsvTarget
+
+            try:
+                self._asv = AsvTarget.prepare(Path(self.settings.asv), self.settings.asv_machine, self.config.rootpath)
+            except AsvError as exc:
+                raise pytest.UsageError(f"--gpuperf-asv={self.settings.asv}: {exc}") from None
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        try:
+            self.item_settings(metafunc.definition)
+        except SettingError as exc:
+            pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+        if "gpuperf_device" not in metafunc.fixturenames:
+            return
+        requires = list(metafunc.definition.iter_markers("gpuperf_requires"))
+        for marker in requires:
+            problem = bad_requirement(marker)
+            if problem:
+                pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+        params = []
+        for slot in self.slots:
+            whys = (
+                [slot.reason] if not slot.available else [unmet_requirement(m, slot, self._inventory) for m in requires]
+            )
+            marks = [pytest.mark.skip(reason=f"gpuperf: {why}") for why in whys if why]
+            params.append(pytest.param(slot, marks=marks, id=slot.id))
+        metafunc.parametrize("gpuperf_device", params, indirect=True)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs."""
+        self._waited = 0.0
+        if "gpuperf" not in getattr(item, "fixturenames", ()):
+            return (yield)
+        timeout = self.quiet_wait()
+        if timeout > 0:
+            self._waited, _ = wait_for_quiet(self._needed_cores(item), timeout)
+        self._monitor.start()
+        try:
+            return (yield)
+        finally:
+            self._monitor.stop()
+
+    def quiet_wait(self) -> float:
+        wait = self.settings.quiet_wait
+        if wait is None:
+            wait = AUTO_QUIET_WAIT if (self.settings.save or self.settings.compare) else 0.0
+        return wait if local_ranks() == 1 else 0.0
+
+    def _needed_cores(self, item: pytest.Item) -> float:
+        slot = getattr(getattr(item, "callspec", None), "params", {}).get("gpuperf_device")
+        kind = getattr(slot, "kind", "cpu")
+        threads = self.item_settings(item).measure.threads_for(kind)
+        if threads is None:
+            torch: Any = sys.modules.get("torch")
+            threads = torch.get_num_threads() if torch is not None else (os.cpu_count() or 1)
+        return needed_cores(kind, threads)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.records or self.rank != 0:
+            return
+        from ._report import results_table, speedup_table
+
+        terminalreporter.write_sep("=", "gpuperf results")
+        peaks = {device: peak.flops_per_second for device, peak in self.reference_peaks.items()}
+        terminalreporter.write_line(results_table(self.records, peaks=peaks))
+        for device, peak in self.reference_peaks.items():
+            terminalreporter.write_line(f"% peak: of {device}'s reference peak, {peak.how}")
+        speedups = speedup_table(self.records, [slot.id for slot in self.slots if slot.available])
+        if speedups:
+            terminalreporter.write_sep("-", "gpuperf speedup of each device against the first")
+            terminalreporter.write_line(speedups)
+        if self.notes:
+            terminalreporter.write_sep("-", "gpuperf notes")
+            for nodeid, text in self.notes:
+                terminalreporter.write_line(f"{nodeid}: {text}")
+        if self.settings.json:
+            terminalreporter.write_line(f"gpuperf: wrote {len(self.records)} records to {self.settings.json}")
+        if self._asv_note:
+            terminalreporter.write_line(self._asv_note)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.rank != 0:
+            return
+        try:
+            if self.settings.json:
+                save_run(Path(self.settings.json), self.run())
+            if self._asv is not None and self.records:
+                self._asv_note = self._asv.write(self.run())
+        except ResultsError as exc:
+            session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
+    if peak is None:
+        return {}
+    return {"reference_peak": {"FLOP/s": peak.flops_per_second, "how": peak.how}}
+
+
+def _check_writable(path: Path, option: str) -> None:
+    """Refuse at start, before anything is measured, a results path that cannot be written."""
+    if path.is_dir():
+        raise pytest.UsageError(
+            f"{option}={path}: that is a directory; give a file path such as {path / 'results.json'}"
+        )
+    existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise pytest.UsageError(f"{option}={path}: {existing} is a file, not a directory; choose another location")
+    if not os.access(existing, os.W_OK):
+        raise pytest.UsageError(f"{option}={path}: {existing} is not writable; choose a writable location")
+
+
+SESSION_KEY = pytest.StashKey[GpuperfSession]()

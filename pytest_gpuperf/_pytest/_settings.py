@@ -1,0 +1,119 @@
+"""Settings: one frozen dataclass, resolved once per session and once more per test with a marker.
+
+Precedence, highest first: ``@pytest.mark.gpuperf(...)`` on the test > command-line
+option > ini value (``pytest.ini``, ``pyproject.toml`` ``[tool.pytest.ini_options]``,
+``tox.ini``, ``setup.cfg``) > default. Every option is declared once in ``_options.py``.
+What one measurement needs is ``settings.measure`` (the core's MeasureSettings); the
+rest is the session's: devices, files, baselines and the gate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..measuring import MEASURE_FIELDS, MeasureSettings, SettingError
+from ._options import BY_FIELD, OPTIONS, OptionSpec
+
+__all__ = ["SettingError", "Settings"]
+
+#: Options that belong to one session, not to a confirmation run measuring its tests again.
+_SESSION_ONLY: Final = frozenset(
+    {"save", "compare", "json", "asv", "asv_machine", "confirm", "rounds", "results_dir", "fail_on", "quiet_wait"}
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
+    device: tuple[str, ...] = ("auto",)
+    missing_device: str = "skip"
+    size: str = "auto"
+    json: str | None = None
+    asv: str | None = None
+    asv_machine: str | None = None
+    results_dir: str = ".gpuperf"
+    save: str | None = None
+    compare: str | None = None
+    tolerance: float = 0.05
+    noise_floor: float = 0.02
+    fail_on: tuple[str, ...] = ("slower",)
+    allow_mismatch: tuple[str, ...] = ()
+    quiet_wait: float | None = None  # None: auto
+    confirm: int = 4
+    rounds: int = 1
+
+    def value(self, name: str) -> Any:
+        """The value of any option's field (measuring ones live in ``measure``)."""
+        return getattr(self.measure if name in MEASURE_FIELDS else self, name)
+
+    @classmethod
+    def resolve(cls, cli: Mapping[str, object], ini: Mapping[str, object]) -> Settings:
+        """Build from command-line values (None when not given) and ini values (None or '' when not set).
+
+        Raises SettingError naming the option or ini key, the value and the fix.
+        """
+        values: dict[str, Any] = {}
+        for spec in OPTIONS:
+            raw_cli, raw_ini = cli.get(spec.field), ini.get(spec.field)
+            if raw_cli is not None:
+                source, raw = f"{spec.flag}={raw_cli}", raw_cli
+            elif raw_ini not in (None, "", []):
+                source, raw = f"ini {spec.ini} = {raw_ini}", raw_ini
+            else:
+                source, raw = f"default of {spec.flag}", spec.default
+            values[spec.field] = _parse(spec, raw, source)
+        measure = MeasureSettings(**{k: values.pop(k) for k in MEASURE_FIELDS})
+        measure.check("options")
+        return cls(measure=measure, **values)
+
+    def with_marker(self, kwargs: Mapping[str, object]) -> Settings:
+        """Apply ``@pytest.mark.gpuperf(...)`` keywords; unknown keywords and bad values raise SettingError."""
+        allowed = sorted(spec.field for spec in OPTIONS if spec.marker)
+        changes: dict[str, Any] = {}
+        for key, raw in kwargs.items():
+            spec = BY_FIELD.get(key)
+            if spec is None or not spec.marker:
+                raise SettingError(
+                    f"@pytest.mark.gpuperf got an unknown keyword {key!r}; it accepts: {', '.join(allowed)}"
+                )
+            changes[key] = _parse(spec, raw, f"@pytest.mark.gpuperf({key}={raw!r})")
+        measured = {k: changes.pop(k) for k in list(changes) if k in MEASURE_FIELDS}
+        measure = dataclasses.replace(self.measure, **measured)
+        measure.check("@pytest.mark.gpuperf")
+        return dataclasses.replace(self, measure=measure, **changes)
+
+    def flags(self) -> list[str]:
+        """This session's measuring options as command-line flags, for a confirmation run of its tests."""
+        out = []
+        for spec in OPTIONS:
+            if spec.field not in _SESSION_ONLY:
+                text = _flag_value(self.value(spec.field))
+                if text is not None:
+                    out.append(f"{spec.flag}={text}")
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option's value by field, as a run's ``settings`` stores it (devices joined by commas)."""
+        out = {spec.field: self.value(spec.field) for spec in OPTIONS}
+        out["device"] = ",".join(self.device)
+        return out
+
+
+def _flag_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or None
+    return str(value)
+
+
+def _parse(spec: OptionSpec, raw: object, source: str) -> Any:
+    try:
+        return spec.parse(raw)
+    except SettingError as exc:
+        raise SettingError(f"{source}: {exc}") from None

@@ -1,0 +1,77 @@
+"""pytest entry point: options, ini keys, markers, hooks and fixtures. The work lives in ``_session.py``
+(the session's state and hooks) and ``_gate.py`` (saving, comparing, the exit status)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..measuring import DeviceSlot
+from . import hookspecs
+from ._fixture import Gpuperf
+from ._gate import GatePlugin
+from ._markers import MARKERS
+from ._options import OPTIONS
+from ._session import SESSION_KEY, GpuperfSession
+from ._settings import SettingError, Settings
+
+PLUGIN_NAME = "gpuperf-session"
+GATE_PLUGIN_NAME = "gpuperf-gate"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuperf", "pytest-gpuperf: deep-learning performance tests")
+    for spec in OPTIONS:
+        group.addoption(
+            spec.flag,
+            dest=f"gpuperf_{spec.field}",
+            metavar=spec.metavar,
+            default=None,
+            help=spec.help.replace("%", "%%"),
+        )
+        parser.addini(spec.ini, help=f"ini form of {spec.flag}", default=None)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    cli = {spec.field: config.getoption(f"gpuperf_{spec.field}") for spec in OPTIONS}
+    ini = {spec.field: config.getini(spec.ini) for spec in OPTIONS}
+    try:
+        settings = Settings.resolve(cli, ini)
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = GpuperfSession(config, settings)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    config.pluginmanager.register(GatePlugin(session), GATE_PLUGIN_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
+        config.pluginmanager.unregister(session)
+        del config.stash[SESSION_KEY]
+
+
+@pytest.fixture
+def gpuperf_device(request: pytest.FixtureRequest) -> Any:
+    """The ``torch.device`` this test instance runs on (tests run once per ``--gpuperf-device``)."""
+    import torch
+
+    slot: DeviceSlot = request.param
+    return torch.device(slot.id)
+
+
+@pytest.fixture
+def gpuperf(request: pytest.FixtureRequest, gpuperf_device: Any) -> Gpuperf:
+    """Measure on this test's device: ``gpuperf.measure(fn, flops=...)`` returns a Measurement."""
+    session = request.config.stash[SESSION_KEY]
+    slot = request.node.callspec.params["gpuperf_device"]
+    return Gpuperf(request.node, session, slot)

@@ -1,0 +1,42 @@
+"""``pytest-gpuperf`` (also ``python -m pytest_gpuperf``): the one command line besides pytest itself.
+
+    pytest-gpuperf compare BASE HEAD      the stored-baseline gate on two saved runs
+    pytest-gpuperf ab --base REV          base and head measured side by side (the gate for noisy machines)
+    pytest-gpuperf history record|publish|offline   the asv history of a repository
+
+Exit status: 0 done (the gate passed), 1 the gate failed (or a commit could not be
+recorded), 2 bad input; every error names the input and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .gate._commands import add_parsers as add_gate_commands
+from .history._commands import add_parser as add_history_command
+
+__all__ = ["main"]
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="pytest-gpuperf",
+        description="Gate pull requests on saved or side-by-side measurements, and publish the history of "
+        "pytest-gpuperf suites with asv.",
+    )
+    commands = top.add_subparsers(dest="command", required=True)
+    add_gate_commands(commands)
+    add_history_command(commands)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The gate: the verdict rule, the evidence model, the stored-baseline comparison, ``ab``, confirmation runs,
+and the one renderer of their result.
+
+Every route (``pytest --gpuperf-compare``, ``pytest-gpuperf compare``, ``pytest-gpuperf ab``)
+produces a ``GateResult`` of ``Row``s judged by ``verdict_for``; ``docs/how-the-gate-decides.md``
+is the one statement of the rule.
+"""
+
+from __future__ import annotations
+
+from ._ab import AbOptions, AbResult
+from ._ab_load import AbError
+from ._compare import GateResult, PairedRounds, Row, compare_runs, count_verdicts
+from ._evidence import disturbed, work_difference
+from ._report import gate_lines, gate_table
+from ._rule import (
+    DEFAULT_NOISE_FLOOR,
+    DEFAULT_TOLERANCE,
+    OUTLIER_FLOORS,
+    PRIOR_DF,
+    UNCHANGED_REACH,
+    VERDICTS,
+    Policy,
+    Verdict,
+    estimate,
+    parse_verdicts,
+    reason_for,
+    verdict_for,
+)
+
+__all__ = [
+    "DEFAULT_NOISE_FLOOR",
+    "DEFAULT_TOLERANCE",
+    "OUTLIER_FLOORS",
+    "PRIOR_DF",
+    "UNCHANGED_REACH",
+    "VERDICTS",
+    "AbError",
+    "AbOptions",
+    "AbResult",
+    "GateResult",
+    "PairedRounds",
+    "Policy",
+    "Row",
+    "Verdict",
+    "compare_runs",
+    "count_verdicts",
+    "disturbed",
+    "estimate",
+    "gate_lines",
+    "gate_table",
+    "parse_verdicts",
+    "reason_for",
+    "verdict_for",
+    "work_difference",
+]

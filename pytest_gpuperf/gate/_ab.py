@@ -1,0 +1,341 @@
+"""The interleaved A/B gate: ``pytest-gpuperf ab --base main`` measures base and head side by side.
+
+On a shared machine the speed of a whole process changes from run to run (the mean of
+several rounds of one step varied between processes with a standard deviation of 11%
+on this project's 2-vCPU machine, with no other process in sight), so any comparison
+of runs made in separate processes needs many processes a side. Here both sides run in
+ONE process, round by round:
+
+1. Trees and loading (``_ab_load.py``): base checked out aside, each side's workloads
+   module (``--workloads``, default ``suites/workloads.py``) imported on its own.
+2. Measuring. For every workload of both ``WORKLOADS`` dicts that can run on the
+   device, base's and head's steps are built afresh before every round and timed in
+   alternating order (``measuring.measure_paired``): memory layout, the largest bias
+   between two steps in one process, is drawn anew each round, and the machine's state
+   is shared.
+3. Verdict. The ratio head/base is the median of the per-round time ratios, with its
+   distribution-free 95% interval, judged by the gate's rule (``_rule.verdict_for``).
+   *new* and *missing*: only one side has the workload (or can build it);
+   *incomparable*: no unit of the work per step is unchanged (another workload, not a
+   slower one; the same samples with more FLOP counted is compared).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .._git import GitError
+from ..measuring import (
+    Backend,
+    DeviceError,
+    DeviceSlot,
+    MeasureSettings,
+    Step,
+    Threads,
+    WorkloadUnsupported,
+    measure_paired,
+    median,
+    open_device,
+    resolve_size,
+)
+from ..results import ResultsError, atomic_write_text, collect
+from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
+from ._compare import GateResult, PairedRounds, Row
+from ._evidence import work_difference
+from ._rule import DEFAULT_TOLERANCE, Verdict, reason_for, verdict_for
+
+__all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOptions", "AbResult", "run", "write_json"]
+
+SCHEMA: Final = "pytest-gpuperf/ab"
+SCHEMA_VERSION: Final = 1
+DEFAULT_WORKLOADS: Final = Path("suites/workloads.py")
+DEFAULT_MAX_TIME: Final = 5.0
+
+
+@dataclass(frozen=True)
+class AbOptions:
+    base: str
+    head: str | None = None  # None: the working tree
+    workloads: Path = DEFAULT_WORKLOADS
+    repo: Path = Path(".")
+    device: str = "auto"
+    size: str = "auto"
+    tolerance: float = DEFAULT_TOLERANCE
+    max_time: float = DEFAULT_MAX_TIME
+    threads: Threads = "auto"
+    select: tuple[str, ...] = ()
+    fail_on: frozenset[str] = frozenset({Verdict.SLOWER.value})
+    json: Path | None = None
+
+
+@dataclass(frozen=True)
+class Bench:
+    """Where and how every workload is measured."""
+
+    slot: DeviceSlot
+    backend: Backend
+    size: str
+    settings: MeasureSettings
+    tolerance: float
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device(self.slot.id)
+
+
+def _try_build(workload: Any, bench: Bench) -> Step | str:
+    """A working step (built and called once), or why not (``unsupported: ...`` / ``failed: ...``)."""
+    why = workload.why_unsupported(bench.device) if callable(getattr(workload, "why_unsupported", None)) else None
+    if why:
+        return f"unsupported on {bench.slot.id}: {why}"
+    try:
+        step = workload.build(bench.device, bench.size)
+        if not isinstance(step, Step):
+            return f"failed: build returned {type(step).__name__}, not a pytest_gpuperf.Step"
+        step.fn()
+    except WorkloadUnsupported as exc:
+        return f"unsupported on {bench.slot.id}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a broken build is a verdict of that side, not a crash of the gate
+        return f"failed: {type(exc).__name__}: {exc}"
+    return step
+
+
+def _row(name: str, bench: Bench, verdict: Verdict, reason: str, **more: Any) -> Row:
+    return Row(name, name, bench.slot.id, verdict, reason, tolerance=bench.tolerance, **more)
+
+
+def _one_sided(name: str, bench: Bench, base: Step | str | None, head: Step | str | None) -> Row | str:
+    """The row, or why the workload is skipped, when one side lacks the workload or cannot build it."""
+    if isinstance(head, Step):
+        return _row(name, bench, Verdict.NEW, "not in base" if base is None else f"base's build {base}")
+    if isinstance(base, Step):
+        return _row(name, bench, Verdict.MISSING, "not in head" if head is None else f"head's build {head}")
+    return f"head's build {head}" if head is not None else f"base's build {base}"
+
+
+def compare_workload(name: str, base: Any, head: Any, bench: Bench) -> Row | str:
+    """One workload's row, or why it was skipped (unsupported on the device on both sides, ...)."""
+    base_step = None if base is None else _try_build(base, bench)
+    head_step = None if head is None else _try_build(head, bench)
+    if not (isinstance(base_step, Step) and isinstance(head_step, Step)):
+        return _one_sided(name, bench, base_step, head_step)
+    base_work, head_work = dict(base_step.work), dict(head_step.work)
+    comparable, difference = work_difference(base_work, head_work)
+    if not comparable:
+        reason = f"{difference}: another workload, not a slower one (give it a new name)"
+        return _row(name, bench, Verdict.INCOMPARABLE, reason)
+    del base_step, head_step  # every round builds afresh from here on
+    return _measure(name, base, head, bench, (base_work, head_work), difference)
+
+
+def _measure(
+    name: str,
+    base: Any,
+    head: Any,
+    bench: Bench,
+    work: tuple[Mapping[str, float], Mapping[str, float]],
+    difference: str,
+) -> Row:
+    device, size = bench.device, bench.size
+    factories: dict[str, Callable[[], Step]] = {
+        "base": lambda: base.build(device, size),
+        "head": lambda: head.build(device, size),
+    }
+    try:
+        paired = measure_paired(factories, bench.backend, bench.settings, device=bench.slot.id)
+    except Exception as exc:  # noqa: BLE001 - reported as this workload's verdict, the others still run
+        return _row(name, bench, Verdict.MISSING, f"measuring failed: {type(exc).__name__}: {exc}")
+    ratio = paired.time_ratio("head", "base")
+    verdict = verdict_for(ratio, bench.tolerance)
+    noise = f"{ratio.count} paired rounds"
+    reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
+    measured = paired.measurements["head"]
+    rounds = PairedRounds(
+        tuple(paired.times["base"]),
+        tuple(paired.times["head"]),
+        dict(work[0]),
+        dict(work[1]),
+        measured.iterations,
+        measured.sampling_seconds,
+        measured.stop_reason,
+    )
+    return _row(
+        name,
+        bench,
+        verdict,
+        reason + (f"; {difference}" if difference else ""),
+        baseline=median(rounds.base),
+        current=median(rounds.head),
+        estimate=ratio,
+        base_runs=1,
+        head_runs=1,
+        base_total=1,
+        head_total=1,
+        base_rounds=ratio.count,
+        head_rounds=ratio.count,
+        paired=rounds,
+    )
+
+
+@dataclass
+class AbResult:
+    base: Tree
+    head: Tree
+    bench: Bench
+    workloads: Path
+    result: GateResult
+
+    def to_dict(self) -> dict[str, Any]:
+        bench = self.bench
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "base": {"rev": self.base.rev, "commit": self.base.commit},
+            "head": {"rev": self.head.rev, "commit": self.head.commit, "dirty": self.head.dirty},
+            "workloads_module": str(self.workloads),
+            "device": bench.slot.id,
+            "size": bench.size,
+            "threads": bench.settings.threads,
+            "tolerance": bench.tolerance,
+            "max_time": bench.settings.max_time,
+            "fail_on": sorted(self.result.fail_on),
+            "fingerprint": collect(self.head.path),
+            "results": [_row_dict(row) for row in self.result.rows],
+            "skipped": dict(self.result.skipped),
+        }
+
+
+def _row_dict(row: Row) -> dict[str, Any]:
+    est, paired = row.estimate, row.paired
+    ratio = (
+        None if est is None else {"ratio": est.value, "low": est.low, "high": est.high, "confidence": est.confidence}
+    )
+    return {
+        "name": row.key,
+        "verdict": row.verdict.value,
+        "reason": row.reason,
+        "ratio": ratio,
+        "rounds": row.head_rounds,
+        "iterations": paired.iterations if paired else 0,
+        "seconds": paired.seconds if paired else 0.0,
+        "stop_reason": paired.stop_reason if paired else "",
+        "base_work": dict(paired.base_work) if paired else {},
+        "head_work": dict(paired.head_work) if paired else {},
+        "base": list(paired.base) if paired else [],
+        "head": list(paired.head) if paired else [],
+    }
+
+
+def _bench(options: AbOptions) -> Bench:
+    try:
+        slot, backend = open_device(options.device)
+    except DeviceError as exc:
+        raise AbError(f"--device {options.device}: {exc}") from None
+    settings = MeasureSettings(
+        max_time=options.max_time,
+        warmup_time=min(1.0, options.max_time),
+        min_time=min(0.1, options.max_time),
+        threads=options.threads,
+        memory=False,
+    )
+    return Bench(slot, backend, resolve_size(options.size, slot.kind), settings, options.tolerance)
+
+
+def _selected(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
+    def wanted(name: str) -> bool:
+        return not patterns or any(
+            fnmatch.fnmatchcase(name, p) if any(c in p for c in "*?[") else p in name for p in patterns
+        )
+
+    return [name for name in names if wanted(name)]
+
+
+def _workloads_path(repo: Path, given: Path) -> Path:
+    """``--workloads`` relative to the repository root (an absolute path must lie inside the repository)."""
+    try:
+        return (repo / given).resolve().relative_to(repo.resolve())
+    except ValueError:
+        raise AbError(
+            f"--workloads {given} is outside the repository {repo}; give its path relative to the repository root"
+        ) from None
+
+
+def _check_json(path: Path | None) -> None:
+    if path is None:
+        return
+    parent = path.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise AbError(f"--json {path}: {parent} is not a writable directory; choose a writable location")
+
+
+def run(options: AbOptions, *, out: Callable[[str], None] = print) -> AbResult:
+    """Load both sides, measure every common workload, and return the result (printing progress to ``out``)."""
+    repo = repository(options.repo)
+    relative = _workloads_path(repo, options.workloads)
+    _check_json(options.json)
+    bench = _bench(options)
+    try:
+        with trees(repo, options.base, options.head) as (base, head):
+            roots = [base.path.resolve(), head.path.resolve()]
+            sides = {tree.side: load_workloads(tree, relative, roots) for tree in (base, head)}
+            result = AbResult(base, head, bench, relative, GateResult([], options.fail_on))
+            _header(result, out)
+            _run_all(result, sides["base"], sides["head"], options.select, out)
+    except GitError as exc:
+        raise AbError(f"{exc}; check the repository and the revisions") from None
+    finally:
+        for alias in ALIASES.values():
+            forget(alias)
+    return result
+
+
+def _header(result: AbResult, out: Callable[[str], None]) -> None:
+    bench = result.bench
+    threads = bench.settings.threads_for(bench.slot.kind) or "torch's default"
+    out(f"gpuperf ab: base {result.base.describe()}, head {result.head.describe()}")
+    out(
+        f"{result.workloads} on {bench.slot.id} ({bench.backend.describe().get('name', bench.slot.id)}), "
+        f"threads: {threads}, size {bench.size}, tolerance {bench.tolerance:.0%}, "
+        f"up to {bench.settings.max_time:g} s of rounds per workload"
+    )
+
+
+def _run_all(
+    result: AbResult,
+    base: Mapping[str, Any],
+    head: Mapping[str, Any],
+    select: Sequence[str],
+    out: Callable[[str], None],
+) -> None:
+    everything = [*head, *(name for name in base if name not in head)]
+    names = _selected(everything, select)
+    if select and not names:
+        raise AbError(f"-k {' -k '.join(select)} matched none of the workloads ({', '.join(everything)})")
+    for name in names:
+        start = time.perf_counter()
+        row = compare_workload(name, base.get(name), head.get(name), result.bench)
+        if isinstance(row, str):
+            result.result.skipped[name] = row
+            out(f"  {name}: skipped, {row}")
+            continue
+        result.result.rows.append(row)
+        est = row.estimate
+        ratio = "" if est is None else f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}], "
+        took = time.perf_counter() - start
+        out(f"  {name}: {ratio}{row.verdict.value} ({row.head_rounds} rounds, {took:.1f} s)")
+
+
+def write_json(result: AbResult, path: Path) -> None:
+    try:
+        atomic_write_text(path, json.dumps(result.to_dict(), indent=1) + "\n")
+    except ResultsError as exc:
+        raise AbError(str(exc)) from None

@@ -1,0 +1,203 @@
+"""``pytest-gpuperf compare`` and ``pytest-gpuperf ab``: the gate's subcommands of the one CLI.
+
+``compare``: the gate on two saved runs, for CI that measures on one machine and judges
+on another. Same verdicts, table and exit status as ``pytest --gpuperf-compare``. BASE
+and HEAD are baseline names in the results directory (``--results-dir``, default
+``.gpuperf``) or paths of results files (``--gpuperf-json``, ``runs/*.json``) or baseline
+files; several runs in one (a baseline's rounds) are used as rounds.
+
+``ab``: base and head of a pull request measured side by side in one process, in
+paired rounds (``_ab.py``), for noisy machines where separate runs cannot be compared.
+
+Exit status: 0 the gate passes, 1 a verdict in ``--fail-on`` occurred, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..measuring import SIZES
+from ..measuring import _values as values
+from ..results import Baseline, Incomparable, ResultsDir, ResultsError, check_comparable, parse_mismatch_keys
+from . import _ab
+from ._compare import compare_runs
+from ._report import gate_lines, gate_table
+from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy, parse_verdicts
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_parsers"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _fail_on_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fail-on",
+        type=values.argtype(parse_verdicts),
+        default=("slower",),
+        metavar="VERDICTS",
+        help="verdicts that fail: a comma list of slower, faster, unchanged, inconclusive, incomparable, new, "
+        "missing, or none (default: slower)",
+    )
+
+
+def _compare_parser(commands: Any) -> None:
+    cmp = commands.add_parser("compare", help="compare HEAD's records with BASE's; exit 1 if the gate fails")
+    cmp.add_argument("base", metavar="BASE", help="baseline name or results file path")
+    cmp.add_argument("head", metavar="HEAD", help="baseline name or results file path")
+    cmp.add_argument("--results-dir", type=Path, default=Path(".gpuperf"), help="where names are looked up")
+    for flag, default, what in (
+        ("--tolerance", DEFAULT_TOLERANCE, "tolerance"),
+        ("--noise-floor", DEFAULT_NOISE_FLOOR, "noise floor"),
+    ):
+        cmp.add_argument(
+            flag,
+            type=values.argtype(values.fraction),
+            default=None,
+            help=f"{what} for records without their own (a test's marker); "
+            f"default: the one HEAD was measured with, else {default * 100:g}%%",
+        )
+    _fail_on_option(cmp)
+    cmp.add_argument(
+        "--allow-mismatch",
+        type=values.argtype(parse_mismatch_keys),
+        default=(),
+        metavar="KEYS",
+        help="compare across these fingerprint differences anyway, or all",
+    )
+    cmp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    cmp.set_defaults(handler=compare_command)
+
+
+def _ab_parser(commands: Any) -> None:
+    abp = commands.add_parser(
+        "ab",
+        help="measure BASE's and HEAD's workloads side by side in one process, in paired rounds; "
+        "exit 1 if one got slower",
+        description=(_ab.__doc__ or "").split("\n\n")[0],
+    )
+    abp.add_argument("--base", required=True, metavar="REV", help="the revision to compare against, e.g. main")
+    abp.add_argument(
+        "--head", metavar="REV", default=None, help="the revision under review (default: the working tree)"
+    )
+    abp.add_argument(
+        "--workloads",
+        type=Path,
+        default=_ab.DEFAULT_WORKLOADS,
+        metavar="PATH",
+        help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions "
+        f"(default: {_ab.DEFAULT_WORKLOADS})",
+    )
+    abp.add_argument("--repo", type=Path, default=Path("."), help="a directory of the git repository (default: .)")
+    abp.add_argument("--device", default="auto", help="one device: cpu, cuda, cuda:N, mps, auto (default: auto)")
+    abp.add_argument("--size", choices=SIZES, default="auto", help="workload size preset (default: auto)")
+    abp.add_argument(
+        "--tolerance",
+        type=values.argtype(values.fraction),
+        default=DEFAULT_TOLERANCE,
+        help=f"slower/faster only beyond this ratio (default: {DEFAULT_TOLERANCE * 100:g}%%)",
+    )
+    abp.add_argument(
+        "--max-time",
+        type=values.argtype(values.positive_seconds),
+        default=_ab.DEFAULT_MAX_TIME,
+        metavar="TIME",
+        help=f"paired rounds per workload stop after this long, after warmup (default: {_ab.DEFAULT_MAX_TIME:g} s)",
+    )
+    abp.add_argument(
+        "--threads",
+        type=values.argtype(values.threads),
+        default="auto",
+        metavar="N",
+        help="torch threads while measuring: a count, auto (1 on a CPU, torch's default on a GPU) or torch "
+        "(torch's default); default: auto",
+    )
+    abp.add_argument(
+        "-k",
+        dest="select",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only workloads whose name contains NAME (or matches a glob such as 'matmul_*'); repeatable",
+    )
+    _fail_on_option(abp)
+    abp.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round's times to PATH")
+    abp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    abp.set_defaults(handler=ab_command)
+
+
+def add_parsers(commands: Any) -> None:
+    """Add ``compare`` and ``ab`` to the CLI's subparsers."""
+    _compare_parser(commands)
+    _ab_parser(commands)
+
+
+def _setting(given: float | None, head: Baseline, name: str, default: float) -> float:
+    """The command line's value, else the one HEAD's session ran with, else the default."""
+    if given is not None:
+        return given
+    value = head.runs[-1].settings.get(name)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    store = ResultsDir(args.results_dir)
+    try:
+        base = store.load(args.base, Path.cwd())
+        head = store.load(args.head, Path.cwd())
+        check_comparable((r.fingerprint for r in base.runs), (r.fingerprint for r in head.runs), args.allow_mismatch)
+    except ResultsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Incomparable as exc:
+        print(
+            f"error: {base.path} and {head.path} were measured on different hardware or software ({exc.what}), "
+            "so their records cannot be compared. Compare runs from one machine, "
+            f"or pass --allow-mismatch={exc.keys} to compare anyway",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    policy = Policy(
+        tolerance=_setting(args.tolerance, head, "tolerance", DEFAULT_TOLERANCE),
+        noise_floor=_setting(args.noise_floor, head, "noise_floor", DEFAULT_NOISE_FLOOR),
+        fail_on=frozenset(args.fail_on),
+        allow_mismatch=frozenset(args.allow_mismatch),
+    )
+    result = compare_runs(base.runs, head.runs, policy)
+    print(f"base: {base.describe()}")
+    print(f"head: {head.describe()}")
+    print(gate_table(result, tablefmt=args.format))
+    for line in gate_lines(result):
+        print(line)
+    return EXIT_FAILED if result.failed else EXIT_OK
+
+
+def ab_command(args: argparse.Namespace) -> int:
+    options = _ab.AbOptions(
+        base=args.base,
+        head=args.head,
+        workloads=args.workloads,
+        repo=args.repo,
+        device=args.device,
+        size=args.size,
+        tolerance=args.tolerance,
+        max_time=args.max_time,
+        threads=args.threads,
+        select=tuple(args.select),
+        fail_on=frozenset(args.fail_on),
+        json=args.json,
+    )
+    try:
+        ab = _ab.run(options, out=lambda line: print(line, flush=True))
+        print(gate_table(ab.result, tablefmt=args.format))
+        for line in gate_lines(ab.result, label="gpuperf ab"):
+            print(line)
+        if args.json is not None:
+            _ab.write_json(ab, args.json)
+            print(f"gpuperf ab: wrote every round's times to {args.json}")
+    except _ab.AbError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_FAILED if ab.result.failed else EXIT_OK

@@ -1,0 +1,202 @@
+"""The gate's one result type, and the stored-baseline comparison that fills it from saved runs.
+
+``compare_runs`` judges every record of the current runs against the baseline's
+(``pytest --gpuperf-compare`` and ``pytest-gpuperf compare``); ``pytest-gpuperf ab``
+fills the same ``GateResult`` from paired rounds. The rule is in ``_rule.py`` and the
+evidence model in ``_evidence.py``; ``docs/how-the-gate-decides.md`` states both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..measuring import Estimate
+from ..results import Record, Run, blocking_differences, differences
+from ._evidence import Side, record_mismatches, runs_of, select, work_difference
+from ._rule import DEFAULT_TOLERANCE, Policy, Verdict, estimate, reason_for, verdict_for
+
+__all__ = ["GateResult", "PairedRounds", "Row", "compare_runs", "count_verdicts"]
+
+
+@dataclass(frozen=True)
+class PairedRounds:
+    """What ``ab`` keeps of a workload's paired rounds: per-call seconds of each round, index i the same round."""
+
+    base: tuple[float, ...]
+    head: tuple[float, ...]
+    base_work: Mapping[str, float]
+    head_work: Mapping[str, float]
+    iterations: int
+    seconds: float
+    stop_reason: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark's verdict, for the table, the JSON and the exit status (every route)."""
+
+    key: str
+    test: str
+    device: str
+    verdict: Verdict
+    reason: str
+    baseline: float | None = None  # seconds per call
+    current: float | None = None
+    estimate: Estimate | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    base_runs: int = 0  # runs used on each side, of how many (some may be left out as disturbed)
+    head_runs: int = 0
+    base_total: int = 0
+    head_total: int = 0
+    base_rounds: int = 0  # rounds in the runs used (a run's extra and paired rounds count inside it)
+    head_rounds: int = 0
+    paired: PairedRounds | None = None
+
+
+@dataclass(frozen=True)
+class GateResult:
+    rows: list[Row]
+    fail_on: frozenset[str]
+    #: differences between the runs that did not block the comparison, shown under the table
+    notes: list[str] = field(default_factory=list)
+    #: benchmark -> why it was not compared at all (``ab``: unsupported on the device on both sides)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failing(self) -> list[Row]:
+        return [r for r in self.rows if r.verdict.value in self.fail_on]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failing)
+
+    def counts(self) -> dict[str, int]:
+        return count_verdicts(self.rows)
+
+
+def count_verdicts(rows: Iterable[Row]) -> dict[str, int]:
+    """How many rows got each verdict, in order of first appearance."""
+    out: dict[str, int] = {}
+    for row in rows:
+        out[row.verdict.value] = out.get(row.verdict.value, 0) + 1
+    return out
+
+
+def _setting(records: Sequence[Record], name: str, default: float) -> float:
+    value: float | None = getattr(records[-1].evidence, name)
+    return default if value is None else value
+
+
+def _busy_verdict(verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side) -> tuple[Verdict, str]:
+    """Load only slows: a busy current side cannot show a slowdown, a busy baseline cannot show its absence."""
+    if h.all_busy and verdict is Verdict.SLOWER:
+        return Verdict.INCONCLUSIVE, (
+            f"looks {est.value - 1:+.1%}, but measured while busy: {h.busy_text}; re-run on a quiet machine"
+        )
+    if b.all_busy and verdict in (Verdict.FASTER, Verdict.UNCHANGED):
+        return Verdict.INCONCLUSIVE, (
+            f"the baseline was measured while busy ({b.busy_text}); save a new baseline on a quiet machine"
+        )
+    return verdict, reason
+
+
+def _left_out(b: Side, h: Side) -> str:
+    parts = [
+        f"{side.total - len(side.kept)} of {side.total} {name} runs"
+        for name, side in (("baseline", b), ("current", h))
+        if len(side.kept) < side.total
+    ]
+    return f"; left out as disturbed: {', '.join(parts)}" if parts else ""
+
+
+def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> Row:
+    newest = head[-1]
+    tolerance = _setting(head, "tolerance", policy.tolerance)
+    floor = _setting(head, "noise_floor", policy.noise_floor)
+    mismatches = record_mismatches(base[-1], newest, policy.allow_mismatch)
+    if mismatches:
+        keys = ",".join(m.split(" ", 1)[0] for m in mismatches)
+        reason = "; ".join(mismatches) + f" (compare anyway: --gpuperf-allow-mismatch={keys})"
+        return Row(key, newest.test, newest.device, Verdict.INCOMPARABLE, reason, tolerance=tolerance)
+    b = select([s for r in base for s in runs_of(r)], floor)
+    h = select([s for r in head for s in runs_of(r)], floor)
+    est = estimate(
+        [s.value for s in b.kept],
+        [s.value for s in h.kept],
+        noise_floor=floor,
+        base_within=[s.within for s in b.kept],
+        head_within=[s.within for s in h.kept],
+        confidence=policy.confidence,
+    )
+    verdict = verdict_for(est, tolerance)
+    runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
+    noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
+    reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline rounds")
+    verdict, reason = _busy_verdict(verdict, reason, est, b, h)
+    reason += _left_out(b, h)
+    work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
+    reason += f"; {work_note}" if work_note else ""
+    return Row(
+        key,
+        newest.test,
+        newest.device,
+        verdict,
+        reason,
+        baseline=math.exp(sum(s.value for s in b.kept) / len(b.kept)),
+        current=math.exp(sum(s.value for s in h.kept) / len(h.kept)),
+        estimate=est,
+        tolerance=tolerance,
+        base_runs=len(b.kept),
+        head_runs=len(h.kept),
+        base_total=b.total,
+        head_total=h.total,
+        base_rounds=b.rounds,
+        head_rounds=h.rounds,
+    )
+
+
+def _by_key(runs: Iterable[Run]) -> dict[str, list[Record]]:
+    out: dict[str, list[Record]] = {}
+    for run in runs:
+        for record in run.records:
+            out.setdefault(record.key, []).append(record)
+    return out
+
+
+def compare_runs(
+    base_runs: Sequence[Run],
+    head_runs: Sequence[Run],
+    policy: Policy | None = None,
+    *,
+    failures: Mapping[str, str] | None = None,
+) -> GateResult:
+    """Every record of ``head_runs`` against ``base_runs``; ``failures`` (test id -> why) explains missing ones."""
+    policy = policy or Policy()
+    failures = failures or {}
+    head_fp = [head_runs[-1].fingerprint]
+    blocking = [
+        str(d) for d in blocking_differences((r.fingerprint for r in base_runs), head_fp, policy.allow_mismatch)
+    ]
+    notes: list[str] = []
+    for base_run in base_runs:
+        for diff in differences(base_run.fingerprint, head_fp[0], policy.allow_mismatch):
+            if not diff.blocking and str(diff) not in notes:
+                notes.append(str(diff))
+    base, head = _by_key(base_runs), _by_key(head_runs)
+    rows: list[Row] = []
+    for key, records in head.items():
+        test, device = records[-1].test, records[-1].device
+        if key not in base:
+            rows.append(Row(key, test, device, Verdict.NEW, "not in the baseline", head_runs=len(records)))
+        elif blocking:
+            rows.append(Row(key, test, device, Verdict.INCOMPARABLE, "; ".join(blocking)))
+        else:
+            rows.append(_judge(key, base[key], records, policy))
+    for key, records in base.items():
+        if key not in head:
+            test = records[-1].test
+            why = f"the test {failures[test]}" if test in failures else "not measured in this run"
+            rows.append(Row(key, test, records[-1].device, Verdict.MISSING, why))
+    return GateResult(rows, policy.fail_on, notes)

@@ -1,0 +1,96 @@
+"""Confirmation runs: measure tests that look slower again, in a fresh pytest process each time.
+
+Rounds measured in the same process share that session's state of the machine, so
+they cannot tell a slow session from a slow change; a new process, started later, is
+a new sample of the machine. Each confirmation run is a plain ``pytest NODEID ...``
+with this session's measuring options, writing ``--gpuperf-json`` to a temporary
+file; its records come back as further runs of the records they repeat
+(``Evidence.runs``, raw samples and load kept). The pytest adapter passes the
+session's measuring options as command-line flags (``Settings.flags``), so this module
+needs nothing of pytest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+from ..results import Record, Rerun, ResultsError, load_run
+
+__all__ = ["attach", "command", "run"]
+
+_PASSED_FLAGS: Final = ("-p", "-o", "-c", "--config-file", "--rootdir", "--confcutdir")
+
+
+def _joined(arg: str) -> bool:
+    """``-pNAME``, ``-oKEY=V``, ``--rootdir=DIR``: a passed flag and its value in one argument."""
+    short = any(arg.startswith(flag) and len(arg) > len(flag) for flag in ("-p", "-o"))
+    return short or any(arg.startswith(flag + "=") for flag in _PASSED_FLAGS if flag.startswith("--"))
+
+
+def _invocation_flags(args: Sequence[str]) -> list[str]:
+    """Plugins, ini overrides and config file of the original command line: a confirmation runs like it."""
+    out: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg in _PASSED_FLAGS:
+            following = next(it, None)
+            if following is not None:
+                out += [arg, following]
+        elif _joined(arg):
+            out.append(arg)
+    return out
+
+
+def command(
+    flags: Sequence[str],
+    nodeids: Iterable[str],
+    json_path: Path,
+    results_dir: Path,
+    quiet_wait: float,
+    args: Sequence[str],
+) -> list[str]:
+    """The pytest command line of one confirmation run: ``flags`` are the session's measuring options."""
+    cmd = [sys.executable, "-m", "pytest", *nodeids, "-q", "-p", "no:cacheprovider", *_invocation_flags(args)]
+    cmd += [
+        *flags,
+        f"--gpuperf-json={json_path}",
+        f"--gpuperf-results-dir={results_dir}",
+        f"--gpuperf-quiet-wait={quiet_wait:g}" if quiet_wait > 0 else "--gpuperf-quiet-wait=off",
+        "--gpuperf-confirm=0",
+    ]
+    return cmd
+
+
+def run(
+    rootpath: Path, args: Sequence[str], flags: Sequence[str], nodeids: Sequence[str], quiet_wait: float
+) -> list[Record]:
+    """Run ``nodeids`` once more in a fresh process, as the command line ``args`` ran in ``rootpath``; its records.
+
+    ResultsError says why when the run left no results.
+    """
+    with tempfile.TemporaryDirectory(prefix="gpuperf-confirm-") as tmp:
+        json_path = Path(tmp) / "run.json"
+        cmd = command(flags, nodeids, json_path, Path(tmp) / "results", quiet_wait, args)
+        done = subprocess.run(cmd, cwd=rootpath, capture_output=True, text=True, check=False)
+        if not json_path.exists():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise ResultsError(f"the confirmation run exited {done.returncode} without results: {' | '.join(tail)}")
+        return list(load_run(json_path).records)
+
+
+def attach(records: Sequence[Record], fresh: Iterable[Record]) -> tuple[list[Record], int]:
+    """``records`` with each fresh record added as one more run of the record with its key; and how many were."""
+    by_key = {record.key: record for record in fresh}
+    out: list[Record] = []
+    for record in records:
+        again = by_key.get(record.key)
+        if again is not None:
+            rerun = Rerun((again.evidence.first_round(again.measurement), *again.evidence.rounds))
+            record = record.with_evidence(record.evidence.with_rerun(rerun))
+        out.append(record)
+    return out, sum(1 for record in records if record.key in by_key)

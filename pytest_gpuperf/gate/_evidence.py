@@ -1,0 +1,171 @@
+"""The evidence model: what one record's runs and rounds contribute to a comparison, and what is left out.
+
+The unit of evidence is the run (a session), not the sample: samples of one run
+share the machine's state and agree with each other far better than runs do. Each
+run contributes one number, the low median of its rounds' log medians (a transient
+only ever slows a round). Load can only slow a measurement down: rounds and runs
+measured while other processes took the cores they need are left out whenever
+undisturbed ones exist, and on each side a run far slower than the side's low median
+run is left out. ``docs/how-the-gate-decides.md`` states the whole rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from ..measuring import Load, median, median_ci, needed_cores
+from ..results import RECORD_KEYS, Record, Round
+from ._rule import OUTLIER_FLOORS
+
+__all__ = ["Observation", "RunValue", "Side", "disturbed", "record_mismatches", "runs_of", "select", "work_difference"]
+
+
+def _within_variance(low: float, high: float, confidence: float) -> float:
+    """Variance of log(median) from a run's own order-statistic interval (a lower bound: samples correlate)."""
+    if low <= 0 or high <= 0 or not 0 < confidence < 1:
+        return math.inf
+    z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+    return ((math.log(high) - math.log(low)) / (2.0 * z)) ** 2
+
+
+def work_difference(base: Mapping[str, float], head: Mapping[str, float]) -> tuple[bool, str]:
+    """May two steps' times per call be compared, and how does their work differ ("" when it does not)?
+
+    Equal work compares. So does work that keeps at least one unit unchanged: the same
+    samples per step with more FLOP counted is the same task grown costlier, the very
+    regression a gate is for, judged per unchanged unit. Work without an unchanged unit
+    (a matmul of another size) is another workload: incomparable.
+    """
+    units = [*base, *(u for u in head if u not in base)]
+    changed = [u for u in units if base.get(u) != head.get(u)]
+    if not changed:
+        return True, ""
+
+    def amount(work: Mapping[str, float], unit: str) -> str:
+        return f"{work[unit]:.4g}" if unit in work else "none"
+
+    text = ", ".join(f"{u} {amount(base, u)} -> {amount(head, u)}" for u in changed)
+    same = [u for u in units if u not in changed]
+    if same:
+        return True, f"work per call differs ({text}); compared per {', '.join(same)}"
+    return False, f"work per call differs ({text})"
+
+
+def _record_view(record: Record) -> dict[str, object]:
+    m = record.measurement
+    return {"device_name": m.device_name, "threads": m.threads, "params": dict(record.params), "work": dict(m.work)}
+
+
+def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> list[str]:
+    """Blocking differences between two records of one test, as 'what base -> head' texts."""
+    a, b = _record_view(base), _record_view(head)
+    out = []
+    for key in RECORD_KEYS:
+        if key == "work" and work_difference(base.measurement.work, head.measurement.work)[0]:
+            continue
+        if a[key] != b[key] and key not in allow and "all" not in allow:
+            out.append(f"{key} {a[key]} -> {b[key]}")
+    return out
+
+
+def _is_disturbed(record: Record, load: Load | None) -> bool:
+    if load is None:
+        return False
+    return load.disturbs(needed_cores(record.device, record.measurement.threads))
+
+
+def disturbed(record: Record) -> bool:
+    """Was the record's (first) measurement made while other processes took the cores it needs?"""
+    return _is_disturbed(record, record.evidence.load)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One round of one record: what the comparison uses of it."""
+
+    log_median: float
+    within: float
+    disturbed: bool
+    load: Load | None
+
+
+def _observation(record: Record, round_: Round) -> Observation | None:
+    """One round from its raw samples (seconds per call) and load; None without usable samples."""
+    values = [x for x in round_.samples if x > 0]
+    if not values:
+        return None
+    ci = median_ci(values, record.measurement.confidence)
+    return Observation(
+        math.log(median(values)),
+        _within_variance(ci.low, ci.high, ci.confidence),
+        _is_disturbed(record, round_.load),
+        round_.load,
+    )
+
+
+@dataclass(frozen=True)
+class RunValue:
+    """One run (session) of one record, from its rounds: the unit of evidence."""
+
+    value: float  # log seconds per call
+    within: float  # variance of ``value`` from the chosen round's own samples
+    rounds: int
+    disturbed: bool  # every round was measured while busy
+    load: Load | None  # the worst disturbed round's load, for the message
+
+
+def _run_value(obs: Sequence[Observation]) -> RunValue:
+    """The low median of the run's undisturbed rounds: a transient only ever slows a round."""
+    calm = [o for o in obs if not o.disturbed]
+    pool = sorted(calm or obs, key=lambda o: o.log_median)
+    # The rounds' spread is transients, which the low median already ignores; the round it picks carries
+    # its own uncertainty, and the spread between runs is estimated across runs.
+    chosen = pool[(len(pool) - 1) // 2]
+    loads = [o.load for o in obs if o.disturbed and o.load is not None]
+    worst = max(loads, key=lambda load: load.background_cores) if loads else None
+    return RunValue(chosen.log_median, chosen.within, len(obs), not calm, worst)
+
+
+def _rounds_value(record: Record, rounds: Sequence[Round]) -> RunValue | None:
+    obs = [o for o in (_observation(record, r) for r in rounds) if o is not None]
+    return _run_value(obs) if obs else None
+
+
+def runs_of(record: Record) -> list[RunValue]:
+    """The record's own run (its measurement, then its rounds), then its confirmation runs in fresh processes."""
+    evidence = record.evidence
+    own = [evidence.first_round(record.measurement), *evidence.rounds]
+    values = [_rounds_value(record, own), *(_rounds_value(record, rerun.rounds) for rerun in evidence.runs)]
+    return [v for v in values if v is not None]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's runs after selection: those kept, how many there were, and whether all were busy."""
+
+    kept: list[RunValue]
+    total: int
+    all_busy: bool
+    busy_text: str
+
+    @property
+    def rounds(self) -> int:
+        return sum(s.rounds for s in self.kept)
+
+
+def select(runs: Sequence[RunValue], noise_floor: float) -> Side:
+    """Undisturbed runs if any, then without runs far slower than the low median run."""
+    calm = [s for s in runs if not s.disturbed]
+    pool = calm or list(runs)
+    anchor = sorted(s.value for s in pool)[(len(pool) - 1) // 2]
+    limit = anchor + math.log1p(OUTLIER_FLOORS * noise_floor)
+    kept = [s for s in pool if s.value <= limit]
+    loads = [s.load for s in runs if s.load is not None]
+    busy = ""
+    if loads:
+        worst = max(loads, key=lambda load: load.background_cores)
+        busy = f"other processes used {worst.background_cores:.1f} of {worst.cpus} CPUs"
+    return Side(kept, len(runs), not calm, busy)

@@ -1,0 +1,154 @@
+"""The verdict rule shared by every route: significance first, then the tolerance, both ways.
+
+``docs/how-the-gate-decides.md`` is the one full statement of the rule; this module
+implements it. The stored-baseline gate (``pytest --gpuperf-compare``,
+``pytest-gpuperf compare``) estimates the ratio current/baseline from runs
+(``estimate``); ``pytest-gpuperf ab`` from paired rounds. Either way ``verdict_for``
+decides and ``reason_for`` says why.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ..measuring import Estimate, t_quantile
+
+__all__ = [
+    "DEFAULT_NOISE_FLOOR",
+    "DEFAULT_TOLERANCE",
+    "OUTLIER_FLOORS",
+    "PRIOR_DF",
+    "UNCHANGED_REACH",
+    "VERDICTS",
+    "Policy",
+    "Verdict",
+    "estimate",
+    "parse_verdicts",
+    "reason_for",
+    "verdict_for",
+]
+
+DEFAULT_TOLERANCE: Final = 0.05
+DEFAULT_NOISE_FLOOR: Final = 0.02
+#: How many runs' worth of evidence the noise floor counts for.
+PRIOR_DF: Final = 4.0
+#: "Unchanged" needs the interval to rule out a change of this many tolerances.
+UNCHANGED_REACH: Final = 2.0
+#: Runs slower than their side's low median run by more than this many noise floors are left out.
+OUTLIER_FLOORS: Final = 4.0
+
+
+class Verdict(str, enum.Enum):
+    SLOWER = "slower"
+    FASTER = "faster"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"
+    INCOMPARABLE = "incomparable"
+    NEW = "new"
+    MISSING = "missing"
+
+
+VERDICTS: Final = tuple(v.value for v in Verdict)
+
+
+def parse_verdicts(raw: str) -> tuple[str, ...]:
+    """``"slower,missing"`` -> ("slower", "missing"); ``none`` -> (). Raises ValueError naming a bad one."""
+    text = raw.strip().lower()
+    if text in ("", "none"):
+        return ()
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if part not in VERDICTS:
+            raise ValueError(f"{part!r} is not a verdict; use a comma list of {', '.join(VERDICTS)}, or none")
+        if part not in out:
+            out.append(part)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Policy:
+    tolerance: float = DEFAULT_TOLERANCE
+    noise_floor: float = DEFAULT_NOISE_FLOOR
+    confidence: float = 0.95
+    fail_on: frozenset[str] = frozenset({Verdict.SLOWER.value})
+    allow_mismatch: frozenset[str] = frozenset()
+
+
+def estimate(
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    noise_floor: float,
+    base_within: Sequence[float] = (),
+    head_within: Sequence[float] = (),
+    confidence: float = 0.95,
+    prior_df: float = PRIOR_DF,
+) -> Estimate:
+    """The ratio head/base and its Student-t interval, from one log time per run on each side.
+
+    The run-to-run variance is pooled from both sides and shrunk towards the noise floor
+    as if the floor were ``prior_df`` runs of evidence; a run whose own variance
+    (``*_within``) is larger counts with that.
+    """
+    if not base or not head:
+        raise ValueError("need at least one run on each side")
+    mb, mh = sum(base) / len(base), sum(head) / len(head)
+    ss = sum((x - mb) ** 2 for x in base) + sum((y - mh) ** 2 for y in head)
+    df = float(len(base) - 1 + len(head) - 1)
+    sigma2 = (ss + prior_df * noise_floor**2) / (df + prior_df)
+
+    def mean_variance(n: int, within: Sequence[float]) -> float:
+        per_run = [max(sigma2, w) for w in within] if within else [sigma2] * n
+        return sum(per_run) / len(per_run) ** 2
+
+    se = math.sqrt(mean_variance(len(base), base_within) + mean_variance(len(head), head_within))
+    total_df = df + prior_df
+    q = t_quantile((1.0 + confidence) / 2.0, total_df) if se > 0 else 0.0
+    d = mh - mb
+    return Estimate(
+        "time ratio current/baseline",
+        math.exp(d),
+        math.exp(d - q * se),
+        math.exp(d + q * se),
+        confidence,
+        len(base) + len(head),
+        spread=math.sqrt(sigma2),
+        df=total_df,
+    )
+
+
+def verdict_for(est: Estimate, tolerance: float) -> Verdict:
+    """Significance first, then the tolerance, both ways."""
+    above, below = est.value > 1.0 + tolerance, est.value < 1.0 / (1.0 + tolerance)
+    if est.significant and above:
+        return Verdict.SLOWER
+    if est.significant and below:
+        return Verdict.FASTER
+    if above or below or not _rules_out(est, UNCHANGED_REACH * tolerance):
+        return Verdict.INCONCLUSIVE
+    return Verdict.UNCHANGED
+
+
+def _rules_out(est: Estimate, change: float) -> bool:
+    """Does the interval exclude a change of ``change`` either way?"""
+    return est.high < 1.0 + change and est.low > 1.0 / (1.0 + change)
+
+
+def reason_for(verdict: Verdict, est: Estimate, tolerance: float, *, noise: str, remedy: str) -> str:
+    """Why ``verdict``: the change, and for an inconclusive one the noise that hid it and what to do.
+
+    ``noise`` names what the interval comes from ("run-to-run noise 2.0% (3 baseline runs)",
+    "40 paired rounds"); ``remedy`` is what would narrow it ("raise --max-time").
+    """
+    change = f"{est.value - 1:+.1%}"
+    if verdict in (Verdict.SLOWER, Verdict.FASTER):
+        return f"{change}: significant and over the {tolerance:.0%} tolerance"
+    if verdict is Verdict.UNCHANGED:
+        return f"within the {tolerance:.0%} tolerance" + (f" ({change}, significant)" if est.significant else "")
+    if 1.0 / (1.0 + tolerance) <= est.value <= 1.0 + tolerance:
+        return f"{change}, but {noise} cannot rule out {UNCHANGED_REACH * tolerance:.0%}; {remedy}"
+    return f"{change} but not significant against {noise}; {remedy}"

@@ -1,0 +1,30 @@
+"""History: asv results written from pytest runs, the recorded history of a repository's commits, and the
+offline assets that let asv's published page work without the internet."""
+
+from __future__ import annotations
+
+from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
+from ._asv import FORMAT, AsvError, AsvTarget, Commit, benchmark_name, read_results, write_results
+from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
+
+__all__ = [
+    "ASSETS",
+    "DEFAULT_OUT",
+    "FORMAT",
+    "Asset",
+    "AsvError",
+    "AsvTarget",
+    "Commit",
+    "HistoryError",
+    "Layout",
+    "OfflineError",
+    "Recipe",
+    "benchmark_name",
+    "default_cache",
+    "localize",
+    "publish",
+    "read_results",
+    "record",
+    "remote_urls",
+    "write_results",
+]

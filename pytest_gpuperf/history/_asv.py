@@ -1,0 +1,408 @@
+"""asv (airspeed velocity) results written by the pytest run itself: history graphs without measuring twice.
+
+``pytest suites/ --gpuperf-asv=DIR`` writes, at the end of the run, into the asv
+results directory ``DIR`` (what asv.conf.json calls ``results_dir``):
+
+* ``benchmarks.json``: one benchmark per test, or per measurement when a test
+  measures more than once, with one asv parameter, ``device``; merged with the
+  entries already there, so runs of different suites and devices add up;
+* ``<machine>/machine.json``: the machine (``--gpuperf-asv-machine``, default the host name);
+* ``<machine>/<commit[:8]>-<env>.json``: this commit's results in asv's results
+  format (api version 2): the median, the 99% confidence interval of the median
+  (asv's ``ci_99`` columns), the quartiles, samples x calls per sample and the
+  raw samples, per device; merged with what this commit already has there.
+
+``asv publish`` and ``asv compare`` read these as if ``asv run`` had written them.
+
+**Lower is better.** asv treats every value as lower-is-better, ``track_`` ones
+included (asv issue #1617). The value written is therefore the time per step in
+seconds, never a throughput: a throughput drop is a rise in time, shown and gated
+as a regression, and its recovery as an improvement. Throughput is the work per
+step (in each benchmark's ``pretty_name``) divided by the time.
+
+**Stable versions.** asv drops results whose benchmark ``version`` differs from
+the one in ``benchmarks.json``. The version written here is the constant
+``FORMAT``, not a hash of source code, so editing a test's code or comments keeps
+its history; a test whose meaning changes should get a new name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .._git import GitError, commit_time, git
+from ..measuring import Measurement, summarize
+from ..results import Record, ResultsError, Run, atomic_write_text
+
+__all__ = [
+    "COLUMNS",
+    "FORMAT",
+    "AsvError",
+    "AsvTarget",
+    "Commit",
+    "Point",
+    "benchmark_name",
+    "check_machine_name",
+    "git_commit",
+    "machine_info",
+    "read_results",
+    "write_results",
+]
+
+#: The ``version`` of every benchmark written here; bump it only when the values change meaning.
+FORMAT: Final = "pytest-gpuperf-asv-1"
+UNIT: Final = "seconds"
+RESULTS_API: Final = 2
+BENCHMARKS_API: Final = 2
+MACHINE_API: Final = 1
+#: asv's results columns, in its order (asv/results.py ``Results.save``).
+COLUMNS: Final = (
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+    "profile",
+)
+_CI: Final = 0.99
+_MACHINE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class AsvError(ResultsError):
+    """asv results that cannot be written or read; the message names the file or input and the fix."""
+
+
+@dataclass(frozen=True)
+class Commit:
+    hash: str
+    #: committer time in milliseconds, as asv stores a commit's date
+    date_ms: int
+
+
+@dataclass(frozen=True)
+class Point:
+    """One benchmark on one device: what asv keeps of a measurement."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+    q1: float
+    q3: float
+    number: int
+    samples: tuple[float, ...]
+    started_at: int
+    duration: float
+
+    @classmethod
+    def of(cls, m: Measurement, started_at: int) -> Point:
+        s = summarize(m.samples, _CI)
+        return cls(s.median, s.ci.low, s.ci.high, s.q1, s.q3, m.iterations, m.samples, started_at, m.sampling_seconds)
+
+
+# ---------------------------------------------------------------- names and identity
+
+
+def benchmark_name(record: Record) -> str:
+    """``suites/test_mlp.py::test_train[cpu-bf16]::fwd`` -> ``suites.test_mlp.test_train_bf16.fwd``.
+
+    The device leaves the name (it is the asv parameter); characters asv cannot
+    take in a name (``-`` means a parameter index to asv) become ``_``.
+    """
+    head, _, ids = record.test.partition("[")
+    kept = [part for part in ids.removesuffix("]").split("-") if part and part != record.device] if ids else []
+    path, _, rest = head.partition("::")
+    parts = [*path.removesuffix(".py").split("/"), *rest.split("::")]
+    if kept:
+        parts[-1] += "_" + "_".join(kept)
+    if record.measurement.name not in ("", record.test):
+        parts.append(record.measurement.name)
+    return ".".join(p for p in (_clean(part) for part in parts) if p)
+
+
+def _clean(part: str) -> str:
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", part)).strip("_")
+
+
+def check_machine_name(name: str) -> str:
+    if not _MACHINE_NAME.match(name):
+        raise AsvError(
+            f"asv machine name {name!r} is not usable as a directory name; "
+            "use letters, digits, '.', '_' and '-', for example --gpuperf-asv-machine=gpu-box-1"
+        )
+    return name
+
+
+def git_commit(root: Path) -> Commit:
+    """The commit checked out at ``root`` and its date; AsvError when ``root`` is not in a git work tree."""
+    try:
+        commit = git(root, "rev-parse", "HEAD")
+        return Commit(commit, commit_time(root, commit) * 1000)
+    except GitError as exc:
+        raise AsvError(
+            f"asv results belong to a commit, but git cannot tell the commit of {root} ({exc}); "
+            "run from a git work tree with at least one commit"
+        ) from None
+
+
+def machine_info(fingerprint: Mapping[str, Any], machine: str) -> dict[str, str]:
+    """asv's machine fields, from the run's fingerprint; ``gpu`` is added where CUDA devices exist."""
+    info = {
+        "machine": machine,
+        "os": str(fingerprint.get("platform", "")),
+        "arch": str(fingerprint.get("machine", "")),
+        "cpu": str(fingerprint.get("cpu_model", "")),
+        "num_cpu": str(fingerprint.get("cpu_count", "")),
+        "ram": _ram(),
+    }
+    gpus = [str(d.get("name", "")) for d in fingerprint.get("cuda_devices", []) or []]
+    if gpus:
+        info["gpu"] = ", ".join(gpus)
+    return info
+
+
+def _ram() -> str:
+    try:
+        return str(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return ""
+
+
+def _environment(fingerprint: Mapping[str, Any]) -> tuple[str, str, dict[str, str]]:
+    """(env name, python version, requirements): a torch upgrade starts a new line in the graphs, as in asv."""
+    python = ".".join(str(fingerprint.get("python", "")).split(".")[:2]) or "unknown"
+    requirements = {"torch": str(fingerprint.get("torch", "unknown"))}
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"gpuperf-py{python}-torch{requirements['torch']}")
+    return name, python, requirements
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) -> Path:
+    """Write ``run`` as asv results for ``commit`` into ``directory``; return the results file written."""
+    directory = Path(directory)
+    check_machine_name(machine)
+    started = _js_time(run.created)
+    points, described, tests = _collect(run.records, started)
+    if not points:
+        raise AsvError(f"no measurements to write to {directory}: the run measured nothing")
+    _write_benchmarks(directory / "benchmarks.json", points, described, tests)
+    info = machine_info(run.fingerprint, machine)
+    _write_json(directory / machine / "machine.json", {**info, "version": MACHINE_API})
+    env_name, python, requirements = _environment(run.fingerprint)
+    path = directory / machine / f"{commit.hash[:8]}-{env_name}.json"
+    existing = read_results(path) if path.exists() else {}
+    rows = existing.get("results", {})
+    for name, by_device in points.items():
+        rows[name] = _row({**_points_of_row(rows.get(name)), **by_device})
+    data = {
+        "commit_hash": commit.hash,
+        "env_name": env_name,
+        "date": commit.date_ms,
+        "params": {**info, "python": python, **requirements},
+        "python": python,
+        "requirements": requirements,
+        "env_vars": {},
+        "result_columns": list(COLUMNS),
+        "results": rows,
+        "durations": existing.get("durations", {}),
+        "version": RESULTS_API,
+    }
+    _write_json(path, data)
+    return path
+
+
+def _collect(
+    records: Iterable[Record], started: int
+) -> tuple[dict[str, dict[str, Point]], dict[str, str], dict[str, str]]:
+    """{name: {device: Point}}, {name: description}, {name: test id without device}."""
+    points: dict[str, dict[str, Point]] = {}
+    described: dict[str, str] = {}
+    tests: dict[str, str] = {}
+    owners: dict[tuple[str, str], str] = {}
+    for record in records:
+        name = benchmark_name(record)
+        if not name:
+            raise AsvError(f"{record.key}: cannot make an asv benchmark name of it; rename the test")
+        other = owners.setdefault((name, record.device), record.key)
+        if other != record.key:
+            raise AsvError(
+                f"{other} and {record.key} both become asv benchmark {name} on {record.device}; "
+                "give one of them another name (test name or gpuperf.measure(name=...))"
+            )
+        points.setdefault(name, {})[record.device] = Point.of(record.measurement, started)
+        described[name] = _describe(record)
+        tests[name] = record.test.split("[")[0]
+    return points, described, tests
+
+
+def _describe(record: Record) -> str:
+    """What the value is: time per step, and the work of one step, from which throughput follows."""
+    work = ", ".join(f"{amount:.4g} {unit}" for unit, amount in record.measurement.work.items())
+    return f"seconds per step, lower is better; work per step: {work}" if work else "seconds per call, lower is better"
+
+
+def _write_benchmarks(
+    path: Path,
+    points: Mapping[str, Mapping[str, Point]],
+    described: Mapping[str, str],
+    tests: Mapping[str, str],
+) -> None:
+    entries: dict[str, Any] = {}
+    if path.exists():
+        entries = _load(path, BENCHMARKS_API)
+        entries.pop("version", None)
+    for name, by_device in points.items():
+        old = entries.get(name, {})
+        known = [_unrepr(p) for p in (old.get("params") or [[]])[0]] if old.get("version") == FORMAT else []
+        devices = sorted(set(known) | set(by_device))
+        entries[name] = {
+            "code": f"# measured by pytest-gpuperf ({described[name]}):\n# pytest {tests[name]}",
+            "name": name,
+            "param_names": ["device"],
+            "params": [[repr(d) for d in devices]],
+            "pretty_name": f"{name} ({described[name]})",
+            "timeout": 0,
+            "type": "track",
+            "unit": UNIT,
+            "version": FORMAT,
+        }
+    _write_json(path, {**dict(sorted(entries.items())), "version": BENCHMARKS_API})
+
+
+def _row(by_device: Mapping[str, Point]) -> list[Any]:
+    devices = sorted(by_device)
+    ps = [by_device[d] for d in devices]
+    return [
+        [p.median for p in ps],
+        [[repr(d) for d in devices]],
+        FORMAT,
+        max(p.started_at for p in ps),
+        sum(p.duration for p in ps),
+        [p.ci_low for p in ps],
+        [p.ci_high for p in ps],
+        [p.q1 for p in ps],
+        [p.q3 for p in ps],
+        [p.number for p in ps],
+        [len(p.samples) for p in ps],
+        [list(p.samples) for p in ps],
+        None,
+    ]
+
+
+def _points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
+    """Points of a row this module wrote earlier (same version, one device parameter); other rows are replaced."""
+    if not row or len(row) < len(COLUMNS) - 1:
+        return {}
+    cols = dict(zip(COLUMNS, row, strict=False))
+    if cols["version"] != FORMAT or not cols["params"] or len(cols["params"]) != 1:
+        return {}
+    out: dict[str, Point] = {}
+    for i, device in enumerate(_unrepr(p) for p in cols["params"][0]):
+        try:
+            out[device] = Point(
+                float(cols["result"][i]),
+                float(cols["stats_ci_99_a"][i]),
+                float(cols["stats_ci_99_b"][i]),
+                float(cols["stats_q_25"][i]),
+                float(cols["stats_q_75"][i]),
+                int(cols["stats_number"][i]),
+                tuple(float(x) for x in cols["samples"][i]),
+                int(cols["started_at"]),
+                float(cols["duration"]) / len(cols["params"][0]),
+            )
+        except (TypeError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _unrepr(value: object) -> str:
+    text = str(value)
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """An asv results file as a dict (its ``version`` checked and kept out); AsvError names the file and the fix."""
+    return _load(path, RESULTS_API)
+
+
+def _load(path: Path, api: int) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AsvError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise AsvError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
+            "delete it, or point --gpuperf-asv at another directory"
+        ) from None
+    found = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or found != api:
+        raise AsvError(
+            f"{path} is not an asv file of api version {api} (its version: {found!r}); "
+            "run `asv update` on that results directory, or point --gpuperf-asv at another directory"
+        )
+    data.pop("version")
+    return data
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    text = json.dumps(data, indent=1, allow_nan=True)
+    atomic_write_text(path, text + "\n")
+
+
+def _js_time(created: str) -> int:
+    try:
+        when = dt.datetime.fromisoformat(created)
+    except ValueError:
+        when = dt.datetime.now(dt.timezone.utc)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+class AsvTarget:
+    """``--gpuperf-asv=DIR``: checked as the session starts (bad targets fail before measuring), written at the end."""
+
+    def __init__(self, directory: Path, machine: str, commit: Commit) -> None:
+        self.directory = directory
+        self.machine = machine
+        self.commit = commit
+
+    @classmethod
+    def prepare(cls, directory: Path, machine: str | None, root: Path) -> AsvTarget:
+        if directory.exists() and not directory.is_dir():
+            raise AsvError(f"{directory} is a file; give the asv results directory (asv.conf.json's results_dir)")
+        existing = next(p for p in (directory, *directory.absolute().parents) if p.exists())
+        if not os.access(existing, os.W_OK):
+            raise AsvError(f"{existing} is not writable; choose a writable asv results directory")
+        name = check_machine_name(machine or platform.node() or "localhost")
+        return cls(directory, name, git_commit(root))
+
+    def write(self, run: Run) -> str:
+        """Write ``run``; return the line for the terminal summary."""
+        path = write_results(self.directory, run, machine=self.machine, commit=self.commit)
+        names = {benchmark_name(r) for r in run.records}
+        dirty = " (the work tree had uncommitted changes)" if run.fingerprint.get("git", {}).get("dirty") else ""
+        return (
+            f"gpuperf: wrote asv results of {len(names)} benchmark(s) for commit {self.commit.hash[:8]}{dirty} "
+            f"to {path} (time per step, lower is better)"
+        )

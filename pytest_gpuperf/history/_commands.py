@@ -1,0 +1,133 @@
+"""``pytest-gpuperf history record|publish|offline``: the history subcommands of the one CLI."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._git import GitError, repo_root, resolve
+from ._assets import OfflineError, default_cache, localize
+from ._asv import AsvError, check_machine_name
+from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, current_branch, last_commits, publish, record
+
+__all__ = ["add_parser"]
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: .)")
+    common.add_argument(
+        "--out", type=Path, default=None, help=f"where results, html and logs go (default: {DEFAULT_OUT} in the repo)"
+    )
+    common.add_argument("--machine", default=None, help="asv machine name (default: this host's name)")
+    common.add_argument("--branch", default=None, help="branch whose history is shown (default: the current one)")
+    return common
+
+
+def _measuring() -> argparse.ArgumentParser:
+    measure = argparse.ArgumentParser(add_help=False)
+    measure.add_argument(
+        "--tests", nargs="+", default=["suites"], help="test paths to run in each commit (default: suites)"
+    )
+    measure.add_argument("--python", default=sys.executable, help="the Python that runs pytest (default: this one)")
+    measure.add_argument(
+        "--install",
+        default=None,
+        help="shell command run in each commit's worktree before measuring, {python} is the --python, "
+        "for example '{python} -m pip install --no-deps -e .' for a package that needs building",
+    )
+    measure.add_argument(
+        "--pytest-arg",
+        dest="pytest_args",
+        action="append",
+        default=[],
+        help="extra pytest argument, repeatable, for example --pytest-arg=--gpuperf-max-time=2",
+    )
+    measure.add_argument("--timeout", type=float, default=3600.0, help="seconds per commit (default: 3600)")
+    measure.add_argument("--force", action="store_true", help="measure commits that are already recorded again")
+    return measure
+
+
+def _publishing() -> argparse.ArgumentParser:
+    publishing = argparse.ArgumentParser(add_help=False)
+    publishing.add_argument(
+        "--offline", action="store_true", help="serve the page's scripts from the page itself (fetched from npm)"
+    )
+    publishing.add_argument("--asset-cache", type=Path, default=None, help="npm tarball cache for --offline")
+    return publishing
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``history`` with its subcommands to the CLI's subparsers."""
+    history = commands.add_parser(
+        "history", help="record the asv history of a git repository's suites and publish it as graphs"
+    )
+    sub = history.add_subparsers(dest="history_command", required=True)
+    common, measuring, publishing = _common(), _measuring(), _publishing()
+    rec = sub.add_parser(
+        "record",
+        parents=[common, measuring, publishing],
+        help="record the last N commits (or the given ones), then publish",
+    )
+    rec.add_argument("commits", nargs="*", help="commits to record instead of --last")
+    rec.add_argument("--last", type=int, default=None, help="record the last N first-parent commits of the branch")
+    rec.add_argument("--no-publish", action="store_true", help="record only")
+    sub.add_parser("publish", parents=[common, publishing], help="asv publish the recorded history")
+    offline = sub.add_parser(
+        "offline", help="serve the JavaScript and CSS of a page published by asv from the page itself (no CDN)"
+    )
+    offline.add_argument("html_dir", type=Path, help="asv's html_dir, after asv publish")
+    offline.add_argument("--cache", type=Path, default=None, help=f"tarball cache (default: {default_cache()})")
+    history.set_defaults(handler=run)
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    repo = repo_root(args.repo.resolve())
+    out = args.out.resolve() if args.out else repo / DEFAULT_OUT
+    try:
+        machine = check_machine_name(args.machine or platform.node() or "localhost")
+    except AsvError as exc:
+        raise HistoryError(str(exc)) from None
+    return Layout(repo, out, machine)
+
+
+def _commits(args: argparse.Namespace, layout: Layout, branch: str) -> list[str]:
+    if args.commits and args.last is not None:
+        raise HistoryError("give commits or --last N, not both")
+    if args.commits:
+        return [resolve(layout.repo, c) for c in args.commits]
+    if args.last is None or args.last < 1:
+        raise HistoryError("say which commits: --last N (N >= 1) or a list of commits")
+    return last_commits(layout.repo, branch, args.last)
+
+
+def _offline(args: argparse.Namespace) -> int:
+    notes = localize(args.html_dir, args.cache or default_cache())
+    for note in notes:
+        print(f"offline: {note}")
+    print(f"offline: {args.html_dir / 'index.html'} now loads its scripts from {args.html_dir / 'vendor'}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit status: 0 done, 1 a commit could not be recorded, 2 bad input."""
+    try:
+        if args.history_command == "offline":
+            return _offline(args)
+        layout = _layout(args)
+        branch = args.branch or current_branch(layout.repo)
+        if args.history_command == "publish":
+            publish(layout, branch, offline=args.offline, cache=args.asset_cache)
+            return 0
+        recipe = Recipe(tuple(args.tests), args.python, args.install, tuple(args.pytest_args), args.timeout)
+        outcomes = record(layout, _commits(args, layout, branch), recipe, force=args.force)
+        if not args.no_publish:
+            publish(layout, branch, offline=args.offline, cache=args.asset_cache)
+        failed = [o for o in outcomes if "nothing recorded" in o or "install failed" in o]
+        return 1 if failed else 0
+    except (HistoryError, GitError, OfflineError) as exc:
+        print(f"pytest-gpuperf history: error: {exc}", file=sys.stderr)
+        return 2

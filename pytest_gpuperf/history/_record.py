@@ -1,0 +1,204 @@
+"""Record the asv history of a git repository with pytest-gpuperf, and publish it.
+
+One command records the last N commits of a branch and publishes the graphs::
+
+    pytest-gpuperf history record --last 5
+
+For each commit not recorded yet: a detached ``git worktree`` of it, an optional
+install command, ``pytest <tests> --gpuperf-asv=<out>/results`` run in it, the
+worktree removed. The measuring plugin is the one installed where this command
+runs, for every commit, so that old and new commits are measured the same way;
+the tests and the code they import come from each commit's worktree. Then
+``asv publish`` writes ``<out>/html`` (``--offline`` also serves its scripts from
+there, see ``_assets.py``).
+
+Layout of ``--out`` (default ``.asv/pytest`` in the repository)::
+
+    results/     asv results (what --gpuperf-asv writes)
+    html/        the published site (index.html, regressions.json ...)
+    logs/        pytest output per commit
+    asv.conf.json  written by this command, so that plain asv works too:
+                   asv --config .asv/pytest/asv.conf.json compare main HEAD
+
+History is for looking back; to gate a pull request use ``pytest-gpuperf ab`` (the
+gate with measured power; ``docs/gating.md`` says which route to use where).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .._git import git, worktree
+from ._assets import OfflineError, default_cache, localize
+
+__all__ = ["DEFAULT_OUT", "HistoryError", "Layout", "Recipe", "current_branch", "last_commits", "publish", "record"]
+
+DEFAULT_OUT: Final = ".asv/pytest"
+#: pytest without the worktree first on sys.path (what ``python -m`` would do), so the measuring
+#: plugin stays the installed one even when the repository is pytest-gpuperf itself.
+_PYTEST_WITHOUT_CWD: Final = "import sys; del sys.path[0]; import pytest; raise SystemExit(pytest.console_main())"
+
+
+class HistoryError(Exception):
+    """A history command that cannot go on; the message names the input and the fix."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one history lives."""
+
+    repo: Path
+    out: Path
+    machine: str
+
+    @property
+    def results(self) -> Path:
+        return self.out / "results"
+
+    @property
+    def html(self) -> Path:
+        return self.out / "html"
+
+    @property
+    def logs(self) -> Path:
+        return self.out / "logs"
+
+    @property
+    def config(self) -> Path:
+        return self.out / "asv.conf.json"
+
+    def recorded(self, commit: str) -> bool:
+        return any((self.results / self.machine).glob(f"{commit[:8]}-*.json"))
+
+
+# ---------------------------------------------------------------- git
+
+
+def current_branch(repo: Path) -> str:
+    branch = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch == "HEAD":
+        raise HistoryError(f"{repo} is on a detached HEAD; name the branch whose history to publish with --branch")
+    return branch
+
+
+def last_commits(repo: Path, branch: str, count: int) -> list[str]:
+    """The last ``count`` first-parent commits of ``branch``, oldest first."""
+    return list(reversed(git(repo, "rev-list", "--first-parent", f"-n{count}", branch).split()))
+
+
+# ---------------------------------------------------------------- recording
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to measure one commit."""
+
+    tests: tuple[str, ...]
+    python: str
+    install: str | None
+    pytest_args: tuple[str, ...]
+    timeout: float
+
+
+def record_commit(layout: Layout, commit: str, recipe: Recipe) -> str:
+    """Measure ``commit`` in a worktree of its own; return a one-line outcome."""
+    layout.logs.mkdir(parents=True, exist_ok=True)
+    log = layout.logs / f"{commit[:8]}.log"
+    with worktree(layout.repo, commit) as tree, log.open("w", encoding="utf-8") as out:
+        if recipe.install:
+            command = recipe.install.format(python=shlex.quote(recipe.python))
+            out.write(f"$ {command}\n")
+            out.flush()
+            done = _run(command, tree, out, recipe.timeout, shell=True)
+            if done != 0:
+                return f"install failed (exit {done}); see {log}"
+        argv = [
+            recipe.python,
+            "-c",
+            _PYTEST_WITHOUT_CWD,
+            *recipe.tests,
+            f"--gpuperf-asv={layout.results.resolve()}",
+            f"--gpuperf-asv-machine={layout.machine}",
+            "-p",
+            "no:cacheprovider",
+            *recipe.pytest_args,
+        ]
+        out.write(f"$ {shlex.join(argv)}\n")
+        out.flush()
+        code = _run(argv, tree, out, recipe.timeout)
+    if layout.recorded(commit):
+        return "recorded" + (f" (pytest exit {code}: some tests failed; see {log})" if code else "")
+    if code == 5:
+        return f"nothing to record: no tests collected; see {log}"
+    return f"nothing recorded (pytest exit {code}); see {log}"
+
+
+def _run(command: str | list[str], cwd: Path, out: Any, timeout: float, *, shell: bool = False) -> int:
+    try:
+        return subprocess.run(
+            command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, shell=shell, check=False
+        ).returncode
+    except subprocess.TimeoutExpired:
+        out.write(f"\ngpuperf: timed out after {timeout:g} s\n")
+        return -1
+
+
+def record(layout: Layout, commits: Sequence[str], recipe: Recipe, *, force: bool = False) -> list[str]:
+    """Record each commit not recorded yet (all of them with ``force``); print and return the outcomes."""
+    outcomes = []
+    for commit in commits:
+        subject = git(layout.repo, "show", "-s", "--format=%s", commit)
+        if layout.recorded(commit) and not force:
+            outcome = "already recorded"
+        else:
+            print(f"{commit[:8]} {subject[:60]}: measuring ...", flush=True)
+            outcome = record_commit(layout, commit, recipe)
+        line = f"{commit[:8]} {subject[:60]}: {outcome}"
+        print(line, flush=True)
+        outcomes.append(line)
+    return outcomes
+
+
+# ---------------------------------------------------------------- asv
+
+
+def write_config(layout: Layout, branch: str) -> Path:
+    """An asv.conf.json for this history (absolute paths), so that asv's own commands read it."""
+    config = {
+        "version": 1,
+        "project": layout.repo.name,
+        "project_url": "",
+        "repo": str(layout.repo),
+        "branches": [branch],
+        "environment_type": "existing",
+        "pythons": ["same"],
+        "benchmark_dir": str(layout.repo / "benchmarks"),
+        "results_dir": str(layout.results.resolve()),
+        "html_dir": str(layout.html.resolve()),
+    }
+    layout.out.mkdir(parents=True, exist_ok=True)
+    layout.config.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
+    return layout.config
+
+
+def publish(layout: Layout, branch: str, *, offline: bool, cache: Path | None) -> None:
+    config = write_config(layout, branch)
+    if not (layout.results / "benchmarks.json").exists():
+        raise HistoryError(f"nothing to publish: {layout.results} has no results; run the record command first")
+    done = subprocess.run([sys.executable, "-m", "asv", "--config", str(config), "publish"], check=False)
+    if done.returncode != 0:
+        raise HistoryError(f"asv publish failed (exit {done.returncode}); see its output above")
+    if offline:
+        try:
+            for note in localize(layout.html, cache or default_cache()):
+                print(f"offline: {note}")
+        except OfflineError as exc:
+            raise HistoryError(str(exc)) from None
+    print(f"published {layout.html / 'index.html'}; view it with: python -m http.server -d {layout.html}")

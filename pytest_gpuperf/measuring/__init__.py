@@ -1,0 +1,109 @@
+"""The measuring core: devices and backends, sampling, statistics, units, Measurement, paired rounds, workloads.
+
+Usable without pytest (``measure(fn, device="cuda", flops=...)``); it imports neither
+pytest nor the results, gate or history packages. torch is imported only when a device
+is used, never at import time.
+"""
+
+from __future__ import annotations
+
+from ._backends import Backend, CpuBackend, CudaBackend, MemoryProbe, MpsBackend, backend_for
+from ._devices import (
+    KINDS,
+    DeviceError,
+    DeviceSlot,
+    Inventory,
+    cpu_model,
+    open_device,
+    parse_device_option,
+    probe_inventory,
+    resolve_devices,
+    resolve_slots,
+)
+from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
+from ._expectations import DeviceFloors, Expectations, ExpectationsError
+from ._judge import Check, GpuperfAssertionError, InconclusiveWarning, Outcome, expect_interval, judge
+from ._load import Load, Monitor, needed_cores, wait_for_quiet
+from ._measurement import Measurement
+from ._paired import Paired, StepFactory, measure_paired
+from ._runner import Coordinator, measure, measure_on, work_from
+from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
+from ._settings import MEASURE_FIELDS, MeasureSettings
+from ._stats import Estimate, Interval, Summary, estimate_median, median, median_ci, summarize, t_quantile
+from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
+from ._values import SettingError, Threads
+from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
+
+__all__ = [
+    "KINDS",
+    "MEASURE_FIELDS",
+    "SIZES",
+    "Backend",
+    "Check",
+    "Coordinator",
+    "CpuBackend",
+    "CudaBackend",
+    "DeviceError",
+    "DeviceFloors",
+    "DeviceSlot",
+    "DistributedError",
+    "Estimate",
+    "Expectations",
+    "ExpectationsError",
+    "GpuperfAssertionError",
+    "InconclusiveWarning",
+    "Interval",
+    "Inventory",
+    "Load",
+    "MeasureSettings",
+    "Measurement",
+    "MemoryProbe",
+    "Monitor",
+    "MpsBackend",
+    "Outcome",
+    "Paired",
+    "Quantity",
+    "SamplingPlan",
+    "SamplingResult",
+    "SettingError",
+    "Step",
+    "StepFactory",
+    "StopRule",
+    "Summary",
+    "Threads",
+    "TorchDistCoordinator",
+    "UnitError",
+    "Warmup",
+    "Workload",
+    "WorkloadUnsupported",
+    "World",
+    "backend_for",
+    "backend_for_kind",
+    "cpu_model",
+    "estimate_median",
+    "expect_interval",
+    "format_bytes",
+    "format_duration",
+    "format_rate",
+    "judge",
+    "measure",
+    "measure_on",
+    "measure_paired",
+    "median",
+    "median_ci",
+    "needed_cores",
+    "open_device",
+    "parse_device_option",
+    "parse_quantity",
+    "probe_inventory",
+    "resolve_devices",
+    "resolve_size",
+    "resolve_slots",
+    "sample",
+    "scaling_sizes",
+    "spawn",
+    "summarize",
+    "t_quantile",
+    "wait_for_quiet",
+    "work_from",
+]

@@ -1,0 +1,106 @@
+"""Per-device floors: what any healthy device of a model reaches, from a JSON file of datasheet figures.
+
+``Expectations`` reads a JSON file of per-device floors keyed by device name. The
+file shipped with the suites holds public datasheet peaks of common data-centre GPUs
+and one fraction: a floor is that fraction of the datasheet figure, a level any
+healthy device of that model exceeds, not a target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ._units import Quantity, UnitError, parse_quantity
+
+__all__ = ["DeviceFloors", "Expectations", "ExpectationsError"]
+
+SCHEMA: Final = "pytest-gpuperf/expectations"
+SCHEMA_VERSION: Final = 1
+
+
+class ExpectationsError(ValueError):
+    """An expectations file that cannot be used; the message names the file, the entry and the fix."""
+
+
+@dataclass(frozen=True)
+class DeviceFloors:
+    """One device model's datasheet figures (by workload name) and the floors derived from them."""
+
+    key: str
+    source: str
+    datasheet: Mapping[str, Quantity]
+    fraction: float
+
+    def floor(self, workload: str) -> Quantity | None:
+        """``fraction`` of the datasheet figure for ``workload``, or None when the datasheet has none."""
+        figure = self.datasheet.get(workload)
+        if figure is None:
+            return None
+        return Quantity(figure.value * self.fraction, figure.unit)
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """Per-device floors keyed by device name; see ``for_device`` for how a name is matched."""
+
+    path: Path
+    fraction: float
+    applies_to: str
+    devices: Mapping[str, DeviceFloors]
+
+    @classmethod
+    def load(cls, path: Path) -> Expectations:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ExpectationsError(f"{path}: no such expectations file") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ExpectationsError(f"{path}: cannot read it as JSON ({exc}); fix or replace the file") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("version") != SCHEMA_VERSION:
+            raise ExpectationsError(
+                f'{path}: not a pytest-gpuperf expectations file (needs "schema": "{SCHEMA}", '
+                f'"version": {SCHEMA_VERSION})'
+            )
+        fraction = data.get("floor_fraction")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise ExpectationsError(f"{path}: floor_fraction {fraction!r} must be a number in (0, 1]")
+        devices = {
+            str(key): _device(path, str(key), entry, float(fraction))
+            for key, entry in dict(data.get("devices", {})).items()
+        }
+        return cls(path, float(fraction), str(data.get("applies_to", "")), devices)
+
+    def for_device(self, device_name: str) -> DeviceFloors | None:
+        """The entry whose key appears in ``device_name`` as whole words (case-insensitive); the longest key wins.
+
+        "NVIDIA A100-SXM4-80GB" matches "A100", not "A10"; "NVIDIA A10G" matches neither.
+        """
+        matches = [
+            key
+            for key in self.devices
+            if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", device_name, re.IGNORECASE)
+        ]
+        if not matches:
+            return None
+        return self.devices[max(matches, key=len)]
+
+
+def _device(path: Path, key: str, entry: Any, fraction: float) -> DeviceFloors:
+    if not isinstance(entry, dict) or not isinstance(entry.get("datasheet"), dict) or not entry.get("source"):
+        raise ExpectationsError(
+            f'{path}: device {key!r} needs "source" (where the figures come from) and "datasheet" '
+            '({"workload": "19.5 TFLOP/s", ...})'
+        )
+    figures: dict[str, Quantity] = {}
+    for workload, text in entry["datasheet"].items():
+        try:
+            figures[str(workload)] = parse_quantity(str(text), kind="rate")
+        except UnitError as exc:
+            raise ExpectationsError(f"{path}: device {key!r}, {workload}: {exc}") from None
+    return DeviceFloors(key, str(entry["source"]), figures, fraction)

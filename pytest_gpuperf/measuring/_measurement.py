@@ -1,0 +1,254 @@
+"""An immutable Measurement: raw samples kept, statistics derived, assertions judged by their interval.
+
+Assertions go through the one interval judge (``_judge.py``): pass when the whole
+confidence interval of the median is on the right side of the bound, fail when it is
+wholly on the wrong side, inconclusive when it straddles the bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ._judge import Check, judge
+from ._sampling import Warmup
+from ._stats import Interval, Summary, summarize
+from ._units import Quantity, format_bytes, format_duration, parse_quantity
+
+__all__ = ["Measurement"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    device: str
+    device_name: str
+    #: seconds per call, one value per sample
+    samples: tuple[float, ...]
+    iterations: int
+    warmup: Warmup
+    converged: bool
+    stop_reason: str
+    sampling_seconds: float
+    target: float
+    confidence: float
+    #: work done by one call, by unit: {"FLOP": 2 * n**3, "samples": 256}
+    work: Mapping[str, float] = field(default_factory=dict)
+    peak_memory: int | None = None
+    memory_method: str = "none"
+    threads: int = 0
+    timer: str = ""
+    inconclusive: str = "warn"
+    observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
+
+    # ------------------------------------------------------------ statistics
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(self.samples, self.confidence)
+
+    @property
+    def median(self) -> float:
+        """Median seconds per call."""
+        return self.summary.median
+
+    @property
+    def ci(self) -> Interval:
+        """Distribution-free confidence interval of the median time per call."""
+        return self.summary.ci
+
+    @property
+    def iqr(self) -> float:
+        return self.summary.iqr
+
+    @property
+    def cv(self) -> float:
+        return self.summary.cv
+
+    @property
+    def relative_ci(self) -> float:
+        """Half-width of the CI relative to the median (0.01 is +-1%)."""
+        return self.ci.relative_half_width(self.median)
+
+    def throughput(self, unit: str | None = None) -> Quantity:
+        """Median throughput in ``unit``/s; the unit defaults to the only (or first) kind of work given."""
+        work_unit = self._work_unit(unit)
+        return Quantity(self.work[work_unit] / self.median, f"{work_unit}/s")
+
+    def throughput_ci(self, unit: str | None = None) -> tuple[Quantity, Quantity]:
+        work_unit = self._work_unit(unit)
+        amount = self.work[work_unit]
+        return (
+            Quantity(amount / self.ci.high, f"{work_unit}/s"),
+            Quantity(amount / self.ci.low if self.ci.low > 0 else math.inf, f"{work_unit}/s"),
+        )
+
+    def _work_unit(self, unit: str | None) -> str:
+        if not self.work:
+            raise ValueError(
+                f"{self.name}: no work was given, so there is no throughput; "
+                "pass flops=, bytes=, samples=, items= or work={{unit: amount}} to measure()"
+            )
+        if unit is None:
+            return next(iter(self.work))
+        if unit.endswith("/s"):
+            unit = unit[:-2]
+        if unit not in self.work:
+            raise ValueError(
+                f"{self.name}: no {unit!r} work was given (have: {', '.join(self.work)}); "
+                f"pass it to measure(), for example work={{{unit!r}: amount}}"
+            )
+        return unit
+
+    # ------------------------------------------------------------ assertions
+
+    def assert_throughput(
+        self, *, at_least: str | Quantity | None = None, at_most: str | Quantity | None = None
+    ) -> Measurement:
+        """Assert a rate such as ``at_least="50 TFLOP/s"``; the unit picks which work it refers to."""
+        __tracebackhide__ = True
+        if at_least is None and at_most is None:
+            raise ValueError("assert_throughput needs at_least= or at_most=, for example at_least='50 TFLOP/s'")
+        for relation, raw in ((">=", at_least), ("<=", at_most)):
+            if raw is None:
+                continue
+            bound = parse_quantity(raw, kind="rate")
+            low, high = self.throughput_ci(bound.work_unit)
+            median = self.throughput(bound.work_unit)
+            self._judge("throughput", relation, bound, median, low, high)
+        return self
+
+    def assert_latency(
+        self, *, at_most: str | float | Quantity | None = None, at_least: str | float | Quantity | None = None
+    ) -> Measurement:
+        """Assert the time per call, such as ``at_most="3.2 ms"`` (a bare number is seconds)."""
+        __tracebackhide__ = True
+        if at_least is None and at_most is None:
+            raise ValueError("assert_latency needs at_most= or at_least=, for example at_most='3.2 ms'")
+        for relation, raw in ((">=", at_least), ("<=", at_most)):
+            if raw is None:
+                continue
+            bound = parse_quantity(raw, kind="time")
+            self._judge(
+                "latency",
+                relation,
+                bound,
+                Quantity(self.median, "s"),
+                Quantity(self.ci.low, "s"),
+                Quantity(self.ci.high, "s"),
+            )
+        return self
+
+    def _judge(
+        self, what: str, relation: str, bound: Quantity, median: Quantity, low: Quantity, high: Quantity
+    ) -> None:
+        __tracebackhide__ = True
+        judge(
+            what,
+            relation,
+            bound.value,
+            median.value,
+            low.value,
+            high.value,
+            confidence=self.confidence,
+            evidence=(
+                f"from {len(self.samples)} samples x {self.iterations} calls on {self.device} ({self.device_name})"
+            ),
+            inconclusive=self.inconclusive,
+            observer=self.observer,
+            fmt=lambda value: str(Quantity(value, bound.unit)),
+            subject=f"{self.name}: ",
+            why_undecided=f"; sampling stopped: {self.stop_reason}",
+            stacklevel=4,
+        )
+
+    # ------------------------------------------------------------ display and storage
+
+    def describe(self) -> str:
+        """One line: median, CI, throughput, samples."""
+        parts = [
+            f"{self.name} on {self.device}: median {format_duration(self.median)}",
+            f"CI +-{self.relative_ci:.1%}",
+        ]
+        for unit in self.work:
+            parts.append(str(self.throughput(unit)))
+        if self.peak_memory is not None:
+            parts.append(f"peak {format_bytes(self.peak_memory)}")
+        parts.append(f"{len(self.samples)}x{self.iterations} calls")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "name": self.name,
+            "device": self.device,
+            "device_name": self.device_name,
+            "unit": "s",
+            "samples": list(self.samples),
+            "iterations": self.iterations,
+            "stats": {
+                "median": s.median,
+                "mean": s.mean,
+                "min": s.minimum,
+                "max": s.maximum,
+                "q1": s.q1,
+                "q3": s.q3,
+                "stdev": s.stdev,
+                "cv": s.cv,
+                "ci_low": s.ci.low,
+                "ci_high": s.ci.high,
+                "ci_confidence": s.ci.confidence,
+            },
+            "throughput": {f"{u}/s": self.work[u] / s.median for u in self.work},
+            "work": dict(self.work),
+            "converged": self.converged,
+            "stop_reason": self.stop_reason,
+            "sampling_seconds": self.sampling_seconds,
+            "target": self.target,
+            "confidence": self.confidence,
+            "warmup": {
+                "blocks": self.warmup.blocks,
+                "calls": self.warmup.calls,
+                "seconds": self.warmup.seconds,
+                "steady": self.warmup.steady,
+                "block_times": list(self.warmup.block_times),
+            },
+            "peak_memory_bytes": self.peak_memory,
+            "memory_method": self.memory_method,
+            "threads": self.threads,
+            "timer": self.timer,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
+        w = data["warmup"]
+        return cls(
+            name=str(data["name"]),
+            device=str(data["device"]),
+            device_name=str(data.get("device_name", "")),
+            samples=tuple(float(x) for x in data["samples"]),
+            iterations=int(data["iterations"]),
+            warmup=Warmup(
+                int(w["blocks"]),
+                int(w["calls"]),
+                float(w["seconds"]),
+                bool(w["steady"]),
+                tuple(float(x) for x in w.get("block_times", ())),
+            ),
+            converged=bool(data["converged"]),
+            stop_reason=str(data.get("stop_reason", "")),
+            sampling_seconds=float(data.get("sampling_seconds", 0.0)),
+            target=float(data["target"]),
+            confidence=float(data.get("confidence", 0.95)),
+            work={str(k): float(v) for k, v in data.get("work", {}).items()},
+            peak_memory=None if data.get("peak_memory_bytes") is None else int(data["peak_memory_bytes"]),
+            memory_method=str(data.get("memory_method", "none")),
+            threads=int(data.get("threads", 0)),
+            timer=str(data.get("timer", "")),
+        )
+
+    def __str__(self) -> str:
+        return self.describe()

@@ -1,0 +1,294 @@
+"""Paired measurement: several steps timed in interleaved rounds, so ratios between them survive a noisy machine.
+
+A ratio of two medians measured one after the other is biased whenever the load on
+the machine changes between them (other jobs, clocks, thermal state), and the two
+confidence intervals say nothing about that. Here every round times each step once
+(a block of the same number of calls), in alternating order, so both members of a
+pair see the same conditions; a per-round ratio is then one observation, and the
+distribution-free confidence interval of the median of those ratios is the
+statistically sound basis for a relative assertion ("AMP is at least 1.1x faster",
+"checkpointing costs at most one extra forward", "DDP efficiency is above 50%") or
+for a gate ("head is no slower than base", ``ab.py``).
+
+Memory layout is the other bias. Two identical steps with buffers of their own, timed
+in one process, differed consistently by -12% to +18% on this project's machine
+(where their tensors landed: cache sets, pages), and that difference stays for the
+life of the buffers. A step given as a *factory* (a callable returning a Step) is
+therefore built afresh before every round: the previous round's build stays alive
+while the new one is allocated, so the new tensors land at other addresses, and each
+new build is called ``warm_calls`` times untimed (first-call page faults, optimizer
+state). That alone is not enough: the allocator hands the freed memory of one round
+to the next, so the builds cycle through the same few places for the whole process,
+and a process-long bias remains. So before every build a spacer of random size (0 to
+8 MiB, on the step's device, untouched) is allocated and kept for the round, and each
+build lands at an offset of its own. The build order alternates every round and the
+timing order every second round, so each step is built first and timed first equally
+often. Python's garbage
+collector runs while building, never while timing. Measured with fresh builds per
+round: the median per-round ratio of two identical steps over a 3-second process
+varied between processes with a standard deviation of 1.2%, that of a step with 10%
+more work was 1.10 (SD 2.4%). With and without the spacers, in alternating
+processes of ``python -m pytest_gpuperf ab`` (two identical commits, 20 matmuls of
+64x1024 by 1024x1024 on one thread, 5 s of rounds): the mean per-round log ratio
+varied between processes with a standard deviation of 1.4% with spacers and 2.9%
+without (12 processes each), against a within-process standard error of 1.2%.
+
+The sampler is the plugin's (warmup until steady, block sizing, time cap); the
+stop rule waits until every ratio against the first step is known to the target.
+In a distributed run every block goes through the Coordinator (barrier, slowest
+rank counts, agreed stop), so all ranks run the same rounds.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias
+
+from ._backends import Backend
+from ._judge import Check
+from ._measurement import Measurement
+from ._runner import Coordinator, gc_paused, measurement_of, peak_memory, torch_threads
+from ._sampling import SamplingPlan, caps_reached, sample
+from ._settings import MeasureSettings
+from ._stats import Estimate, estimate_median, median, median_ci
+from ._workload import Step
+
+__all__ = ["Paired", "PairedStopRule", "StepFactory", "measure_paired"]
+
+#: Builds a step afresh (new tensors, new model); given instead of a Step, the step is rebuilt every round.
+StepFactory: TypeAlias = Callable[[], Step]
+#: Untimed calls of each fresh build before its round is timed.
+WARM_CALLS: Final = 1
+#: Spacers allocated before each build are of a uniformly random size below this many bytes.
+SPACER_BYTES: Final = 8 << 20
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-call times of each step, round by round (index i of every list is the same round)."""
+
+    times: Mapping[str, Sequence[float]]
+    work: Mapping[str, Mapping[str, float]]
+    confidence: float = 0.95
+    measurements: Mapping[str, Measurement] = field(default_factory=dict)
+
+    def per_round(self, what: str, fn: Callable[[Mapping[str, float]], float]) -> Estimate:
+        """Estimate of ``fn({step: seconds per call})`` over the rounds."""
+        names = list(self.times)
+        rounds = len(self.times[names[0]])
+        values = [fn({name: self.times[name][i] for name in names}) for i in range(rounds)]
+        return estimate_median(what, values, self.confidence)
+
+    def speedup(self, fast: str, slow: str) -> Estimate:
+        """How many times faster ``fast`` runs a call than ``slow`` (time of slow / time of fast)."""
+        return self.per_round(f"speedup of {fast} over {slow}", lambda t: t[slow] / t[fast])
+
+    def time_ratio(self, numerator: str, denominator: str) -> Estimate:
+        """Time per call of ``numerator`` over that of ``denominator`` (above 1: ``numerator`` is slower)."""
+        return self.per_round(f"time of {numerator} / time of {denominator}", lambda t: t[numerator] / t[denominator])
+
+    def throughput_ratio(self, numerator: str, denominator: str, unit: str) -> Estimate:
+        """Throughput of ``numerator`` over that of ``denominator``, in ``unit`` (both must do that work)."""
+        work_n, work_d = self._work(numerator, unit), self._work(denominator, unit)
+        return self.per_round(
+            f"{unit}/s of {numerator} / {unit}/s of {denominator}",
+            lambda t: (work_n / t[numerator]) / (work_d / t[denominator]),
+        )
+
+    def _work(self, name: str, unit: str) -> float:
+        try:
+            return self.work[name][unit]
+        except KeyError:
+            raise ValueError(f"step {name!r} does no {unit!r} work (has: {', '.join(self.work[name])})") from None
+
+
+@dataclass
+class PairedStopRule:
+    """Stop when every step's time ratio against the first step is known to ``plan.target``, or at the cap."""
+
+    plan: SamplingPlan
+    times: Mapping[str, list[float]]
+
+    def __call__(self, samples: Sequence[float], elapsed: float) -> tuple[bool, bool, str]:
+        plan = self.plan
+        n = len(samples)
+        if n >= plan.min_samples and elapsed >= plan.min_time:
+            widest = max(self._ratio_width(name, n) for name in list(self.times)[1:]) if len(self.times) > 1 else 0.0
+            if widest <= plan.target:
+                return True, True, f"every ratio's CI half-width <= target {plan.target:.2%} ({n} rounds)"
+        return caps_reached(plan, n, elapsed, f"the ratios reached {plan.target:.2%}")
+
+    def _ratio_width(self, name: str, n: int) -> float:
+        first = next(iter(self.times))
+        ratios = [a / b for a, b in zip(self.times[name][-n:], self.times[first][-n:], strict=True)]
+        ci = median_ci(ratios, self.plan.confidence)
+        if ci.confidence < self.plan.confidence:
+            return math.inf
+        return ci.relative_half_width(median(ratios))
+
+
+@contextmanager
+def _gc_running() -> Iterator[None]:
+    """Let the collector run inside the block (a build's garbage is collected there, not while timing)."""
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        yield
+    finally:
+        if not was_enabled:
+            gc.disable()
+
+
+@dataclass
+class RoundSteps:
+    """The steps of each round: Steps as given, factories called afresh before every round.
+
+    The current builds stay referenced while the next ones are built (so those get
+    other memory) and are released right after; each build is preceded by a spacer of
+    random size, kept for the round, so that it lands at an offset of its own.
+    """
+
+    sources: Mapping[str, Step | StepFactory]
+    warm_calls: int = WARM_CALLS
+    #: Allocates an untouched buffer of the given bytes on the steps' device (None: no spacers).
+    spacer: Callable[[int], object] | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    current: dict[str, Step] = field(default_factory=dict)
+    spacers: list[object] = field(default_factory=list)
+    factories: dict[str, StepFactory] = field(default_factory=dict)
+    builds: int = 0
+
+    def __post_init__(self) -> None:
+        for name, source in self.sources.items():
+            if isinstance(source, Step):
+                self.current[name] = source
+            else:
+                self.factories[name] = source
+
+    @property
+    def rebuilding(self) -> bool:
+        return bool(self.factories)
+
+    def for_round(self, index: int) -> Mapping[str, Step]:
+        if self.factories:
+            order = list(self.factories) if index % 2 == 0 else list(self.factories)[::-1]
+            with _gc_running():
+                spacers, fresh = [], {}
+                for name in order:
+                    if self.spacer is not None:
+                        spacers.append(self.spacer(self.rng.randrange(SPACER_BYTES)))
+                    fresh[name] = self._build(name)
+                # The previous builds and spacers are released here, after the new ones exist.
+                self.current.update(fresh)
+                self.spacers = spacers
+                for name in order:
+                    for _ in range(self.warm_calls):
+                        fresh[name].fn()
+            self.builds += 1
+        return self.current
+
+    def _build(self, name: str) -> Step:
+        step = self.factories[name]()
+        if not isinstance(step, Step):
+            raise TypeError(f"the factory of step {name!r} returned {type(step).__name__}, not a Step")
+        return step
+
+
+def _round_runner(
+    rounds: RoundSteps,
+    time_block: Callable[[Callable[[], object], int], float],
+    times: dict[str, list[float]],
+) -> Callable[[int], float]:
+    names = list(rounds.sources)
+    count = [0]
+
+    def run_round(iterations: int) -> float:
+        index = count[0]
+        count[0] += 1
+        steps = rounds.for_round(index)
+        # Alternate the order so neither step always runs right after the other (cache, clocks); when
+        # rebuilding, every second round, so that build order and timing order meet in all combinations.
+        flip = (index // 2 if rounds.rebuilding else index) % 2 == 1
+        order = names[::-1] if flip else names
+        total = 0.0
+        for name in order:
+            elapsed = time_block(steps[name].fn, iterations)
+            times[name].append(elapsed / iterations)
+            total += elapsed
+        return total
+
+    return run_round
+
+
+def measure_paired(
+    steps: Mapping[str, Step | StepFactory],
+    backend: Backend,
+    settings: MeasureSettings,
+    *,
+    device: str,
+    coordinator: Coordinator | None = None,
+    observers: Mapping[str, Callable[[Check], None]] | None = None,
+    names: Mapping[str, str] | None = None,
+    warm_calls: int = WARM_CALLS,
+) -> Paired:
+    """Time ``steps`` in interleaved rounds of equal call counts; one Measurement per step, plus the rounds.
+
+    A step given as a factory (``lambda: workload.build(device, size)``) is built afresh
+    before every round (module docstring); its Measurement has the work and peak memory
+    of its last build. ``names`` gives each step's Measurement name (default: its key);
+    ``observers`` the Check observer of each (so assertions land in its record).
+    """
+    if not steps:
+        raise ValueError("measure_paired needs at least one step")
+    plan = settings.plan(backend.min_block_time)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    rounds = RoundSteps(steps, warm_calls, spacer=_spacer(device))
+
+    def timed(fn: Callable[[], object], iterations: int) -> float:
+        if coordinator is None:
+            return backend.time_block(fn, iterations)
+        return coordinator.wrap_block(lambda k: backend.time_block(fn, k))(iterations)
+
+    rule = PairedStopRule(plan, times)
+    agree = coordinator.agree if coordinator is not None else _same
+    with torch_threads(settings.threads_for(device.split(":", 1)[0])) as threads, gc_paused():
+        result = sample(_round_runner(rounds, timed, times), plan, stop_rule=rule, agree=agree)
+    n = len(result.samples)
+    sampled = {name: times[name][-n:] for name in steps}
+    measurements: dict[str, Measurement] = {}
+    for name in steps:
+        step = rounds.current[name]
+        measurements[name] = measurement_of(
+            result,
+            backend,
+            settings,
+            plan,
+            name=(names or {}).get(name, name),
+            device=device,
+            work=step.work,
+            threads=threads,
+            samples=tuple(sampled[name]),
+            stop_reason=f"paired rounds: {result.stop_reason}",
+            memory=peak_memory(step.fn, backend, settings, device),
+            observer=(observers or {}).get(name),
+        )
+    work = {name: dict(rounds.current[name].work) for name in steps}
+    return Paired(sampled, work, plan.confidence, measurements)
+
+
+def _spacer(device: str) -> Callable[[int], object]:
+    import torch
+
+    def allocate(nbytes: int) -> object:
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+    return allocate
+
+
+def _same(flag: bool) -> bool:
+    return flag

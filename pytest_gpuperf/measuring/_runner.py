@@ -1,0 +1,212 @@
+"""One measurement, end to end: backend + sampler + peak memory -> Measurement.
+
+This is the public entry point outside pytest too (asv benchmarks, scripts)::
+
+    from pytest_gpuperf import measure
+    m = measure(lambda: a @ a, device="cuda", flops=2 * n**3)
+    print(m.throughput("FLOP"), m.ci)
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from ._backends import Backend
+from ._devices import open_device
+from ._judge import Check
+from ._measurement import Measurement
+from ._sampling import SamplingPlan, SamplingResult, sample
+from ._settings import MeasureSettings
+
+__all__ = [
+    "Coordinator",
+    "gc_paused",
+    "measure",
+    "measure_on",
+    "measurement_of",
+    "peak_memory",
+    "torch_threads",
+    "work_from",
+]
+
+
+class Coordinator(Protocol):
+    """Makes ranks of a distributed run agree (see ``_distributed.py``); absent in a single process."""
+
+    def wrap_block(self, run_block: Callable[[int], float]) -> Callable[[int], float]: ...
+
+    def agree(self, flag: bool) -> bool: ...
+
+
+def work_from(
+    flops: float | None = None,
+    bytes: float | None = None,  # noqa: A002 - the natural name for a user
+    samples: float | None = None,
+    items: float | None = None,
+    work: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Collect the work done by one call, by unit; amounts must be positive numbers."""
+    out: dict[str, float] = {}
+    for unit, amount in (("FLOP", flops), ("B", bytes), ("samples", samples), ("items", items)):
+        if amount is not None:
+            out[unit] = amount
+    for unit, amount in (work or {}).items():
+        out[str(unit)] = amount
+    for unit, amount in out.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
+            raise ValueError(f"work {unit}={amount!r} must be a positive number of {unit} done by one call")
+        out[unit] = float(amount)
+    return out
+
+
+@contextmanager
+def torch_threads(count: int | None) -> Iterator[int]:
+    """torch's intra-op threads set to ``count`` (None: leave them) inside the block; yields the count in effect."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count is not None and count != before:
+        torch.set_num_threads(count)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Collect once, then keep Python's garbage collector off inside the block (and restore it)."""
+    # A collection in the middle of a sample is noise that belongs to no iteration.
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _kind(device: str) -> str:
+    return device.split(":", 1)[0]
+
+
+def peak_memory(
+    fn: Callable[[], object], backend: Backend, settings: MeasureSettings, device: str
+) -> tuple[int | None, str]:
+    """Peak memory of one more call of ``fn`` under the backend's probe, and how it was read; ``off`` if disabled."""
+    if not settings.memory:
+        return None, "off"
+    with torch_threads(settings.threads_for(_kind(device))), backend.track_memory() as probe:
+        fn()
+        backend.synchronize()
+    return probe.peak_bytes, probe.method
+
+
+def measurement_of(
+    result: SamplingResult,
+    backend: Backend,
+    settings: MeasureSettings,
+    plan: SamplingPlan,
+    *,
+    name: str,
+    device: str,
+    work: Mapping[str, float],
+    threads: int,
+    samples: tuple[float, ...] | None = None,
+    stop_reason: str | None = None,
+    memory: tuple[int | None, str] = (None, "off"),
+    observer: Callable[[Check], None] | None = None,
+) -> Measurement:
+    """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
+    (paired rounds keep one step's share of each round)."""
+    description = backend.describe()
+    return Measurement(
+        name=name,
+        device=device,
+        device_name=str(description.get("name", device)),
+        samples=result.samples if samples is None else samples,
+        iterations=result.iterations,
+        warmup=result.warmup,
+        converged=result.converged,
+        stop_reason=result.stop_reason if stop_reason is None else stop_reason,
+        sampling_seconds=result.seconds,
+        target=plan.target,
+        confidence=plan.confidence,
+        work=dict(work),
+        peak_memory=memory[0],
+        memory_method=memory[1],
+        threads=threads,
+        timer=backend.timer,
+        inconclusive=settings.inconclusive,
+        observer=observer,
+    )
+
+
+def measure_on(
+    fn: Callable[[], object],
+    backend: Backend,
+    settings: MeasureSettings,
+    *,
+    name: str,
+    device: str,
+    work: Mapping[str, float],
+    coordinator: Coordinator | None = None,
+    observer: Callable[[Check], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
+    plan = settings.plan(backend.min_block_time)
+
+    def run_block(iterations: int) -> float:
+        return backend.time_block(fn, iterations)
+
+    block = run_block if coordinator is None else coordinator.wrap_block(run_block)
+    with torch_threads(settings.threads_for(_kind(device))) as threads, gc_paused():
+        result = sample(block, plan, clock=clock, agree=coordinator.agree if coordinator else lambda f: f)
+    memory = peak_memory(fn, backend, settings, device)
+    return measurement_of(
+        result,
+        backend,
+        settings,
+        plan,
+        name=name,
+        device=device,
+        work=work,
+        threads=threads,
+        memory=memory,
+        observer=observer,
+    )
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    device: str = "cpu",
+    name: str | None = None,
+    settings: MeasureSettings | None = None,
+    flops: float | None = None,
+    bytes: float | None = None,  # noqa: A002
+    samples: float | None = None,
+    items: float | None = None,
+    work: Mapping[str, float] | None = None,
+    **overrides: Any,
+) -> Measurement:
+    """Measure ``fn`` on one device outside pytest; ``overrides`` are settings such as ``target=0.02``."""
+    base = settings or MeasureSettings()
+    if overrides:
+        base = base.with_values(overrides, context="measure()")
+    slot, backend = open_device(device)
+    return measure_on(
+        fn,
+        backend,
+        base,
+        name=name or str(getattr(fn, "__name__", "measure")),
+        device=slot.id,
+        work=work_from(flops, bytes, samples, items, work),
+    )

@@ -1,0 +1,186 @@
+"""Adaptive sampling: warm up until steady, size blocks, sample until the median is known well enough.
+
+Pure logic. The device part comes in as ``run_block(iterations) -> seconds`` and the
+wall clock as ``clock() -> seconds``, so a fake clock drives every path in tests.
+
+1. Warmup. Blocks are run and timed; the block size grows as the per-iteration
+   time estimate falls (first calls pay for lazy init, autotuning, compilation).
+   Warmup ends when ``steady_blocks`` blocks in a row fail to set a new minimum
+   by more than ``steady_tolerance``, or at ``warmup_time`` (then it says so).
+2. Block size. Iterations per sample are chosen so one sample lasts at least the
+   backend's ``min_block_time``: far above timer resolution and per-call overhead.
+3. Sampling. A stop rule sees the samples and the elapsed time after each block:
+   by default it stops when the distribution-free 95% CI of the median is within
+   ``target`` (relative half-width), after ``min_samples`` and ``min_time``, or at
+   ``max_time`` (then the result says the target was not reached).
+
+In a distributed run every decision goes through ``agree`` so that all ranks take
+the same branch (see ``_distributed.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ._stats import median, median_ci
+
+__all__ = [
+    "CiStopRule",
+    "SamplingPlan",
+    "SamplingResult",
+    "StopRule",
+    "Warmup",
+    "block_size",
+    "caps_reached",
+    "sample",
+]
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    """How long and how precisely to measure. Validated by settings; defaults are documented there."""
+
+    target: float = 0.01
+    confidence: float = 0.95
+    min_samples: int = 10
+    min_time: float = 0.1
+    max_time: float = 5.0
+    warmup_time: float = 1.0
+    min_block_time: float = 1e-3
+    steady_blocks: int = 3
+    steady_tolerance: float = 0.02
+    max_samples: int = 1_000_000
+    #: A block never grows past this fraction of max_time, so slow steps still give samples.
+    max_block_fraction: float = 0.05
+
+
+@dataclass(frozen=True)
+class Warmup:
+    blocks: int
+    calls: int
+    seconds: float
+    steady: bool
+    #: per-iteration time of each warmup block, in order
+    block_times: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class SamplingResult:
+    #: seconds per iteration, one value per sample (block time / iterations)
+    samples: tuple[float, ...]
+    iterations: int
+    warmup: Warmup
+    converged: bool
+    stop_reason: str
+    seconds: float
+
+
+class StopRule(Protocol):
+    """Decides after each sample whether to stop; returns (stop, converged, reason)."""
+
+    def __call__(self, samples: Sequence[float], elapsed: float) -> tuple[bool, bool, str]: ...
+
+
+@dataclass
+class CiStopRule:
+    """Stop when the median's CI half-width is within ``target``; give up at ``max_time``."""
+
+    plan: SamplingPlan
+    _next_check: int = field(default=0, init=False)
+
+    def __call__(self, samples: Sequence[float], elapsed: float) -> tuple[bool, bool, str]:
+        plan = self.plan
+        n = len(samples)
+        enough = n >= plan.min_samples and elapsed >= plan.min_time
+        # The CI costs a sort; checking at geometric steps keeps the loop cheap for many samples.
+        if enough and n >= self._next_check:
+            self._next_check = max(n + 1, int(n * 1.05))
+            ci = median_ci(samples, plan.confidence)
+            width = ci.relative_half_width(median(samples))
+            if ci.confidence >= plan.confidence and width <= plan.target:
+                return True, True, f"CI half-width {width:.2%} <= target {plan.target:.2%}"
+        return caps_reached(plan, n, elapsed, f"the {plan.target:.2%} target")
+
+
+def caps_reached(plan: SamplingPlan, n: int, elapsed: float, goal: str) -> tuple[bool, bool, str]:
+    """The caps every stop rule shares: stop unconverged once time or samples run out before ``goal``."""
+    if elapsed >= plan.max_time:
+        return True, False, f"time cap {plan.max_time:g} s reached before {goal}"
+    if n >= plan.max_samples:
+        return True, False, f"sample cap {plan.max_samples} reached before {goal}"
+    return False, False, ""
+
+
+def block_size(per_iteration: float, plan: SamplingPlan) -> int:
+    """Iterations per sample so a sample lasts at least ``min_block_time``, but not a large part of the budget."""
+    if per_iteration <= 0 or not math.isfinite(per_iteration):
+        return 1
+    wanted = math.ceil(plan.min_block_time / per_iteration)
+    ceiling = max(1, math.floor(plan.max_time * plan.max_block_fraction / per_iteration))
+    return max(1, min(wanted, ceiling))
+
+
+def _identity(flag: bool) -> bool:
+    return flag
+
+
+def sample(
+    run_block: Callable[[int], float],
+    plan: SamplingPlan,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    stop_rule: StopRule | None = None,
+    agree: Callable[[bool], bool] = _identity,
+) -> SamplingResult:
+    """Warm up, then sample ``run_block`` until ``stop_rule`` says stop. See the module docstring."""
+    warmup, iterations = _warm_up(run_block, plan, clock, agree)
+    rule = stop_rule if stop_rule is not None else CiStopRule(plan)
+    samples: list[float] = []
+    start = clock()
+    while True:
+        elapsed_block = run_block(iterations)
+        samples.append(elapsed_block / iterations)
+        stop, converged, reason = rule(samples, clock() - start)
+        if agree(stop):
+            if not stop:
+                converged, reason = False, "stopped with the other ranks"
+            break
+    return SamplingResult(tuple(samples), iterations, warmup, converged, reason, clock() - start)
+
+
+def _warm_up(
+    run_block: Callable[[int], float],
+    plan: SamplingPlan,
+    clock: Callable[[], float],
+    agree: Callable[[bool], bool],
+) -> tuple[Warmup, int]:
+    start = clock()
+    iterations = 1
+    calls = 0
+    best = math.inf
+    quiet = 0  # blocks in a row without a new minimum
+    history: list[float] = []
+    while True:
+        elapsed = run_block(iterations)
+        calls += iterations
+        per_iteration = elapsed / iterations
+        history.append(per_iteration)
+        if per_iteration < best * (1.0 - plan.steady_tolerance):
+            quiet = 0
+        else:
+            quiet += 1
+        best = min(best, per_iteration)
+        # A timer that reads zero cannot size a block: grow it, within reason, until it reads something.
+        resized = block_size(best, plan) if best > 0 else min(iterations * 10, 1_000_000)
+        if resized > 2 * iterations:
+            quiet = 0  # a much larger block is a new regime: check steadiness again at that size
+        iterations = max(iterations, resized)
+        steady = quiet >= plan.steady_blocks
+        out_of_time = clock() - start >= plan.warmup_time
+        if agree(steady or out_of_time):
+            break
+    return Warmup(len(history), calls, clock() - start, steady, tuple(history)), iterations

@@ -1,0 +1,92 @@
+"""What one measurement needs to know: the sampling budget, threads, peak memory, what an inconclusive check does.
+
+The measuring core takes a ``MeasureSettings``; the pytest plugin's Settings holds one
+(``settings.measure``) and adds what only a session needs (devices, baselines, the gate).
+``with_values`` applies ``key=value`` changes through the same parsers as the options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from . import _values as values
+from ._sampling import SamplingPlan
+from ._values import SettingError, Threads
+
+__all__ = ["MEASURE_FIELDS", "MeasureSettings"]
+
+#: Every field of MeasureSettings and the parser of what a user writes for it.
+MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
+    "target": values.fraction,
+    "min_time": values.positive_seconds,
+    "max_time": values.positive_seconds,
+    "warmup_time": values.positive_seconds,
+    "min_samples": values.positive_int,
+    "threads": values.threads,
+    "inconclusive": values.choice("warn", "fail"),
+    "memory": values.on_off,
+}
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    #: stop when the 95% CI of the median is within this relative half-width
+    target: float = 0.01
+    min_time: float = 0.1
+    max_time: float = 5.0
+    warmup_time: float = 1.0
+    min_samples: int = 10
+    #: torch's intra-op threads while measuring: a count, ``auto`` (1 on a CPU, torch's default
+    #: on a GPU) or ``torch`` (torch's default); the count in effect is recorded with every result
+    threads: Threads = "auto"
+    #: what a check whose interval straddles its bound does: ``warn`` or ``fail``
+    inconclusive: str = "warn"
+    #: measure the peak memory of one extra call after timing
+    memory: bool = True
+
+    def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
+        return SamplingPlan(
+            target=self.target,
+            min_samples=self.min_samples,
+            min_time=self.min_time,
+            max_time=self.max_time,
+            warmup_time=self.warmup_time,
+            min_block_time=min_block_time,
+        )
+
+    def threads_for(self, kind: str) -> int | None:
+        """The thread count to set on a device of ``kind``, or None to leave torch's own."""
+        if self.threads == "torch":
+            return None
+        if self.threads == "auto":
+            return 1 if kind == "cpu" else None
+        return self.threads
+
+    def with_values(self, changes: Mapping[str, object], context: str = "") -> MeasureSettings:
+        """These settings with ``changes`` parsed and applied; SettingError names a bad key or value.
+
+        ``context`` (such as ``measure()``) starts the message.
+        """
+        prefix = f"{context}: " if context else ""
+        parsed: dict[str, Any] = {}
+        for key, raw in changes.items():
+            parse = MEASURE_FIELDS.get(key)
+            if parse is None:
+                raise SettingError(f"{prefix}unknown setting {key!r}; the settings are: {', '.join(MEASURE_FIELDS)}")
+            try:
+                parsed[key] = parse(raw)
+            except SettingError as exc:
+                raise SettingError(f"{prefix}{key}={raw!r}: {exc}") from None
+        updated = dataclasses.replace(self, **parsed)
+        updated.check(context or "settings")
+        return updated
+
+    def check(self, context: str) -> None:
+        if self.min_time > self.max_time:
+            raise SettingError(
+                f"{context}: min_time {self.min_time:g} s is above max_time {self.max_time:g} s; "
+                "raise --gpuperf-max-time or lower --gpuperf-min-time"
+            )

@@ -1,0 +1,215 @@
+"""Robust statistics of timing samples: median, quartiles, a distribution-free CI of the median.
+
+Timings are skewed (a floor and a long tail of interruptions), so everything here
+is order-statistic based; nothing assumes a normal distribution. Pure Python: the
+plugin is imported at every pytest start, and numpy alone would cost more than the
+rest of the plugin together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
+
+__all__ = [
+    "Estimate",
+    "Interval",
+    "Summary",
+    "binomial_cdf",
+    "estimate_median",
+    "median",
+    "median_ci",
+    "median_ci_ranks",
+    "summarize",
+    "t_quantile",
+]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval; ``confidence`` is the coverage actually achieved (order statistics are discrete)."""
+
+    low: float
+    high: float
+    confidence: float
+
+    def relative_half_width(self, center: float) -> float:
+        if center == 0:
+            return math.inf
+        return (self.high - self.low) / 2.0 / abs(center)
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its confidence interval: the one type for ratios, speedups and efficiencies.
+
+    ``value`` is the median of per-round values (paired rounds, ``ab``) or the ratio of the
+    geometric means of runs (the stored-baseline gate); ``count`` is how many rounds or runs
+    it comes from. The gate also keeps the run-to-run ``spread`` (log units, about relative)
+    and the degrees of freedom ``df`` its interval used.
+    """
+
+    what: str
+    value: float
+    low: float
+    high: float
+    confidence: float
+    count: int
+    spread: float | None = None
+    df: float | None = None
+
+    @property
+    def significant(self) -> bool:
+        """Does the interval exclude 1 (for a ratio: is there a change at all)?"""
+        return self.low > 1.0 or self.high < 1.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what} {self.value:.3g} ({self.confidence:.0%} CI [{self.low:.3g}, {self.high:.3g}] "
+            f"from {self.count} paired rounds)"
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    minimum: float
+    maximum: float
+    q1: float
+    q3: float
+    stdev: float
+    ci: Interval
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation (stdev / mean)."""
+        return self.stdev / self.mean if self.mean else math.inf
+
+
+def binomial_cdf(k: int, n: int, p: float = 0.5) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), computed in log space so large n does not overflow."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    log_n = math.lgamma(n + 1)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q for i in range(k + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+
+
+@lru_cache(maxsize=4096)
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
+    """0-based ranks (lo, hi) of the order statistics bounding the median, and their exact coverage.
+
+    The number of samples below the true median is Binomial(n, 1/2) whatever the
+    distribution, so ``[x_(j), x_(n-1-j)]`` covers it with probability
+    ``1 - 2 P(B <= j)``. We take the narrowest symmetric pair whose coverage is
+    at least ``confidence``; with too few samples (n < 6 at 95%) no pair reaches it
+    and the full range is returned with its lower coverage.
+    """
+    if n < 1:
+        raise ValueError("need at least one sample")
+    alpha = 1.0 - confidence
+    # x_(j) lies above the median when at most j samples fall below it: P(B <= j).
+    # Largest j with 2*P(B <= j) <= alpha; start from the normal-theory value.
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    j = min(max(0, math.floor(n / 2 - z * math.sqrt(n) / 2) + 2), (n - 1) // 2)
+    while j > 0 and 2.0 * binomial_cdf(j, n) > alpha:
+        j -= 1
+    while j + 1 <= (n - 1) // 2 and 2.0 * binomial_cdf(j + 1, n) <= alpha:
+        j += 1
+    coverage = 1.0 - 2.0 * binomial_cdf(j, n)
+    return j, n - 1 - j, coverage
+
+
+def _sorted(samples: Iterable[float]) -> list[float]:
+    data = sorted(float(x) for x in samples)
+    if not data:
+        raise ValueError("no samples to summarize")
+    return data
+
+
+def _quantile(data: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics of sorted ``data`` (numpy's default method)."""
+    position = q * (len(data) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(data) - 1)
+    return data[below] + (data[above] - data[below]) * (position - below)
+
+
+def median(samples: Iterable[float]) -> float:
+    """The median (the mean of the middle two for an even count): the one median of this package."""
+    return _quantile(_sorted(samples), 0.5)
+
+
+def median_ci(samples: Iterable[float], confidence: float = 0.95) -> Interval:
+    """Distribution-free confidence interval of the median (order statistics, binomial coverage)."""
+    data = _sorted(samples)
+    lo, hi, coverage = median_ci_ranks(len(data), confidence)
+    return Interval(data[lo], data[hi], coverage)
+
+
+def summarize(samples: Iterable[float], confidence: float = 0.95) -> Summary:
+    data = _sorted(samples)
+    n = len(data)
+    mean = math.fsum(data) / n
+    stdev = math.sqrt(math.fsum((x - mean) ** 2 for x in data) / (n - 1)) if n > 1 else 0.0
+    lo, hi, coverage = median_ci_ranks(n, confidence)
+    return Summary(
+        n=n,
+        median=_quantile(data, 0.5),
+        mean=mean,
+        minimum=data[0],
+        maximum=data[-1],
+        q1=_quantile(data, 0.25),
+        q3=_quantile(data, 0.75),
+        stdev=stdev,
+        ci=Interval(data[lo], data[hi], coverage),
+    )
+
+
+def estimate_median(what: str, values: Iterable[float], confidence: float = 0.95) -> Estimate:
+    """The median of per-round ``values`` (non-finite ones dropped) with its distribution-free interval."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        raise ValueError(f"{what}: no finite per-round values to estimate from")
+    ci = median_ci(finite, confidence)
+    return Estimate(what, median(finite), ci.low, ci.high, ci.confidence, len(finite))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t distribution with ``df`` degrees of freedom (``df=inf`` is the normal).
+
+    Exact for df 1 and 2; otherwise the Cornish-Fisher expansion in 1/df (Abramowitz and
+    Stegun 26.7.5): within 1% of the exact value at df 3, 0.1% from df 5 (two-sided 99% and below).
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p={p!r} must be strictly between 0 and 1")
+    if not df > 0:
+        raise ValueError(f"df={df!r} must be positive")
+    if math.isinf(df):
+        return NormalDist().inv_cdf(p)
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2.0 * p - 1.0) / math.sqrt(2.0 * p * (1.0 - p))
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4.0
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96.0
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4

@@ -1,0 +1,156 @@
+"""Option values: the one set of parsers behind the ``--gpuperf-*`` options, their ini keys, the markers and the CLI.
+
+Each parser takes what a user wrote (a string from the command line or an ini file,
+or a Python value from a marker) and returns the value, or raises SettingError whose
+message says what is wrong and how to write it; the caller prefixes where the value
+came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Final, Literal, TypeAlias, TypeVar
+
+from ._units import UnitError, parse_quantity
+
+__all__ = [
+    "THREAD_WORDS",
+    "SettingError",
+    "Threads",
+    "argtype",
+    "choice",
+    "count",
+    "fraction",
+    "on_off",
+    "optional_text",
+    "positive_int",
+    "positive_seconds",
+    "quiet_wait",
+    "threads",
+]
+
+#: ``auto``: one thread on a CPU device, torch's default on a GPU; ``torch``: torch's default everywhere.
+Threads: TypeAlias = int | Literal["auto", "torch"]
+THREAD_WORDS: Final = ("auto", "torch")
+
+
+T = TypeVar("T")
+
+
+class SettingError(ValueError):
+    """A value that cannot be used; the message says which and how to fix it."""
+
+
+def argtype(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse ``type=`` from one of these parsers (or any that raises ValueError with the fix)."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def positive_seconds(raw: object) -> float:
+    try:
+        seconds = parse_quantity(raw if isinstance(raw, (int, float, str)) else str(raw), kind="time").value
+    except UnitError as exc:
+        raise SettingError(f"{exc}; write a time such as 0.5, '500 ms' or '2 s'") from None
+    if not seconds > 0 or not math.isfinite(seconds):
+        raise SettingError("must be a positive time, such as 0.5, '500 ms' or '2 s'")
+    return seconds
+
+
+def fraction(raw: object) -> float:
+    text = str(raw).strip()
+    try:
+        value = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        raise SettingError("is not a number; write a fraction such as 0.01 or a percentage such as 1%") from None
+    if not 0 < value < 1:
+        raise SettingError("must be between 0 and 1 (exclusive); write 0.01 or 1% for one percent")
+    return value
+
+
+def _whole(raw: object) -> int:
+    if isinstance(raw, bool):
+        raise SettingError("is not a whole number")
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise SettingError("is not a whole number") from None
+
+
+def positive_int(raw: object) -> int:
+    value = _whole(raw)
+    if value < 1:
+        raise SettingError("must be at least 1")
+    return value
+
+
+def count(raw: object) -> int:
+    value = _whole(raw)
+    if value < 0:
+        raise SettingError("must be 0 or more")
+    return value
+
+
+def threads(raw: object) -> Threads:
+    text = str(raw).strip().lower()
+    if text == "auto":
+        return "auto"
+    if text == "torch":
+        return "torch"
+    try:
+        value = _whole(raw)
+    except SettingError:
+        raise SettingError(
+            "is not a whole number; write a thread count such as 1, auto (1 on a CPU, torch's default on a GPU) "
+            "or torch (torch's default everywhere)"
+        ) from None
+    if value < 1:
+        raise SettingError("must be at least 1, or auto or torch")
+    return value
+
+
+def choice(*choices: str) -> Callable[[object], str]:
+    def parse(raw: object) -> str:
+        value = str(raw).strip().lower()
+        if value not in choices:
+            raise SettingError(f"must be one of: {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def optional_text(raw: object) -> str | None:
+    text = "" if raw is None else str(raw).strip()
+    return text or None
+
+
+def on_off(raw: object) -> bool:
+    value = str(raw).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise SettingError("must be on or off")
+
+
+def quiet_wait(raw: object) -> float | None:
+    """``auto`` (None), ``off`` (0) or a time."""
+    text = str(raw).strip().lower()
+    if text == "auto":
+        return None
+    if text in ("0", "off", "no"):
+        return 0.0
+    try:
+        return positive_seconds(raw)
+    except SettingError:
+        raise SettingError("must be auto, off, or a time such as 10 or '30 s'") from None

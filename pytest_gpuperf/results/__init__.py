@@ -1,0 +1,57 @@
+"""Results: immutable Records and Runs, the gate's typed evidence, the versioned files, the results directory,
+and the environment fingerprint with the rule for which runs may be compared."""
+
+from __future__ import annotations
+
+from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
+from ._fingerprint import (
+    MUST_MATCH,
+    RECORD_KEYS,
+    SHOWN,
+    Difference,
+    Incomparable,
+    blocking_differences,
+    check_comparable,
+    collect,
+    differences,
+    parse_mismatch_keys,
+    throttle_names,
+)
+from ._record import SCHEMA, SCHEMA_VERSION, Evidence, MeasuredTest, Record, Rerun, Round, Run, short_test
+from ._store import MAX_ROUNDS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
+
+__all__ = [
+    "MAX_ROUNDS",
+    "MUST_MATCH",
+    "RECORD_KEYS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SHOWN",
+    "Baseline",
+    "Difference",
+    "Evidence",
+    "Incomparable",
+    "MeasuredTest",
+    "Record",
+    "Rerun",
+    "ResultsDir",
+    "ResultsError",
+    "Round",
+    "Run",
+    "SaveOutcome",
+    "StorageError",
+    "atomic_write_text",
+    "blocking_differences",
+    "check_comparable",
+    "check_name",
+    "collect",
+    "differences",
+    "load_run",
+    "load_runs",
+    "parse_mismatch_keys",
+    "same_code",
+    "save_baseline_file",
+    "save_run",
+    "short_test",
+    "throttle_names",
+]

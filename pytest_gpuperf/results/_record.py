@@ -1,0 +1,252 @@
+"""Records, runs and the gate's evidence: immutable values, and their JSON form.
+
+A Record is one measurement of one test on one device, with everything needed to
+judge it later. A Run is one session: its fingerprint and its records. A Record's
+``evidence`` is what the gate weighs besides the measurement (the test's own
+tolerance, the machine's background load, more rounds, confirmation runs); it is
+added by replacing the record (``with_evidence``), never by mutating it.
+
+Schema history (bump the version and say why here; files are read and written in
+``_files.py``):
+
+* results 1 - first version: run fingerprint, settings, records with raw samples.
+  Optional keys added while 1 was unreleased, absent in older files: a record's
+  ``"gate"`` (its Evidence: ``tolerance``, ``noise_floor``, ``load``,
+  ``quiet_wait_s``, ``rounds``, ``runs``) and a run's ``"interrupted"``.
+* baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from ..measuring import Check, Load, Measurement
+
+__all__ = [
+    "BASELINE_SCHEMA",
+    "BASELINE_SCHEMA_VERSION",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Evidence",
+    "Record",
+    "Rerun",
+    "Round",
+    "Run",
+    "short_test",
+]
+
+SCHEMA: Final = "pytest-gpuperf/results"
+SCHEMA_VERSION: Final = 1
+BASELINE_SCHEMA: Final = "pytest-gpuperf/baseline"
+BASELINE_SCHEMA_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class Round:
+    """One more measurement of a record: its raw samples (seconds per call) and the machine's load meanwhile."""
+
+    samples: tuple[float, ...]
+    load: Load | None = None
+    quiet_wait_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "samples": list(self.samples),
+            "load": None if self.load is None else self.load.to_dict(),
+        }
+        if self.quiet_wait_s is not None:
+            out["quiet_wait_s"] = self.quiet_wait_s
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Round:
+        wait = data.get("quiet_wait_s")
+        return cls(
+            tuple(float(x) for x in data.get("samples") or ()),
+            Load.from_dict(data.get("load")),
+            None if wait is None else float(wait),
+        )
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A confirmation run: the record measured again in a fresh process; its first round is that measurement."""
+
+    rounds: tuple[Round, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        first, *more = self.rounds
+        return {**first.to_dict(), "rounds": [r.to_dict() for r in more]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Rerun:
+        return cls((Round.from_dict(data), *(Round.from_dict(r) for r in data.get("rounds") or ())))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the gate needs besides the measurement; every field is optional."""
+
+    #: the test's own tolerance and noise floor (its marker); absent: the session's, in the run's settings
+    tolerance: float | None = None
+    noise_floor: float | None = None
+    #: other processes' CPU use while the measurement sampled
+    load: Load | None = None
+    #: seconds waited for a quiet machine before measuring
+    quiet_wait_s: float | None = None
+    #: ``--gpuperf-rounds``: the test measured again later in the same session
+    rounds: tuple[Round, ...] = ()
+    #: ``--gpuperf-confirm``: the test measured again in fresh processes
+    runs: tuple[Rerun, ...] = ()
+
+    def with_round(self, round_: Round) -> Evidence:
+        return dataclasses.replace(self, rounds=(*self.rounds, round_))
+
+    def with_rerun(self, rerun: Rerun) -> Evidence:
+        return dataclasses.replace(self, runs=(*self.runs, rerun))
+
+    def first_round(self, measurement: Measurement) -> Round:
+        """The record's own measurement as a Round."""
+        return Round(measurement.samples, self.load, self.quiet_wait_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ("tolerance", "noise_floor", "quiet_wait_s"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.load is not None:
+            out["load"] = self.load.to_dict()
+        if self.rounds:
+            out["rounds"] = [r.to_dict() for r in self.rounds]
+        if self.runs:
+            out["runs"] = [r.to_dict() for r in self.runs]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        def number(name: str) -> float | None:
+            value = data.get(name)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        return cls(
+            tolerance=number("tolerance"),
+            noise_floor=number("noise_floor"),
+            load=Load.from_dict(data.get("load")),
+            quiet_wait_s=number("quiet_wait_s"),
+            rounds=tuple(Round.from_dict(r) for r in data.get("rounds") or ()),
+            runs=tuple(Rerun.from_dict(r) for r in data.get("runs") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Record:
+    test: str  # pytest node id
+    device: str
+    measurement: Measurement
+    params: Mapping[str, str] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Assertions made on the measurement; the measurement's observer appends to this list as they are made.
+    checks: list[Check] = field(default_factory=list)
+    evidence: Evidence = field(default_factory=Evidence)
+
+    @property
+    def key(self) -> str:
+        """What identifies a benchmark across runs: node id plus measurement name when a test measures twice."""
+        base = self.test
+        name = self.measurement.name
+        return base if name == base or not name else f"{base}::{name}"
+
+    def with_evidence(self, evidence: Evidence) -> Record:
+        return dataclasses.replace(self, evidence=evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "test": self.test,
+            "device": self.device,
+            "params": dict(self.params),
+            "metadata": dict(self.metadata),
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+            "gate": self.evidence.to_dict(),
+            "measurement": self.measurement.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+        return cls(
+            test=str(data["test"]),
+            device=str(data["device"]),
+            measurement=Measurement.from_dict(data["measurement"]),
+            params={str(k): str(v) for k, v in data.get("params", {}).items()},
+            metadata=dict(data.get("metadata", {})),
+            checks=[Check(**c) for c in data.get("checks", [])],
+            evidence=Evidence.from_dict(data.get("gate") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One pytest session's results."""
+
+    created: str
+    fingerprint: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    records: Sequence[Record]
+    devices: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The session was interrupted (Ctrl-C): ``records`` holds what was measured before.
+    interrupted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "created": self.created,
+            "interrupted": self.interrupted,
+            "fingerprint": dict(self.fingerprint),
+            "devices": {k: dict(v) for k, v in self.devices.items()},
+            "settings": dict(self.settings),
+            "records": [r.to_dict() for r in self.records],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Run:
+        return cls(
+            created=str(data.get("created", "")),
+            fingerprint=dict(data.get("fingerprint", {})),
+            settings=dict(data.get("settings", {})),
+            records=[Record.from_dict(r) for r in data.get("records", [])],
+            devices=dict(data.get("devices", {})),
+            interrupted=bool(data.get("interrupted", False)),
+        )
+
+    @property
+    def git(self) -> Mapping[str, Any]:
+        git = self.fingerprint.get("git")
+        return git if isinstance(git, Mapping) else {}
+
+
+class MeasuredTest(Protocol):
+    """What names a measured test: a Record, or a gate Row."""
+
+    @property
+    def test(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+
+def short_test(item: MeasuredTest) -> str:
+    """The test id without its file part and device parameter, which have their own column."""
+    function = item.test.split("::")[-1]
+    base, bracket, params = function.partition("[")
+    if bracket:
+        kept = [p for p in params.rstrip("]").split("-") if p != item.device]
+        base = f"{base}[{'-'.join(kept)}]" if kept else base
+    suffix = item.key[len(item.test) :]  # "::name" when a test measures more than once
+    return base + suffix

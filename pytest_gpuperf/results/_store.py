@@ -1,0 +1,228 @@
+"""The results directory: a file for every run, and named baselines that keep several runs each.
+
+Layout (``.gpuperf/`` in the rootdir unless ``--gpuperf-results-dir`` or the ini key
+``gpuperf_results_dir`` says otherwise)::
+
+    runs/20261122T023000.123456Z-1a2b3c4d.json   one results file per session that measured
+    baselines/main.json                          a named baseline: the rounds of one code state
+
+``--gpuperf-save=NAME`` adds the run to baseline NAME as one more round when it was
+measured from the same code on the same kind of machine (same git commit and
+uncommitted diff, no blocking fingerprint difference), keeping the newest
+``MAX_ROUNDS``; a run of other code or on another machine starts the baseline afresh.
+Rounds are what lets a comparison learn how much results vary from run to run.
+Every file is written atomically; a file that cannot be read is never overwritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ._files import ResultsError, load_runs, save_baseline_file, save_run
+from ._fingerprint import blocking_differences
+from ._record import Run
+
+__all__ = [
+    "MAX_ROUNDS",
+    "Baseline",
+    "ResultsDir",
+    "SaveOutcome",
+    "StorageError",
+    "check_name",
+    "same_code",
+]
+
+MAX_ROUNDS: Final = 10
+_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class StorageError(ResultsError):
+    """The results directory or a baseline cannot be used; the message names the path and the fix."""
+
+
+def check_name(raw: str) -> str:
+    """A baseline name: letters, digits, ``.``, ``_`` and ``-``, not a path. Raises ValueError with the fix."""
+    name = raw.strip()
+    if not _NAME.match(name) or name.endswith(".json"):
+        raise ValueError(
+            f"{raw!r} is not a baseline name: use letters, digits, '.', '_' and '-' (such as main or pr-123); "
+            "to compare with a file, give its path to --gpuperf-compare"
+        )
+    return name
+
+
+def _code(run: Run) -> tuple[str, str] | None:
+    git = run.git
+    if not git.get("commit"):
+        return None
+    return str(git["commit"]), str(git.get("diff_sha", "")) if git.get("dirty") else ""
+
+
+def same_code(a: Run, b: Run) -> bool:
+    """Were both runs measured from the same code (commit and uncommitted diff) on the same kind of machine?
+
+    Outside git the code cannot be told apart, so runs count as the same code.
+    """
+    if _code(a) != _code(b):
+        return False
+    return not blocking_differences([a.fingerprint], [b.fingerprint])
+
+
+def _describe_code(run: Run) -> str:
+    git = run.git
+    if not git.get("commit"):
+        return "code outside git"
+    return f"commit {str(git['commit'])[:10]}" + (" with uncommitted changes" if git.get("dirty") else "")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Runs to compare against: a named baseline's rounds, or the run(s) in a file given by path."""
+
+    path: Path
+    runs: list[Run]
+    name: str | None = None
+
+    def describe(self) -> str:
+        what = f"baseline {self.name!r}" if self.name else "results file"
+        newest = self.runs[-1]
+        rounds = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        return f"{what} {self.path} ({rounds} of {_describe_code(newest)}, newest {newest.created})"
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    path: Path
+    rounds: int
+    replaced: int  # runs of other code (or another machine) dropped to start afresh
+    dropped: int  # oldest rounds dropped beyond MAX_ROUNDS
+
+    def describe(self, name: str) -> str:
+        text = f"baseline {name!r} ({self.path}) now holds {self.rounds} run{'s' if self.rounds != 1 else ''}"
+        if self.replaced:
+            text += f"; replaced {self.replaced} run(s) of other code or another machine"
+        if self.dropped:
+            text += f"; dropped the oldest {self.dropped} beyond {MAX_ROUNDS}"
+        if self.rounds < 3:
+            text += "; save 3 or more runs (separate sessions) so the gate can learn this machine's run-to-run noise"
+        return text
+
+
+class ResultsDir:
+    """One results directory: run history and named baselines."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def baselines_dir(self) -> Path:
+        return self.root / "baselines"
+
+    def _unwritable(self, path: Path, exc: OSError) -> StorageError:
+        return StorageError(
+            f"results directory {self.root} is not writable ({path}: {exc.strerror or exc}); "
+            "choose a writable one with --gpuperf-results-dir=DIR or the ini key gpuperf_results_dir"
+        )
+
+    def check_writable(self) -> None:
+        """Create the directories and a scratch file in each, so that a run never measures for nothing."""
+        for directory in (self.runs_dir, self.baselines_dir):
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                fd, scratch = tempfile.mkstemp(prefix=".probe.", dir=directory)
+            except OSError as exc:
+                raise self._unwritable(directory, exc) from None
+            os.close(fd)
+            os.unlink(scratch)
+
+    # ------------------------------------------------------------ history
+
+    def save_run(self, run: Run) -> Path:
+        """Write ``run`` as a new file under runs/ and return its path."""
+        now = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        commit = str(run.git.get("commit", ""))[:8] or "nogit"
+        suffix = "-dirty" if run.git.get("dirty") else ""
+        path = self.runs_dir / f"{now}-{commit}{suffix}.json"
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._unwritable(self.runs_dir, exc) from None
+        counter = 1
+        while path.exists():  # two sessions in the same microsecond: never overwrite
+            counter += 1
+            path = self.runs_dir / f"{now}-{commit}{suffix}-{counter}.json"
+        try:
+            save_run(path, run)
+        except ResultsError as exc:
+            raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
+        return path
+
+    # ------------------------------------------------------------ baselines
+
+    def baseline_path(self, name: str) -> Path:
+        return self.baselines_dir / f"{name}.json"
+
+    def names(self) -> list[str]:
+        if not self.baselines_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.baselines_dir.glob("*.json"))
+
+    def resolve(self, ref: str, cwd: Path | None = None) -> tuple[str | None, Path]:
+        """``main`` names a baseline in this directory; anything path-like (``/``, ``.json``, existing) is a file."""
+        candidate = Path(ref) if Path(ref).is_absolute() else (cwd or Path.cwd()) / ref
+        looks_like_path = "/" in ref or os.sep in ref or ref.endswith(".json") or candidate.is_file()
+        if looks_like_path:
+            return None, candidate
+        return ref, self.baseline_path(ref)
+
+    def load(self, ref: str, cwd: Path | None = None) -> Baseline:
+        """The runs of baseline ``ref`` (a name here, or a results/baseline file path)."""
+        name, path = self.resolve(ref, cwd)
+        if name is not None and not path.exists():
+            have = ", ".join(self.names()) or "none yet"
+            raise StorageError(
+                f"no baseline named {name!r} in {self.baselines_dir} (baselines there: {have}); "
+                f"record one on the base commit with: pytest --gpuperf-save={name}, "
+                "or give the path of a results file"
+            )
+        return Baseline(path, load_runs(path), name)
+
+    def existing(self, name: str) -> list[Run]:
+        """The runs baseline ``name`` holds now ([] if none); an unreadable file raises, and is left alone."""
+        path = self.baseline_path(name)
+        if not path.exists():
+            return []
+        try:
+            return load_runs(path)
+        except ResultsError as exc:
+            raise StorageError(
+                f"{exc}. --gpuperf-save={name} would replace it, so nothing was measured: "
+                f"move {path} away (or delete it), or save under another name"
+            ) from None
+
+    def save_baseline(self, name: str, run: Run, existing: list[Run]) -> SaveOutcome:
+        """Add ``run`` to baseline ``name`` as one more round, or start it afresh (see the module docstring)."""
+        same = [r for r in existing if same_code(r, run)]
+        replaced = len(existing) - len(same)
+        rounds = [*same, run]
+        dropped = max(0, len(rounds) - MAX_ROUNDS)
+        rounds = rounds[dropped:]
+        path = self.baseline_path(name)
+        try:
+            self.baselines_dir.mkdir(parents=True, exist_ok=True)
+            save_baseline_file(path, name, rounds)
+        except OSError as exc:
+            raise self._unwritable(self.baselines_dir, exc) from None
+        except ResultsError as exc:
+            raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
+        return SaveOutcome(path, len(rounds), replaced, dropped)

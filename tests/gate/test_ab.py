@@ -1,0 +1,265 @@
+"""``python -m pytest_gpuperf ab``: base and head of tiny git repositories measured side by side.
+
+The steps sleep, so a planted 3x slowdown stands far above this shared machine's noise
+(CPU contention barely changes a sleep), and A/A runs use a wide tolerance: no test
+asserts an absolute speed or a small effect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.cli import main
+from tests.history.repo import commit, git
+
+FAST = ("--max-time", "0.3", "--device", "cpu", "--workloads", "perf/workloads.py")
+WORKLOADS = """\
+import time
+
+from pytest_gpuperf.measuring import Step, Workload
+
+from .delays import DELAY, OTHER  # relative: each side must get its own delays
+
+
+def sleeper(seconds, items=1.0):
+    def build(device, size):
+        return Step(lambda: time.sleep(seconds), work={"items": items})
+
+    return build
+
+
+WORKLOADS = {
+    "sleepy": Workload("sleepy", sleeper(DELAY)),
+    "steady": Workload("steady", sleeper(OTHER)),
+}
+"""
+
+
+def delays(delay: float, other: float = 0.002, comment: str = "") -> str:
+    return f"{comment}DELAY = {delay}\nOTHER = {other}\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A repository whose first commit (tag ``base``) has two 2 ms sleeping workloads; cwd is the repository."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    files = {"perf/__init__.py": "", "perf/workloads.py": WORKLOADS, "perf/delays.py": delays(0.002)}
+    commit(root, files, "base")
+    git(root, "tag", "base")
+    monkeypatch.chdir(root)
+    # Worktrees go to a directory of this test's own, so that the test can see them removed.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    yield root
+    assert not list(scratch.iterdir()), "every temporary worktree was removed"
+    assert len(git(root, "worktree", "list").splitlines()) == 1, "git forgot every temporary worktree"
+
+
+def rows(out: str) -> dict[str, str]:
+    """Table rows by workload name (the lines under the dashes)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("test "))
+    table = []
+    for line in lines[start + 2 :]:
+        if not line or line.startswith(("gpuperf ab:", "skipped ")):
+            break
+        table.append(line)
+    return {line.split()[0]: line for line in table}
+
+
+# ---------------------------------------------------------------- verdicts and exit status
+
+
+def test_a_planted_slowdown_fails_with_the_table(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit(repo, {"perf/delays.py": delays(0.006)}, "three times the sleep")
+    assert main(["ab", "--base", "base", "--tolerance", "25%", *FAST]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("gpuperf ab: base base (")
+    assert "head the working tree (" in out.splitlines()[0]
+    table = rows(out)
+    assert "SLOWER" in table["sleepy"] and "significant and over the 25% tolerance" in table["sleepy"]
+    assert "SLOWER" not in table["steady"]
+    assert out.splitlines()[-1].startswith("gpuperf ab: FAILED (") and out.rstrip().endswith("): sleepy [cpu]")
+
+
+def test_a_comment_only_change_passes(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit(repo, {"perf/delays.py": delays(0.002, comment="# the same delays, documented\n")}, "comment")
+    assert main(["ab", "--base", "HEAD~1", "--tolerance", "25%", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert set(rows(out)) == {"sleepy", "steady"}
+    assert "SLOWER" not in out and "gpuperf ab: passed (" in out.splitlines()[-1]
+
+
+def test_python_dash_m_with_head_revision_and_json(repo: Path, tmp_path: Path) -> None:
+    slow = commit(repo, {"perf/delays.py": delays(0.006)}, "three times the sleep")
+    git(repo, "checkout", "-q", "base")  # the working tree is not what is measured with --head
+    out = tmp_path / "ab.json"
+    command = [sys.executable, "-m", "pytest_gpuperf", "ab", "--base", "base", "--head", slow, "--tolerance", "25%"]
+    env = {**os.environ, "TMPDIR": tempfile.gettempdir()}  # the fixture's scratch directory
+    done = subprocess.run([*command, *FAST, "--json", str(out)], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"head {slow} ({slow[:8]})" in done.stdout
+    data = json.loads(out.read_text())
+    assert data["schema"] == "pytest-gpuperf/ab" and data["version"] == 1 and data["head"]["commit"] == slow
+    sleepy = next(r for r in data["results"] if r["name"] == "sleepy")
+    assert sleepy["verdict"] == "slower" and len(sleepy["base"]) == len(sleepy["head"]) == sleepy["rounds"] >= 6
+    assert sleepy["ratio"]["low"] > 1.5 and sleepy["base_work"] == {"items": 1.0}
+
+
+def test_new_missing_and_incomparable_workloads(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    changed = WORKLOADS.replace('"steady": Workload("steady", sleeper(OTHER)),', "").replace(
+        "sleeper(DELAY)),\n", 'sleeper(DELAY, items=2.0)),\n    "fresh": Workload("fresh", sleeper(OTHER)),\n'
+    )
+    commit(repo, {"perf/workloads.py": changed}, "sleepy does twice the work, fresh replaces steady")
+    assert main(["ab", "--base", "base", *FAST]) == 0
+    table = rows(capsys.readouterr().out)
+    assert (
+        "incomparable" in table["sleepy"]
+        and "work per call differs (items 1 -> 2): another workload" in table["sleepy"]
+    )
+    assert "new" in table["fresh"] and "not in base" in table["fresh"]
+    assert "missing" in table["steady"] and "not in head" in table["steady"]
+    assert main(["ab", "--base", "base", "--fail-on", "missing,incomparable", *FAST]) == 1
+
+
+def test_more_work_counted_for_the_same_items_is_compared(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same items with more FLOP counted (a step grown costlier) is judged, with the difference shown."""
+    costlier = WORKLOADS.replace(
+        'work={"items": items}', 'work={"items": items, "FLOP": 1e6 if seconds > 0.003 else 1e5}'
+    )
+    counted = WORKLOADS.replace('work={"items": items}', 'work={"items": items, "FLOP": 1e5}')
+    commit(repo, {"perf/workloads.py": counted}, "count FLOP")
+    git(repo, "tag", "counted")
+    commit(repo, {"perf/workloads.py": costlier, "perf/delays.py": delays(0.006)}, "three times the sleep, more FLOP")
+    assert main(["ab", "--base", "counted", "--tolerance", "25%", *FAST]) == 1
+    table = rows(capsys.readouterr().out)
+    assert (
+        "SLOWER" in table["sleepy"]
+        and "work per call differs (FLOP 1e+05 -> 1e+06); compared per items" in table["sleepy"]
+    )
+    assert "unchanged" in table["steady"] and "differs" not in table["steady"]
+
+
+def test_a_build_that_fails_on_one_side_and_unsupported_workloads(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = WORKLOADS.replace(
+        "        return Step(",
+        "        if seconds > 0.003:\n            raise RuntimeError('broken')\n        return Step(",
+    ).replace(
+        '"steady": Workload("steady", sleeper(OTHER)),',
+        '"steady": Workload("steady", sleeper(OTHER)),\n    "gpu_only": Workload("gpu_only", sleeper(OTHER), '
+        'unsupported=lambda device: "needs a GPU"),',
+    )
+    commit(repo, {"perf/workloads.py": broken, "perf/delays.py": delays(0.006)}, "a build that raises")
+    assert main(["ab", "--base", "base", "--tolerance", "25%", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "head's build failed: RuntimeError: broken" in rows(out)["sleepy"]
+    assert "skipped gpu_only: head's build unsupported on cpu: needs a GPU" in out
+
+
+def test_k_selects_workloads(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ab", "--base", "base", "-k", "stead", "--tolerance", "25%", *FAST]) == 0
+    assert set(rows(capsys.readouterr().out)) == {"steady"}
+    assert main(["ab", "--base", "base", "-k", "s*y", "-k", "nothing", "--tolerance", "25%", *FAST]) == 0
+    assert set(rows(capsys.readouterr().out)) == {"sleepy", "steady"}
+
+
+def test_nested_package_relative_imports_resolve_per_side(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nested = WORKLOADS.replace("from .delays import", "from ..delays import")
+    commit(repo, {"perf/inner/__init__.py": "", "perf/inner/workloads.py": nested}, "nested")
+    git(repo, "tag", "nested")
+    commit(repo, {"perf/delays.py": delays(0.006)}, "three times the sleep")
+    args = ["ab", "--base", "nested", "--tolerance", "25%", *FAST, "--workloads", "perf/inner/workloads.py"]
+    assert main(args) == 1
+    assert "SLOWER" in rows(capsys.readouterr().out)["sleepy"]
+
+
+# ---------------------------------------------------------------- bad input: exit 2, the input and the fix
+
+
+def bad(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["ab", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and "gpuperf ab: passed" not in captured.out
+    return captured.err
+
+
+def test_not_a_git_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = bad(capsys, "--base", "main", *FAST)
+    assert f"{tmp_path} is not inside a git repository; run the ab command in your project's checkout" in err
+
+
+def test_unknown_revisions(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = bad(capsys, "--base", "mian", *FAST)
+    assert f"--base 'mian' is not a commit of {repo}; name a branch, tag or commit" in err
+    assert "--head 'nope' is not a commit" in bad(capsys, "--base", "base", "--head", "nope", *FAST)
+
+
+def test_missing_workloads_module(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = bad(capsys, "--base", "base", *FAST, "--workloads", "suites/workloads.py")
+    assert "suites/workloads.py does not exist in base base (" in err
+    assert "pass --workloads with the path of the workloads module" in err
+    commit(repo, {"bench/workloads.py": WORKLOADS}, "a second module, only in head")
+    assert "bench/workloads.py does not exist in base base (" in bad(
+        capsys, "--base", "base", *FAST, "--workloads", "bench/workloads.py"
+    )
+    err = bad(capsys, "--base", "base", *FAST, "--workloads", "../elsewhere/workloads.py")
+    assert "--workloads ../elsewhere/workloads.py is outside the repository" in err
+
+
+def test_no_workloads_dict(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit(repo, {"perf/workloads.py": "WORKLOADS = ['sleepy']\n"}, "not a dict")
+    err = bad(capsys, "--base", "base", *FAST)
+    assert "perf/workloads.py in head the working tree (" in err
+    assert "has no WORKLOADS dict of name -> pytest_gpuperf.Workload; define one" in err
+
+
+def test_a_module_that_does_not_import(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit(repo, {"perf/workloads.py": "from .nowhere import DELAY\n"}, "broken import")
+    err = bad(capsys, "--base", "base", *FAST)
+    assert "importing perf/workloads.py in head the working tree (" in err
+    assert "failed: ModuleNotFoundError: No module named '_gpuperf_ab_head.nowhere'; fix the module" in err
+
+
+def test_an_absolute_import_from_the_tree_is_refused(
+    repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(repo))
+    commit(repo, {"perf/workloads.py": WORKLOADS.replace("from .delays import", "from perf.delays import")}, "abs")
+    err = bad(capsys, "--base", "base", *FAST)
+    assert "imported perf, perf.delays by their absolute names from" in err
+    assert "so base and head would share one copy of them" in err
+    for name in [n for n in sys.modules if n == "perf" or n.startswith("perf.")]:
+        del sys.modules[name]
+
+
+def test_bad_device_json_and_options(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--device cpu,cuda: 'cpu,cuda' names 2 devices (cpu, cuda); name one" in bad(
+        capsys, "--base", "base", *FAST, "--device", "cpu,cuda"
+    )
+    err = bad(capsys, "--base", "base", *FAST, "--json", str(tmp_path / "no" / "such" / "dir" / "ab.json"))
+    assert "is not a writable directory; choose a writable location" in err
+    assert "matched none of the workloads (sleepy, steady)" in bad(capsys, "--base", "base", *FAST, "-k", "zzz")
+    for args, message in (
+        (["--max-time", "soon"], "write a time such as 0.5"),
+        (["--threads", "0"], "must be at least 1, or auto"),
+        (["--fail-on", "worse"], "'worse' is not a verdict"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(["ab", "--base", "base", *args])
+        assert info.value.code == 2 and message in capsys.readouterr().err

@@ -1,0 +1,292 @@
+"""Verdicts: the estimate, significance then tolerance, load, left-out runs, comparability, new and missing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.gate import (
+    PRIOR_DF,
+    Policy,
+    Row,
+    Verdict,
+    compare_runs,
+    estimate,
+    gate_lines,
+    gate_table,
+    parse_verdicts,
+    verdict_for,
+    work_difference,
+)
+from pytest_gpuperf.measuring import Estimate, t_quantile
+from pytest_gpuperf.results import parse_mismatch_keys
+from tests.synthetic import BUSY, QUIET, make_record, make_run, with_fingerprint
+
+
+def only_row(
+    base: list[float],
+    head: list[float],
+    policy: Policy | None = None,
+    *,
+    load: dict[str, Any] | None = QUIET,
+    gate: dict[str, Any] | None = None,
+) -> Row:
+    """The one row of comparing runs with these medians (one run each)."""
+    result = compare_runs(
+        [make_run(make_record(m, load=load, gate=gate)) for m in base],
+        [make_run(make_record(m, load=load, gate=gate)) for m in head],
+        policy,
+    )
+    (row,) = result.rows
+    return row
+
+
+# ---------------------------------------------------------------- the estimate
+
+
+def test_one_run_each_uses_the_noise_floor_as_run_to_run_spread() -> None:
+    est = estimate([math.log(1.0)], [math.log(1.0)], noise_floor=0.02)
+    half = t_quantile(0.975, PRIOR_DF) * 0.02 * math.sqrt(2)
+    assert est.value == pytest.approx(1.0)
+    assert est.low == pytest.approx(math.exp(-half)) and est.high == pytest.approx(math.exp(half))
+    assert est.spread == pytest.approx(0.02) and est.df == PRIOR_DF
+
+
+def test_rounds_that_disagree_widen_the_interval() -> None:
+    quiet = estimate([0.0, 0.001, -0.001], [0.0], noise_floor=0.02)
+    noisy = estimate([0.0, 0.15, -0.15], [0.0], noise_floor=0.02)
+    assert noisy.spread is not None and quiet.spread is not None
+    assert noisy.spread > 3 * quiet.spread
+    assert noisy.high - noisy.low > 3 * (quiet.high - quiet.low)
+
+
+def test_a_run_with_a_wide_own_interval_counts_with_its_own_variance() -> None:
+    narrow = estimate([0.0], [0.1], noise_floor=0.02, head_within=[0.0])
+    wide = estimate([0.0], [0.1], noise_floor=0.02, head_within=[0.05**2])
+    assert wide.low < narrow.low
+
+
+@pytest.mark.parametrize(
+    ("ratio", "low", "high", "verdict"),
+    [
+        (1.20, 1.10, 1.30, Verdict.SLOWER),
+        (0.80, 0.70, 0.90, Verdict.FASTER),
+        (1.03, 1.01, 1.05, Verdict.UNCHANGED),  # significant, but within the tolerance
+        (1.08, 0.99, 1.17, Verdict.INCONCLUSIVE),  # beyond the tolerance, not significant
+        (0.90, 0.80, 1.01, Verdict.INCONCLUSIVE),
+        (1.00, 0.98, 1.02, Verdict.UNCHANGED),
+    ],
+)
+def test_significance_first_then_tolerance_both_ways(ratio: float, low: float, high: float, verdict: Verdict) -> None:
+    assert verdict_for(Estimate("ratio", ratio, low, high, 0.95, 8, spread=0.02), 0.05) is verdict
+
+
+# ---------------------------------------------------------------- records
+
+
+def test_same_code_is_unchanged_and_a_planted_slowdown_fails() -> None:
+    assert only_row([10e-3], [10.05e-3]).verdict is Verdict.UNCHANGED
+    result = compare_runs([make_run(make_record(10e-3))], [make_run(make_record(12e-3))])
+    (row,) = result.rows
+    assert row.verdict is Verdict.SLOWER and result.failed
+    assert row.estimate is not None and row.estimate.value == pytest.approx(1.2)
+    assert "+20.0%: significant and over the 5% tolerance" in row.reason
+
+
+def test_improvements_are_shown_and_pass() -> None:
+    result = compare_runs([make_run(make_record(10e-3))], [make_run(make_record(8e-3))])
+    assert result.rows[0].verdict is Verdict.FASTER and not result.failed
+
+
+def test_beyond_tolerance_but_within_noise_is_inconclusive() -> None:
+    row = only_row([10e-3], [10.6e-3])
+    assert row.verdict is Verdict.INCONCLUSIVE
+    assert "not significant against run-to-run noise 2.0% (1 baseline run)" in row.reason
+
+
+def test_baseline_rounds_that_disagree_make_a_borderline_change_inconclusive() -> None:
+    assert only_row([10e-3, 10e-3, 10e-3, 10e-3, 10e-3], [10.55e-3]).verdict is Verdict.SLOWER
+    noisy = only_row([9.6e-3, 10e-3, 10.35e-3, 9.8e-3, 10.2e-3], [10.55e-3])
+    assert noisy.verdict is Verdict.INCONCLUSIVE and noisy.base_runs == 5
+
+
+def test_quiet_baseline_rounds_make_a_ten_percent_change_slower() -> None:
+    assert only_row([10e-3, 10.02e-3, 9.98e-3], [11e-3]).verdict is Verdict.SLOWER
+
+
+def test_per_record_tolerance_wins() -> None:
+    row = only_row([10e-3], [12e-3], gate={"tolerance": 0.25})
+    assert row.verdict is Verdict.UNCHANGED and row.tolerance == 0.25
+
+
+def test_current_run_on_a_busy_machine_cannot_be_slower() -> None:
+    result = compare_runs([make_run(make_record(10e-3))], [make_run(make_record(30e-3, load=BUSY))])
+    (row,) = result.rows
+    assert row.verdict is Verdict.INCONCLUSIVE and not result.failed
+    assert "measured while busy: other processes used 1.0 of 2 CPUs" in row.reason
+
+
+def test_busy_current_run_that_is_still_fast_is_unchanged() -> None:
+    assert only_row([10e-3], [10e-3], load=BUSY).verdict is not Verdict.SLOWER
+
+
+def test_baseline_measured_only_while_busy_cannot_show_unchanged() -> None:
+    result = compare_runs([make_run(make_record(10e-3, load=BUSY))], [make_run(make_record(10e-3))])
+    (row,) = result.rows
+    assert row.verdict is Verdict.INCONCLUSIVE
+    assert "the baseline was measured while busy" in row.reason
+
+
+def test_busy_baseline_runs_are_left_out_when_quiet_ones_exist() -> None:
+    base = [make_run(make_record(10e-3)), make_run(make_record(40e-3, load=BUSY))]
+    (row,) = compare_runs(base, [make_run(make_record(10e-3))]).rows
+    assert row.verdict is Verdict.UNCHANGED and row.base_runs == 1 and row.base_total == 2
+
+
+def test_invisible_slow_rounds_are_left_out_on_each_side() -> None:
+    # A quiet-looking round 20% slow (another guest on the host): one-sided, so left out.
+    row = only_row([10e-3, 10e-3, 12e-3], [10.02e-3])
+    assert row.verdict is Verdict.UNCHANGED and row.base_runs == 2
+    assert "left out as disturbed: 1 of 3 baseline runs" in row.reason
+
+
+def test_confirmation_rounds_overrule_a_transient() -> None:
+    base = [make_run(make_record(10e-3))]
+    transient = make_record(12e-3, rounds=[10.01e-3])
+    (row,) = compare_runs(base, [make_run(transient)]).rows
+    assert row.verdict is Verdict.UNCHANGED and row.head_runs == 1 and row.head_rounds == 2
+    real = make_record(12e-3, rounds=[12.03e-3, 11.97e-3])
+    assert compare_runs(base, [make_run(real)]).rows[0].verdict is Verdict.SLOWER
+
+
+def test_rounds_of_one_run_do_not_count_as_independent_runs() -> None:
+    # Five agreeing rounds in one session narrow nothing: the session's drift is shared by all of them.
+    one_round = only_row([10e-3], [10.6e-3])
+    base = [make_run(make_record(10e-3))]
+    five_rounds = compare_runs(base, [make_run(make_record(10.6e-3, rounds=[10.6e-3] * 4))]).rows[0]
+    assert five_rounds.estimate is not None and one_round.estimate is not None
+    assert five_rounds.estimate.low == pytest.approx(one_round.estimate.low)
+    assert five_rounds.verdict is Verdict.INCONCLUSIVE
+
+
+# ---------------------------------------------------------------- comparability, new, missing
+
+
+def test_records_with_other_threads_are_incomparable_unless_allowed() -> None:
+    base = [make_run(make_record(10e-3, threads=2))]
+    head = [make_run(make_record(10e-3, threads=1))]
+    (row,) = compare_runs(base, head).rows
+    assert row.verdict is Verdict.INCOMPARABLE
+    assert row.reason == "threads 2 -> 1 (compare anyway: --gpuperf-allow-mismatch=threads)"
+    (row,) = compare_runs(base, head, Policy(allow_mismatch=frozenset({"threads"}))).rows
+    assert row.verdict is Verdict.UNCHANGED
+
+
+def test_changed_work_or_params_are_incomparable() -> None:
+    assert only_row([1e-3], [1e-3]).verdict is Verdict.UNCHANGED
+    base = [make_run(make_record(1e-3, params={"n": "512"}))]
+    head = [make_run(make_record(1e-3, params={"n": "1024"}))]
+    assert compare_runs(base, head).rows[0].verdict is Verdict.INCOMPARABLE
+    base = [make_run(make_record(1e-3, work={"FLOP": 1.0}))]
+    head = [make_run(make_record(1e-3, work={"FLOP": 2.0}))]
+    assert "work" in compare_runs(base, head).rows[0].reason
+
+
+def test_the_same_samples_with_more_flop_counted_are_compared() -> None:
+    base = [make_run(make_record(1e-3, work={"samples": 512.0, "FLOP": 1.0e9}))]
+    head = [make_run(make_record(1.3e-3, work={"samples": 512.0, "FLOP": 1.5e9}))]
+    (row,) = compare_runs(base, head).rows
+    assert row.verdict is Verdict.SLOWER
+    assert row.reason.endswith("; work per call differs (FLOP 1e+09 -> 1.5e+09); compared per samples")
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "comparable", "text"),
+    [
+        ({"FLOP": 1.0}, {"FLOP": 1.0}, True, ""),
+        (
+            {"samples": 8.0, "FLOP": 1e9},
+            {"samples": 8.0, "FLOP": 2e9},
+            True,
+            "(FLOP 1e+09 -> 2e+09); compared per samples",
+        ),
+        ({"FLOP": 1e9}, {"FLOP": 2e9}, False, "work per call differs (FLOP 1e+09 -> 2e+09)"),
+        ({"items": 1.0}, {"items": 1.0, "bytes": 4.0}, True, "(bytes none -> 4); compared per items"),
+        ({"items": 1.0}, {"bytes": 4.0}, False, "(items 1 -> none, bytes none -> 4)"),
+    ],
+)
+def test_work_difference(base: dict[str, float], head: dict[str, float], comparable: bool, text: str) -> None:
+    assert work_difference(base, head)[0] is comparable
+    assert work_difference(base, head)[1].endswith(text)
+
+
+def test_runs_from_other_hardware_are_never_silently_compared() -> None:
+    base = [make_run(make_record(10e-3), fingerprint=with_fingerprint(cpu_model="Intel Xeon 8480"))]
+    head = [make_run(make_record(20e-3))]
+    result = compare_runs(base, head)
+    assert [r.verdict for r in result.rows] == [Verdict.INCOMPARABLE]
+    assert "CPU model Intel Xeon 8480 -> AMD EPYC 9R14" in result.rows[0].reason
+    allowed = compare_runs(base, head, Policy(allow_mismatch=frozenset({"cpu_model"})))
+    assert allowed.rows[0].verdict is Verdict.SLOWER
+    assert "CPU model Intel Xeon 8480 -> AMD EPYC 9R14" in allowed.notes
+
+
+def test_shown_differences_do_not_block() -> None:
+    base = [make_run(make_record(10e-3), fingerprint=with_fingerprint(hostname="box-2", torch="2.13.1+cpu"))]
+    result = compare_runs(base, [make_run(make_record(10e-3))])
+    assert result.rows[0].verdict is Verdict.UNCHANGED
+    assert "host box-2 -> box-1" in result.notes and "torch 2.13.1+cpu -> 2.13.0+cpu" in result.notes
+
+
+def test_another_torch_minor_version_blocks() -> None:
+    base = [make_run(make_record(10e-3), fingerprint=with_fingerprint(torch="2.12.1+cpu"))]
+    result = compare_runs(base, [make_run(make_record(10e-3))])
+    assert result.rows[0].verdict is Verdict.INCOMPARABLE and "torch major.minor" in result.rows[0].reason
+
+
+def test_new_and_missing_records_and_configurable_failing_verdicts() -> None:
+    base = [make_run(make_record(1e-3, test="t.py::test_old"), make_record(1e-3, test="t.py::test_oom"))]
+    head = [make_run(make_record(1e-3, test="t.py::test_new"))]
+    result = compare_runs(base, head, failures={"t.py::test_oom": "ran out of memory"})
+    verdicts = {r.test: (r.verdict, r.reason) for r in result.rows}
+    assert verdicts == {
+        "t.py::test_new": (Verdict.NEW, "not in the baseline"),
+        "t.py::test_old": (Verdict.MISSING, "not measured in this run"),
+        "t.py::test_oom": (Verdict.MISSING, "the test ran out of memory"),
+    }
+    assert not result.failed
+    strict = compare_runs(base, head, Policy(fail_on=frozenset({"missing"})))
+    assert strict.failed and {r.test for r in strict.failing} == {"t.py::test_old", "t.py::test_oom"}
+
+
+def test_parse_verdicts_and_mismatch_keys() -> None:
+    assert parse_verdicts("slower, missing,slower") == ("slower", "missing")
+    assert parse_verdicts("none") == ()
+    with pytest.raises(ValueError, match="'worse' is not a verdict; use a comma list of slower, faster"):
+        parse_verdicts("slower,worse")
+    assert parse_mismatch_keys("threads,cpu_model") == ("threads", "cpu_model")
+    with pytest.raises(ValueError, match="'gpu' is not a fingerprint key; use all or a comma list of machine"):
+        parse_mismatch_keys("gpu")
+
+
+def test_table_shows_baseline_current_ratio_interval_and_verdict() -> None:
+    base = [make_run(make_record(10e-3)) for _ in range(3)]
+    result = compare_runs(base, [make_run(make_record(12e-3))])
+    table = gate_table(result)
+    header, _, row = table.splitlines()[:3]
+    for column in ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why"):
+        assert column in header
+    assert row.split()[:5] == ["test_step", "cpu", "10", "ms", "12"]
+    assert "1.200 [" in row and "3/1" in row and "SLOWER" in row
+    assert gate_lines(result)[-1] == "gpuperf gate: FAILED (1 slower; failing on slower): test_step [cpu]"
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 6, 10, 30, math.inf])
+@pytest.mark.parametrize("p", [0.9, 0.975, 0.995])
+def test_t_quantile_matches_scipy(df: float, p: float) -> None:
+    from scipy import stats  # type: ignore[import-untyped]
+
+    expected = stats.norm.ppf(p) if math.isinf(df) else stats.t.ppf(p, df)
+    assert t_quantile(p, df) == pytest.approx(expected, rel=1e-2 if df <= 4 else 1e-3)

@@ -1,0 +1,136 @@
+"""``python -m pytest_gpuperf compare BASE HEAD``: verdicts, table and exit status; every bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.cli import main
+from pytest_gpuperf.results import ResultsDir, Run, save_run
+from tests.synthetic import make_record, make_run, with_fingerprint
+
+
+def write(path: Path, *medians: float, test: str = "test_x.py::test_step[cpu]", **fingerprint: object) -> Path:
+    records = [make_record(m, test=test) for m in medians]
+    run = make_run(*records, fingerprint=with_fingerprint(**fingerprint) if fingerprint else None)
+    save_run(path, run)
+    return path
+
+
+@pytest.fixture
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A results directory with baseline 'main' of three rounds at 10 ms; cwd is tmp_path."""
+    monkeypatch.chdir(tmp_path)
+    store = ResultsDir(tmp_path / ".gpuperf")
+    for _ in range(3):
+        store.save_baseline("main", make_run(make_record(10e-3)), store.existing("main"))
+    return tmp_path
+
+
+def test_slower_exits_1_with_the_table(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(results / "head.json", 12e-3)
+    assert main(["compare", "main", "head.json"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("base: baseline 'main' .gpuperf/baselines/main.json (3 runs of commit aaaaaaaaaa")
+    assert out[1].startswith(f"head: results file {results / 'head.json'} (1 run of commit")
+    assert "ratio [95% CI]" in out[2]
+    assert "1.200 [" in out[4] and "SLOWER" in out[4]
+    assert out[-1] == "gpuperf gate: FAILED (1 slower; failing on slower): test_step [cpu]"
+
+
+def test_same_code_exits_0(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(results / "head.json", 10.02e-3)
+    assert main(["compare", "main", "head.json"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
+
+
+def test_options_tolerance_fail_on_and_format(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(results / "head.json", 12e-3)
+    assert main(["compare", "main", "head.json", "--tolerance=25%"]) == 0
+    assert main(["compare", "main", "head.json", "--fail-on=none"]) == 0
+    write(results / "faster.json", 8e-3)
+    assert main(["compare", "main", "faster.json", "--fail-on=faster", "--format=github"]) == 1
+    assert "| test_step |" in capsys.readouterr().out
+
+
+def test_two_results_files_by_path_and_a_baseline_as_head(results: Path) -> None:
+    base = write(results / "a.json", 10e-3)
+    head = write(results / "b.json", 10e-3)
+    assert main(["compare", str(base), str(head)]) == 0
+    assert main(["compare", str(base), "main"]) == 0
+
+
+def test_python_dash_m_entry_point(results: Path) -> None:
+    write(results / "head.json", 12e-3)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_gpuperf", "compare", "main", "head.json"],
+        cwd=results,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "SLOWER" in done.stdout
+
+
+# ---------------------------------------------------------------- bad input: exit 2, the file and the fix
+
+
+def test_unknown_name(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "mian", "main"]) == 2
+    assert capsys.readouterr().err == (
+        "error: no baseline named 'mian' in .gpuperf/baselines (baselines there: main); record one on the base "
+        "commit with: pytest --gpuperf-save=mian, or give the path of a results file\n"
+    )
+
+
+def test_corrupt_json_is_named_and_left_alone(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (results / "head.json").write_text('{"schema": ')
+    assert main(["compare", "main", "head.json"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {results / 'head.json'} is not valid JSON (" in err and "it was left as it is" in err
+    assert (results / "head.json").read_text() == '{"schema": '
+
+
+def test_wrong_schema_version(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = make_run(make_record(1e-3)).to_dict()
+    data["version"] = 2
+    (results / "head.json").write_text(json.dumps(data))
+    assert main(["compare", "main", "head.json"]) == 2
+    assert "has pytest-gpuperf/results schema version 2, this pytest-gpuperf reads version 1" in capsys.readouterr().err
+
+
+def test_runs_from_other_hardware_are_refused_unless_allowed(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(results / "head.json", 10e-3, cpu_model="Intel Xeon 8480")
+    assert main(["compare", "main", "head.json"]) == 2
+    err = capsys.readouterr().err
+    assert "were measured on different hardware or software (CPU model AMD EPYC 9R14 -> Intel Xeon 8480)" in err
+    assert err.rstrip().endswith("or pass --allow-mismatch=cpu_model to compare anyway")
+    assert main(["compare", "main", "head.json", "--allow-mismatch=cpu_model"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tolerance=abc"], "'abc': is not a number"),
+        (["--fail-on=worse"], "'worse' is not a verdict"),
+        (["--allow-mismatch=gpu"], "'gpu' is not a fingerprint key"),
+    ],
+)
+def test_bad_options_exit_2(results: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["compare", "main", "main", *args])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_multi_round_head_is_judged_on_its_rounds(results: Path) -> None:
+    store = ResultsDir(results / ".gpuperf")
+    for median in (12e-3, 12.02e-3, 11.98e-3):
+        run: Run = make_run(make_record(median))
+        store.save_baseline("pr", run, store.existing("pr"))
+    assert main(["compare", "main", "pr"]) == 1

@@ -1,0 +1,218 @@
+"""Device parsing and resolution, and the backends' logic; CUDA through a stand-in torch that records calls."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_gpuperf.measuring import (
+    CpuBackend,
+    CudaBackend,
+    DeviceError,
+    Inventory,
+    MpsBackend,
+    parse_device_option,
+    probe_inventory,
+    resolve_devices,
+)
+from pytest_gpuperf.measuring._backends import peak_of_allocation_events
+
+CPU_ONLY = Inventory(0, "torch 2.13.0+cpu was built without CUDA", False, "MPS needs Apple silicon")
+TWO_GPUS = Inventory(2, "", False, "MPS needs Apple silicon", ("A100", "A100"))
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("gpu", "'gpu' is not a device (for an NVIDIA GPU write cuda or cuda:N)"),
+        ("cuda:x", "'cuda:x' is not a device (the index after cuda: is a whole number"),
+        ("cpu,,cuda", "has an empty item"),
+        ("", "is empty"),
+        ("tpu", "'tpu' is not a device; use cpu, cuda, cuda:N, mps, auto, all"),
+    ],
+)
+def test_bad_device_names_are_refused_with_the_fix(text: str, fragment: str) -> None:
+    with pytest.raises(DeviceError) as info:
+        parse_device_option(text)
+    assert fragment in str(info.value)
+
+
+def ids(tokens: str, inventory: Inventory) -> list[tuple[str, bool]]:
+    return [(s.id, s.available) for s in resolve_devices(parse_device_option(tokens), inventory)]
+
+
+def test_resolution_on_a_cpu_only_machine() -> None:
+    assert ids("auto", CPU_ONLY) == [("cpu", True)]
+    assert ids("all", CPU_ONLY) == [("cpu", True)]
+    assert ids("cpu,cuda", CPU_ONLY) == [("cpu", True), ("cuda", False)]
+    (slot,) = resolve_devices(("cuda",), CPU_ONLY)
+    assert slot.reason == "cuda was requested but torch 2.13.0+cpu was built without CUDA; devices here: cpu"
+    (slot,) = resolve_devices(("mps",), CPU_ONLY)
+    assert not slot.available and "MPS needs Apple silicon" in slot.reason
+
+
+def test_resolution_with_two_gpus() -> None:
+    assert ids("auto", TWO_GPUS) == [("cuda:0", True)]
+    assert ids("cuda", TWO_GPUS) == [("cuda:0", True)]
+    assert ids("cuda,cuda:0,cuda:1", TWO_GPUS) == [("cuda:0", True), ("cuda:1", True)]
+    assert ids("all", TWO_GPUS) == [("cpu", True), ("cuda:0", True), ("cuda:1", True)]
+    (slot,) = resolve_devices(("cuda:3",), TWO_GPUS)
+    assert not slot.available
+    assert (
+        slot.reason == "cuda:3 was requested but this machine has 2 CUDA device(s); devices here: cpu, cuda:0, cuda:1"
+    )
+
+
+def test_probe_inventory_on_this_machine() -> None:
+    inventory = probe_inventory()
+    assert inventory.cuda_count == torch.cuda.device_count()
+    if not torch.cuda.is_available():
+        assert torch.__version__ in inventory.cuda_reason
+
+
+class Recorder:
+    """A stand-in for ``torch``: just enough of torch.cuda to drive CudaBackend, logging every call."""
+
+    def __init__(self, elapsed_ms: float = 2.5) -> None:
+        self.log: list[str] = []
+        self.elapsed_ms = elapsed_ms
+        self.allocated = 1000
+        self.peak = 1000
+        log = self.log
+        recorder = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing, "timing events must be created with enable_timing=True"
+                self.name = f"event{sum(1 for e in log if e.startswith('new'))}"
+                log.append(f"new {self.name}")
+
+            def record(self, stream: Any = None) -> None:
+                log.append(f"record {self.name} on {stream}")
+
+            def synchronize(self) -> None:
+                log.append(f"synchronize {self.name}")
+
+            def elapsed_time(self, end: Any) -> float:
+                log.append(f"elapsed_time {self.name}->{end.name}")
+                return recorder.elapsed_ms
+
+        class Stream:
+            def __str__(self) -> str:
+                return "stream"
+
+            def synchronize(self) -> None:
+                log.append("stream.synchronize")
+
+        class DeviceContext:
+            def __init__(self, index: int) -> None:
+                self.index = index
+
+            def __enter__(self) -> None:
+                log.append(f"enter device {self.index}")
+
+            def __exit__(self, *args: object) -> None:
+                log.append("exit device")
+
+        def reset_peak(index: int) -> None:
+            log.append("reset_peak_memory_stats")
+            recorder.peak = recorder.allocated
+
+        self.cuda = SimpleNamespace(
+            Event=Event,
+            device=DeviceContext,
+            current_stream=lambda index: Stream(),
+            synchronize=lambda index=None: log.append("cuda.synchronize"),
+            memory_allocated=lambda index: recorder.allocated,
+            max_memory_allocated=lambda index: recorder.peak,
+            reset_peak_memory_stats=reset_peak,
+            get_device_properties=lambda index: SimpleNamespace(
+                name="Fake GPU", major=9, minor=0, total_memory=80 * 2**30, multi_processor_count=132
+            ),
+        )
+
+
+def test_cuda_events_bracket_the_calls_on_the_current_stream() -> None:
+    fake = Recorder(elapsed_ms=2.5)
+    backend = CudaBackend(1, torch_module=fake)
+    seconds = backend.time_block(lambda: fake.log.append("call"), 3)
+    assert seconds == pytest.approx(2.5e-3)
+    assert fake.log == [
+        "enter device 1",
+        "new event0",
+        "new event1",
+        "stream.synchronize",
+        "record event0 on stream",
+        "call",
+        "call",
+        "call",
+        "record event1 on stream",
+        "synchronize event1",  # never read an event before the device has reached it
+        "elapsed_time event0->event1",
+        "exit device",
+    ]
+
+
+def test_cuda_peak_memory_is_measured_above_the_level_at_entry() -> None:
+    fake = Recorder()
+    backend = CudaBackend(0, torch_module=fake)
+    with backend.track_memory() as probe:
+        fake.peak = 1000 + 4096  # the step allocated 4 KiB at its peak
+    assert probe.peak_bytes == 4096
+    assert fake.log.index("reset_peak_memory_stats") > fake.log.index("cuda.synchronize")
+    assert fake.log[-1] == "cuda.synchronize"  # synchronized before the peak was read
+    assert backend.describe()["capability"] == "9.0"
+
+
+def test_mps_events_when_torch_has_them() -> None:
+    log: list[str] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            assert enable_timing
+
+        def record(self) -> None:
+            log.append("record")
+
+        def synchronize(self) -> None:
+            log.append("synchronize")
+
+        def elapsed_time(self, end: Any) -> float:
+            return 4.0
+
+    fake = SimpleNamespace(mps=SimpleNamespace(Event=Event, synchronize=lambda: log.append("mps.synchronize")))
+    backend = MpsBackend(torch_module=fake)
+    assert backend.time_block(lambda: log.append("call"), 2) == pytest.approx(4e-3)
+    assert log == ["mps.synchronize", "record", "call", "call", "record", "synchronize"]
+
+
+def test_cpu_backend_times_with_the_host_clock() -> None:
+    ticks = iter([1_000, 251_000])
+    backend = CpuBackend(clock_ns=lambda: next(ticks))
+    calls: list[int] = []
+    assert backend.time_block(lambda: calls.append(1), 5) == pytest.approx(250e-6)
+    assert len(calls) == 5
+
+
+def test_cpu_peak_memory_sees_a_short_lived_allocation() -> None:
+    backend = CpuBackend()
+    n = 1 << 20
+
+    def step() -> None:
+        a = torch.ones(n)  # 4 MiB, freed when the function returns
+        b = a * 2  # another 4 MiB alive at the same time
+        del a, b
+
+    with backend.track_memory() as probe:
+        step()
+    assert probe.peak_bytes is not None
+    assert 8 * 2**20 <= probe.peak_bytes < 9 * 2**20
+
+
+def test_peak_of_allocation_events_sums_in_time_order() -> None:
+    events = [(3, -100), (1, 100), (2, 50), (4, 10)]
+    assert peak_of_allocation_events(events) == 150
+    assert peak_of_allocation_events([]) == 0

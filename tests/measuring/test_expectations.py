@@ -1,0 +1,62 @@
+"""Per-device floors read from an expectations file, and the interval judgment of relative estimates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.measuring import (
+    Check,
+    Expectations,
+    ExpectationsError,
+    GpuperfAssertionError,
+    InconclusiveWarning,
+    expect_interval,
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "cannot read it as JSON"),
+        ('{"schema": "other"}', "not a pytest-gpuperf expectations file"),
+        ('{"schema": "pytest-gpuperf/expectations", "version": 1, "floor_fraction": 2}', "floor_fraction 2"),
+        (
+            '{"schema": "pytest-gpuperf/expectations", "version": 1, "floor_fraction": 0.5, "devices": {"X": {}}}',
+            "device 'X' needs \"source\"",
+        ),
+        (
+            '{"schema": "pytest-gpuperf/expectations", "version": 1, "floor_fraction": 0.5, '
+            '"devices": {"X": {"source": "s", "datasheet": {"matmul_float32": "fast"}}}}',
+            "device 'X', matmul_float32",
+        ),
+    ],
+)
+def test_bad_files_are_refused_naming_the_file_and_the_problem(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ExpectationsError, match=message) as info:
+        Expectations.load(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(ExpectationsError, match="no such expectations file"):
+        Expectations.load(tmp_path / "absent.json")
+
+
+def test_interval_judgment_passes_fails_or_is_inconclusive() -> None:
+    seen: list[Check] = []
+    check = expect_interval("speedup", 1.5, 1.3, 1.7, at_least=1.1, evidence="from 10 rounds", observer=seen.append)
+    assert check.outcome == "pass" and seen == [check]
+    failed = r"speedup at least 1.1 expected, but median 1.05, 95% CI \[1, 1.08\] from 10 rounds"
+    with pytest.raises(GpuperfAssertionError, match=failed):
+        expect_interval("speedup", 1.05, 1.0, 1.08, at_least=1.1, evidence="from 10 rounds")
+    with pytest.warns(InconclusiveWarning, match="straddles the bound"):
+        check = expect_interval("overhead", 1.4, 1.2, 1.6, at_most=1.5, evidence="from 10 rounds")
+    assert check.outcome == "inconclusive"
+    with pytest.raises(GpuperfAssertionError, match="inconclusive"):
+        expect_interval("overhead", 1.4, 1.2, 1.6, at_most=1.5, evidence="e", inconclusive="fail")
+    assert expect_interval("overhead", 1.0, 0.9, 1.1, at_most=1.5, evidence="e").outcome == "pass"
+    with pytest.raises(GpuperfAssertionError, match="whole interval is on the wrong side"):
+        expect_interval("overhead", 2.0, 1.8, 2.2, at_most=1.5, evidence="e")
+    with pytest.raises(ValueError, match="exactly one"):
+        expect_interval("x", 1.0, 1.0, 1.0, evidence="e")

@@ -1,0 +1,118 @@
+"""The background-load gauge: arithmetic on /proc/stat counters, the disturbed rule, waiting, the monitor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.measuring import _load as contention
+from pytest_gpuperf.measuring._load import CpuSnapshot, Load, Monitor, between, needed_cores, wait_for_quiet
+
+
+def snap(wall: float, busy: float, own: float, steal: float = 0.0, cpus: int = 2) -> CpuSnapshot:
+    return CpuSnapshot(wall=wall, busy=busy, steal=steal, own=own, cpus=cpus)
+
+
+def test_background_is_machine_busy_time_minus_ours_plus_stolen_time() -> None:
+    load = between(snap(0, 100, 10), snap(2, 103, 11.5, steal=0.5))
+    assert load == Load(seconds=2, cpus=2, background_cores=1.0, own_cores=0.75)
+    rounded = between(snap(0, 0, 0), snap(1, 0.0, 0.003))
+    assert rounded is not None and rounded.background_cores == 0.0  # tick rounding, not negative
+    assert between(None, snap(1, 0, 0)) is None and between(snap(1, 0, 0), snap(1, 0, 0)) is None
+
+
+@pytest.mark.parametrize(
+    ("background", "needed", "cpus", "expected"),
+    [
+        (0.2, 2, 2, False),  # slack: timer ticks, daemons
+        (0.3, 2, 2, True),  # a neighbour on one of the two cores: 2 threads wait on each other
+        (1.0, 1, 2, False),  # one thread still has a core of its own
+        (1.3, 1, 2, True),
+        (10.0, 1, 32, False),  # a GPU run needs one host core
+    ],
+)
+def test_disturbed_when_fewer_cores_are_left_than_needed(
+    background: float, needed: float, cpus: int, expected: bool
+) -> None:
+    assert Load(1.0, cpus, background, 1.0).disturbs(needed) is expected
+
+
+def test_needed_cores() -> None:
+    assert needed_cores("cpu", 2) == 2 and needed_cores("cpu", 0) == 1
+    assert needed_cores("cuda:1", 16) == 1 and needed_cores("mps", 8) == 1
+
+
+def test_load_round_trips_and_bad_stored_values_read_as_unknown() -> None:
+    load = Load(1.23456, 2, 0.5, 1.5)
+    assert Load.from_dict(load.to_dict()) == Load(1.2346, 2, 0.5, 1.5)
+    assert Load.from_dict(None) is None and Load.from_dict({"seconds": "x"}) is None
+
+
+def test_snapshot_reads_this_machine_and_nothing_elsewhere(tmp_path: Path) -> None:
+    now = contention.snapshot()
+    assert now is not None and now.cpus >= 1 and now.busy > 0
+    assert contention.snapshot(str(tmp_path / "no-proc-stat")) is None
+    (tmp_path / "stat").write_text("intr 1 2 3\n")
+    assert contention.snapshot(str(tmp_path / "stat")) is None
+
+
+class FakeMachine:
+    """Counters that advance by ``background`` cores of other processes per second of fake time."""
+
+    def __init__(self, backgrounds: list[float]) -> None:
+        self.backgrounds = backgrounds
+        self.wall = self.busy = 0.0
+        self.slept: list[float] = []
+
+    def take(self) -> CpuSnapshot:
+        return snap(self.wall, self.busy, 0.0)
+
+    def sleep(self, seconds: float) -> None:
+        background = self.backgrounds.pop(0) if self.backgrounds else 0.0
+        self.slept.append(seconds)
+        self.wall += seconds
+        self.busy += background * seconds
+
+
+def test_wait_for_quiet_returns_once_a_probe_is_quiet() -> None:
+    machine = FakeMachine([1.0, 1.0, 0.0])
+    waited, last = wait_for_quiet(2, timeout=10, take=machine.take, sleep=machine.sleep)
+    assert waited == pytest.approx(0.6) and last is not None and last.background_cores == 0.0
+
+
+def test_wait_for_quiet_gives_up_at_the_timeout() -> None:
+    machine = FakeMachine([1.0] * 100)
+    waited, last = wait_for_quiet(2, timeout=1.0, take=machine.take, sleep=machine.sleep)
+    assert waited == pytest.approx(1.0) and last is not None and last.background_cores == pytest.approx(1.0)
+
+
+def test_wait_for_quiet_without_a_gauge_does_not_wait() -> None:
+    assert wait_for_quiet(2, timeout=10, take=lambda: None) == (0.0, None)
+
+
+def test_monitor_reports_the_load_of_the_last_seconds_only() -> None:
+    machine = FakeMachine([])
+    monitor = Monitor(take=machine.take)
+    # Five seconds with a neighbour on one core, then one quiet second: a measurement's sampling window.
+    for seconds, background in ((5.0, 1.0), (1.0, 0.0)):
+        for _ in range(int(seconds * 10)):
+            machine.wall += 0.1
+            machine.busy += background * 0.1
+            monitor._record()
+    recent = monitor.load_over(1.0)
+    # From at most one interval before the span: 1.1 s, of which 0.1 s busy.
+    assert recent is not None and recent.seconds <= 1.1 + 1e-9 and recent.background_cores <= 0.1
+    whole = monitor.load_over(6.0)
+    assert whole is not None and whole.background_cores == pytest.approx(5.0 / 6.0, abs=0.02)
+
+
+def test_monitor_thread_starts_and_stops() -> None:
+    monitor = Monitor(interval=0.01)
+    monitor.start()
+    try:
+        load = monitor.load_over(0.0)
+        assert load is None or load.cpus >= 1
+    finally:
+        monitor.stop()
+    assert monitor.load_over(1.0) is None  # stopped: nothing kept

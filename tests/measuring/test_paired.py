@@ -1,0 +1,286 @@
+"""Paired (interleaved) measurement: rounds, ratios and their CIs, with a fake backend and clock."""
+
+from __future__ import annotations
+
+import gc
+import math
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import cast
+
+import pytest
+
+from pytest_gpuperf.measuring import (
+    MeasureSettings,
+    MemoryProbe,
+    Paired,
+    SamplingPlan,
+    Step,
+    StepFactory,
+    estimate_median,
+    measure_paired,
+)
+from pytest_gpuperf.measuring._paired import SPACER_BYTES, WARM_CALLS, PairedStopRule, RoundSteps
+
+
+@dataclass
+class _Probe:
+    peak_bytes: int | None = None
+    method: str = "fake"
+
+
+@dataclass
+class FakeBackend:
+    """Each step's per-call time is its base time times the machine's current load, which drifts."""
+
+    per_call: dict[Callable[[], object], float]
+    load: Callable[[int], float] = lambda block: 1.0
+    name: str = "fake"
+    timer: str = "fake clock"
+    min_block_time: float = 1e-3
+    blocks: list[tuple[Callable[[], object], int]] = field(default_factory=list)
+
+    def synchronize(self) -> None:
+        return None
+
+    def time_block(self, fn: Callable[[], object], iterations: int) -> float:
+        self.blocks.append((fn, iterations))
+        for _ in range(iterations):
+            fn()
+        return self.per_call[fn] * iterations * self.load(len(self.blocks))
+
+    @contextmanager
+    def track_memory(self) -> Iterator[MemoryProbe]:
+        probe = _Probe(peak_bytes=123)
+        yield probe
+
+    def describe(self) -> dict[str, object]:
+        return {"name": "Fake Device"}
+
+
+def _noop() -> None:
+    return None
+
+
+def _other() -> None:
+    return None
+
+
+def test_rounds_alternate_order_and_use_equal_call_counts() -> None:
+    backend = FakeBackend({_noop: 0.002, _other: 0.001})
+    steps = {"slow": Step(_noop, work={"samples": 10}), "fast": Step(_other, work={"samples": 10})}
+    settings = MeasureSettings(max_time=0.05, warmup_time=0.01, min_time=0.001, min_samples=10)
+    paired = measure_paired(steps, backend, settings, device="cpu")
+    sampled = backend.blocks[-2 * len(paired.times["slow"]) :]
+    firsts = [fn for fn, _ in sampled[::2]]
+    assert _noop in firsts and _other in firsts, "the order alternates between rounds"
+    for a, b in zip(sampled[::2], sampled[1::2], strict=True):
+        assert a[1] == b[1], "both steps of a round run the same number of calls"
+    assert len(paired.times["slow"]) == len(paired.times["fast"]) >= 10
+    speedup = paired.speedup("fast", "slow")
+    assert speedup.value == pytest.approx(2.0)
+    m = paired.measurements["slow"]
+    assert m.median == pytest.approx(0.002)
+    assert m.peak_memory == 123 and m.memory_method == "fake"
+    assert m.device_name == "Fake Device" and m.stop_reason.startswith("paired rounds:")
+
+
+def test_a_load_that_drifts_between_rounds_does_not_bias_the_paired_ratio() -> None:
+    # Load triples half-way through: sequential medians would be off; paired ratios are not.
+    backend = FakeBackend({_noop: 0.003, _other: 0.001}, load=lambda block: 1.0 if block < 40 else 3.0)
+    steps = {"a": Step(_noop, work={"FLOP": 6.0}), "b": Step(_other, work={"FLOP": 1.0})}
+    settings = MeasureSettings(max_time=0.2, warmup_time=0.01, min_time=0.001, min_samples=20)
+    paired = measure_paired(steps, backend, settings, device="cpu")
+    ratio = paired.throughput_ratio("a", "b", "FLOP")
+    assert ratio.value == pytest.approx(2.0)  # (6 / 3 ms) / (1 / 1 ms)
+    assert ratio.low <= 2.0 <= ratio.high
+    with pytest.raises(ValueError, match="does no 'samples' work"):
+        paired.throughput_ratio("a", "b", "samples")
+
+
+def test_observers_receive_each_steps_checks_and_names_rename_measurements() -> None:
+    backend = FakeBackend({_noop: 0.001})
+    seen: list[object] = []
+    settings = MeasureSettings(max_time=0.02, warmup_time=0.01, min_time=0.001, memory=False)
+    paired = measure_paired(
+        {"x": Step(_noop, work={"samples": 1})},
+        backend,
+        settings,
+        device="cpu",
+        observers={"x": seen.append},
+        names={"x": "n=512"},
+    )
+    m = paired.measurements["x"]
+    assert m.name == "n=512" and m.peak_memory is None
+    m.assert_latency(at_most=1.0)
+    assert len(seen) == 1
+
+
+def test_stop_rule_waits_for_every_ratio_to_reach_the_target() -> None:
+    plan = SamplingPlan(target=0.01, min_samples=6, min_time=0.0, max_time=10.0)
+    times = {"base": [1.0] * 10, "steady": [2.0] * 10, "noisy": [1.0, 3.0] * 5}
+    rule = PairedStopRule(plan, times)
+    assert rule([0.0] * 10, 1.0) == (False, False, "")
+    times["noisy"] = [1.5] * 10
+    stop, converged, reason = rule([0.0] * 10, 1.0)
+    assert stop and converged and "every ratio" in reason
+    stop, converged, reason = PairedStopRule(plan, {"a": [1.0, 2.0] * 5, "b": [1.0] * 10})([0.0] * 10, 11.0)
+    assert stop and not converged and "time cap" in reason
+
+
+def test_estimate_is_the_median_with_a_distribution_free_ci() -> None:
+    values = [float(v) for v in range(1, 22)]
+    est = estimate_median("x", values, 0.95)
+    assert est.value == 11.0 and est.count == 21
+    assert est.low < 11.0 < est.high and est.confidence >= 0.95
+    assert "x 11 (" in str(est) and "21 paired rounds" in str(est)
+    assert estimate_median("even", [1.0, 2.0, 3.0, 4.0], 0.5).value == 2.5
+    with pytest.raises(ValueError, match="no finite"):
+        estimate_median("nan", [math.nan], 0.95)
+
+
+def test_per_round_combines_the_steps_of_each_round() -> None:
+    paired = Paired(
+        times={"full": [1.0, 2.0, 1.0], "ckpt": [1.5, 2.5, 1.25], "fwd": [0.5, 0.5, 0.25]},
+        work={"full": {}, "ckpt": {}, "fwd": {}},
+    )
+    extra = paired.per_round("extra forwards", lambda t: (t["ckpt"] - t["full"]) / t["fwd"])
+    assert extra.value == 1.0 and extra.count == 3
+
+
+def test_measure_paired_refuses_no_steps() -> None:
+    with pytest.raises(ValueError, match="at least one step"):
+        measure_paired({}, FakeBackend({}), MeasureSettings(), device="cpu")
+
+
+# ---------------------------------------------------------------- steps rebuilt every round
+
+
+@dataclass
+class Build:
+    """One build of a step: its name, its index, and whether gc was on while building."""
+
+    name: str
+    index: int
+    gc_on: bool
+    calls: int = 0
+
+
+class Buffers:
+    """Stands for a build's tensors: alive as long as the build's step function is."""
+
+
+Alive = dict[str, list["weakref.ref[Buffers]"]]
+
+
+@dataclass
+class RecordingBackend(FakeBackend):
+    """Every block takes 1 ms per call; records which build ran and whether gc was paused."""
+
+    builds: weakref.WeakKeyDictionary[Callable[[], object], Build] = field(default_factory=weakref.WeakKeyDictionary)
+    timed: list[tuple[Build, int, bool]] = field(default_factory=list)
+
+    def time_block(self, fn: Callable[[], object], iterations: int) -> float:
+        self.timed.append((self.builds[fn], iterations, gc.isenabled()))
+        for _ in range(iterations):
+            fn()
+        return 0.001 * iterations
+
+
+def recording_factories(backend: RecordingBackend, built: list[Build], alive: Alive) -> dict[str, StepFactory]:
+    def factory(name: str) -> StepFactory:
+        def build() -> Step:
+            assert not alive[name] or alive[name][-1]() is not None, "the previous build lives while the next is built"
+            assert sum(ref() is not None for ref in alive[name]) <= 1, "and the ones before it are released"
+            info = Build(name, len(alive[name]), gc.isenabled())
+            buffers = Buffers()
+            built.append(info)
+            alive[name].append(weakref.ref(buffers))
+
+            def fn() -> None:
+                assert buffers is not None
+                info.calls += 1
+
+            backend.builds[fn] = info
+            return Step(fn, work={"items": 1.0})
+
+        return build
+
+    return {"base": factory("base"), "head": factory("head")}
+
+
+def test_factories_are_rebuilt_every_round_in_alternating_build_and_timing_order() -> None:
+    backend = RecordingBackend({})
+    built: list[Build] = []
+    alive: Alive = {"base": [], "head": []}
+    settings = MeasureSettings(max_time=0.05, warmup_time=0.01, min_time=0.001, min_samples=12, memory=False)
+    paired = measure_paired(recording_factories(backend, built, alive), backend, settings, device="cpu")
+    rounds = len(built) // 2
+    assert rounds >= 12 and len(backend.timed) == 2 * rounds
+    assert len(paired.times["base"]) == len(paired.times["head"]) <= rounds
+    firsts_built = [built[2 * i].name for i in range(rounds)]
+    assert firsts_built[:4] == ["base", "head", "base", "head"], "the build order alternates every round"
+    firsts_timed = [backend.timed[2 * i][0].name for i in range(rounds)]
+    assert firsts_timed[:4] == ["base", "base", "head", "head"], "the timing order every second round"
+    for i in range(rounds):
+        (a, _, _), (b, _, _) = backend.timed[2 * i : 2 * i + 2]
+        assert {a.name, b.name} == {"base", "head"} and a.index == b.index == i, "each round times its own builds"
+    assert all(b.gc_on for b in built), "gc runs while building"
+    assert not any(on for _, _, on in backend.timed), "and is paused while timing"
+    assert all(b.calls == WARM_CALLS + k for b, k, _ in backend.timed), "each build is called once before timing"
+    assert not any(ref() is not None for refs in alive.values() for ref in refs), "nothing is kept after measuring"
+    assert paired.time_ratio("head", "base").value == pytest.approx(1.0)
+
+
+def test_fixed_steps_and_factories_mix_and_a_factory_must_return_a_step() -> None:
+    backend = RecordingBackend({})
+    built: list[Build] = []
+    alive: Alive = {"base": [], "head": []}
+    factories = recording_factories(backend, built, alive)
+    fixed = factories["base"]()
+    settings = MeasureSettings(max_time=0.02, warmup_time=0.01, min_time=0.001, memory=False)
+    paired = measure_paired({"base": fixed, "head": factories["head"]}, backend, settings, device="cpu")
+    assert {b.name for b in built[1:]} == {"head"} and paired.measurements["base"].work == {"items": 1.0}
+    with pytest.raises(TypeError, match="the factory of step 'x' returned NoneType, not a Step"):
+        measure_paired({"x": cast(StepFactory, lambda: None)}, backend, settings, device="cpu")
+
+
+def test_every_build_gets_a_fresh_spacer_of_random_size_kept_for_its_round() -> None:
+    """Spacers shift each build to other memory; they live exactly as long as the round's builds."""
+    events: list[str] = []
+    spacers: list[tuple[int, weakref.ref[Buffers]]] = []
+
+    def spacer(nbytes: int) -> Buffers:
+        events.append("spacer")
+        buffer = Buffers()
+        spacers.append((nbytes, weakref.ref(buffer)))
+        return buffer
+
+    def factory(name: str) -> StepFactory:
+        def build() -> Step:
+            events.append(name)
+            return Step(lambda: None, work={"items": 1.0})
+
+        return build
+
+    rounds = RoundSteps({"base": factory("base"), "head": factory("head")}, spacer=spacer)
+    for index in range(20):
+        rounds.for_round(index)
+        assert events[-4:] == (
+            ["spacer", "base", "spacer", "head"] if index % 2 == 0 else ["spacer", "head", "spacer", "base"]
+        )
+        assert [ref() is not None for _, ref in spacers] == [False] * (2 * index) + [True, True], "this round's only"
+    sizes = [nbytes for nbytes, _ in spacers]
+    assert all(0 <= n < SPACER_BYTES for n in sizes) and len(set(sizes)) == len(sizes), "random sizes"
+    assert max(sizes) - min(sizes) > SPACER_BYTES // 2, "spread over the whole range"
+
+
+def test_spacers_are_untouched_tensors_on_the_device() -> None:
+    import torch
+
+    from pytest_gpuperf.measuring._paired import _spacer
+
+    buffer = _spacer("cpu")(1000)
+    assert isinstance(buffer, torch.Tensor) and buffer.device.type == "cpu" and buffer.numel() == 1000

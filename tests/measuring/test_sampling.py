@@ -1,0 +1,159 @@
+"""The sampler's logic, driven by a fake device on a fake clock: no real time passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from pytest_gpuperf.measuring import SamplingPlan, sample
+from pytest_gpuperf.measuring._sampling import CiStopRule, block_size
+
+
+class FakeDevice:
+    """A device whose k-th call takes ``per_call(k)`` seconds of fake time, times lognormal noise per block."""
+
+    def __init__(self, per_call: Callable[[int], float], noise: float = 0.0, seed: int = 0) -> None:
+        self.per_call = per_call
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+        self.now = 0.0
+        self.calls = 0
+        self.blocks: list[int] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def run_block(self, iterations: int) -> float:
+        self.blocks.append(iterations)
+        elapsed = sum(self.per_call(self.calls + i) for i in range(min(iterations, 50)))
+        if iterations > 50:  # steady by then in every test; keep the fake cheap
+            elapsed += (iterations - 50) * self.per_call(self.calls + iterations)
+        self.calls += iterations
+        if self.noise:
+            elapsed *= float(self.rng.lognormal(0.0, self.noise))
+        self.now += elapsed + 2e-6  # the host's own loop overhead
+        return elapsed
+
+
+def test_warmup_waits_until_block_times_stop_falling() -> None:
+    # A first call 50x slower (lazy init), then a transient that decays over 30 calls (caches, clocks).
+    dev = FakeDevice(lambda k: 50e-3 if k == 0 else 1e-3 * (1 + 2.0 * 0.8**k), noise=0.005)
+    result = sample(dev.run_block, SamplingPlan(), clock=dev.clock)
+    assert result.warmup.steady
+    assert result.warmup.calls >= 15
+    assert max(result.samples) < 1.05e-3  # the transient stayed in the warmup
+    assert result.converged
+
+
+def test_the_median_shrugs_off_a_plateau_the_warmup_could_not_see() -> None:
+    # Six slow calls at block size 1 look steady; the median of the samples is still right.
+    dev = FakeDevice(lambda k: 20e-3 if k < 6 else 1e-3, noise=0.01)
+    result = sample(dev.run_block, SamplingPlan(), clock=dev.clock)
+    assert float(np.median(result.samples)) == pytest.approx(1e-3, rel=0.02)
+    assert result.converged
+
+
+def test_block_size_is_far_above_timer_resolution() -> None:
+    dev = FakeDevice(lambda k: 50e-9, noise=0.01)
+    plan = SamplingPlan(min_block_time=1e-3)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert result.iterations * 50e-9 >= 1e-3
+    assert result.iterations <= 1.1 * block_size(50e-9, plan)
+    assert result.samples and all(s == pytest.approx(50e-9, rel=0.1) for s in result.samples)
+
+
+def test_stops_when_the_median_ci_reaches_the_target() -> None:
+    dev = FakeDevice(lambda k: 1e-3, noise=0.03, seed=1)
+    plan = SamplingPlan(target=0.01, min_samples=10, min_time=0.05, max_time=100.0)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert result.converged
+    assert "<= target 1.00%" in result.stop_reason
+    from pytest_gpuperf.measuring import median_ci
+
+    ci = median_ci(result.samples)
+    median = float(np.median(result.samples))
+    # Checked at geometric steps, so the interval met the target when the rule fired.
+    assert ci.relative_half_width(median) <= 0.0105
+    assert len(result.samples) >= 10 and result.seconds >= 0.05
+
+
+def test_tighter_targets_take_more_samples() -> None:
+    counts = []
+    for target in (0.05, 0.01, 0.003):
+        dev = FakeDevice(lambda k: 1e-3, noise=0.03, seed=2)
+        result = sample(dev.run_block, SamplingPlan(target=target, min_time=0.0, max_time=1e3), clock=dev.clock)
+        assert result.converged
+        counts.append(len(result.samples))
+    assert counts[0] < counts[1] < counts[2]
+
+
+def test_time_cap_says_the_target_was_not_reached() -> None:
+    dev = FakeDevice(lambda k: 1e-3, noise=0.6, seed=3)
+    plan = SamplingPlan(target=0.001, max_time=0.5)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert not result.converged
+    assert result.stop_reason.startswith("time cap 0.5 s reached before the 0.10% target")
+    assert 0.5 <= result.seconds < 0.6
+
+
+def test_minimum_samples_and_time_are_respected() -> None:
+    dev = FakeDevice(lambda k: 1e-3)  # no noise: the CI is zero-width at once
+    plan = SamplingPlan(min_samples=25, min_time=0.2)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert result.converged
+    assert len(result.samples) >= 25
+    assert result.seconds >= 0.2
+
+
+def test_warmup_cap_when_times_keep_falling() -> None:
+    dev = FakeDevice(lambda k: 1e-2 * 0.97**k)  # never steady
+    plan = SamplingPlan(warmup_time=0.3, max_time=0.2)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert not result.warmup.steady
+    assert result.warmup.seconds >= 0.3
+    assert list(result.warmup.block_times) == sorted(result.warmup.block_times, reverse=True)
+
+
+def test_slow_steps_still_give_samples() -> None:
+    dev = FakeDevice(lambda k: 0.8, noise=0.02)
+    plan = SamplingPlan(max_time=5.0, min_samples=5)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert result.iterations == 1
+    assert len(result.samples) >= 5
+
+
+def test_a_zero_reading_timer_does_not_divide_by_zero() -> None:
+    dev = FakeDevice(lambda k: 0.0)
+    result = sample(dev.run_block, SamplingPlan(max_time=0.01, warmup_time=0.01), clock=dev.clock)
+    assert result.iterations >= 1
+
+
+def test_every_decision_goes_through_agree() -> None:
+    """In a distributed run one rank's wish to stop stops every rank at the same block."""
+    dev = FakeDevice(lambda k: 1e-3, noise=0.3, seed=4)
+    decisions: list[bool] = []
+
+    def agree(flag: bool) -> bool:
+        decisions.append(flag)
+        return flag or len(decisions) >= 40  # another rank stops at the 40th decision
+
+    result = sample(dev.run_block, SamplingPlan(target=1e-6, max_time=100.0), clock=dev.clock, agree=agree)
+    assert not result.converged
+    assert result.stop_reason == "stopped with the other ranks"
+    assert result.warmup.blocks + len(result.samples) == 40 == len(decisions)
+    assert len(dev.blocks) == 40
+
+
+def test_stop_rule_protocol_is_pluggable() -> None:
+    dev = FakeDevice(lambda k: 1e-3)
+
+    def seven_samples(samples: object, elapsed: float) -> tuple[bool, bool, str]:
+        n = len(samples)  # type: ignore[arg-type]
+        return n >= 7, n >= 7, "seven"
+
+    result = sample(dev.run_block, SamplingPlan(), clock=dev.clock, stop_rule=seven_samples)
+    assert len(result.samples) == 7 and result.stop_reason == "seven"
+    rule = CiStopRule(SamplingPlan())
+    assert rule([1e-3] * 3, 10.0) == (True, False, "time cap 5 s reached before the 1.00% target")

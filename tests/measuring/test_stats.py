@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from pytest_gpuperf.measuring import median_ci, summarize
+from pytest_gpuperf.measuring._stats import binomial_cdf, median_ci_ranks
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 20, 61])
+def test_binomial_cdf_matches_exact_arithmetic(n: int) -> None:
+    for k in range(-1, n + 1):
+        exact = sum(Fraction(math.comb(n, i), 2**n) for i in range(max(k + 1, 0)))
+        assert binomial_cdf(k, n) == pytest.approx(float(exact), rel=1e-9, abs=1e-300)
+
+
+def test_ranks_follow_the_classic_table() -> None:
+    # n=10: 2nd and 9th order statistics, 97.9% (any nonparametric statistics text).
+    lo, hi, coverage = median_ci_ranks(10)
+    assert (lo, hi) == (1, 8)
+    assert coverage == pytest.approx(0.978515625)
+    # With 5 samples no pair reaches 95%: the full range, with its lower coverage, is returned.
+    lo, hi, coverage = median_ci_ranks(5)
+    assert (lo, hi) == (0, 4)
+    assert coverage == pytest.approx(0.9375)
+    for n in (6, 11, 30, 101, 1000, 5000):
+        lo, hi, coverage = median_ci_ranks(n)
+        assert coverage >= 0.95
+        # The narrowest: one step inward would drop below 95%.
+        assert 1 - 2 * binomial_cdf(lo + 1, n) < 0.95
+
+
+@pytest.mark.parametrize(
+    ("name", "draw", "true_median"),
+    [
+        ("lognormal", lambda rng, n: rng.lognormal(0.0, 0.5, n), 1.0),
+        ("exponential+floor", lambda rng, n: 2.0 + rng.exponential(1.0, n), 2.0 + math.log(2)),
+        ("bimodal", lambda rng, n: np.where(rng.random(n) < 0.4, 11.7, 14.7) + rng.normal(0, 0.3, n), None),
+    ],
+)
+@pytest.mark.parametrize("n", [12, 40, 200])
+def test_interval_covers_the_true_median_at_its_nominal_rate(name: str, draw, true_median, n: int) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(20261122 + n)
+    if true_median is None:  # estimate the bimodal median from a huge draw
+        true_median = float(np.median(draw(rng, 2_000_000)))
+    trials = 2000
+    covered = sum(median_ci(draw(rng, n)).contains(true_median) for _ in range(trials))
+    rate = covered / trials
+    nominal = median_ci_ranks(n)[2]
+    # Coverage is exact for any continuous distribution: the empirical rate must sit
+    # within sampling error of the nominal one (4 standard errors), never well below 95%.
+    se = math.sqrt(nominal * (1 - nominal) / trials)
+    assert abs(rate - nominal) < 4 * se, (name, n, rate, nominal)
+    assert rate > 0.95 - 4 * se
+
+
+def test_summary() -> None:
+    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s.median == 3.0
+    assert s.minimum == 1.0 and s.maximum == 100.0
+    assert s.q1 == 2.0 and s.q3 == 4.0 and s.iqr == 2.0
+    assert s.cv == pytest.approx(s.stdev / s.mean)
+    assert s.ci.low == 1.0 and s.ci.high == 100.0
+    with pytest.raises(ValueError, match="no samples"):
+        summarize([])

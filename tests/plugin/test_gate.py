@@ -1,0 +1,430 @@
+"""The gate as a reviewer runs it: pytester inner runs asserting exit statuses, tables and messages.
+
+Timing is made exact here (the CPU backend's block timer returns what the step says it
+took, and the load gauge sees nothing), so that verdicts do not depend on this shared
+machine's noise; ``bench/gate_power.py`` measures the gate against real noise.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+FAST = (
+    "--gpuperf-device=cpu",
+    "--gpuperf-min-time=0.005",
+    "--gpuperf-max-time=0.3",
+    "--gpuperf-warmup-time=0.01",
+    "--gpuperf-memory=off",
+    "--gpuperf-confirm=0",  # the tests about confirmation runs ask for them
+    "-p",
+    "no:cacheprovider",
+)
+
+STEP_TEST = """
+import os
+import random
+
+import pytest
+
+rng = random.Random(0)
+
+
+def step_seconds(name):
+    return float(os.environ.get(name, os.environ["GATE_TEST_STEP_MS"])) / 1e3
+
+
+def test_step(gpuperf):
+    seconds = step_seconds("GATE_TEST_STEP_MS")
+    gpuperf.measure(lambda: seconds * (1 + rng.uniform(-0.002, 0.002)), flops=1e6)
+
+
+@pytest.mark.gpuperf(tolerance=0.5)
+def test_lenient(gpuperf):
+    seconds = step_seconds("GATE_TEST_LENIENT_MS")
+    gpuperf.measure(lambda: seconds * (1 + rng.uniform(-0.002, 0.002)), flops=1e6)
+"""
+
+
+EXACT_TIMING_CONFTEST = """
+import os
+import time
+
+from pytest_gpuperf._pytest import _gate as gate
+from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring import _load as contention
+from pytest_gpuperf.measuring._load import CpuSnapshot
+
+SAVED = {}
+
+
+def _time_block(self, fn, iterations):
+    return sum(float(fn()) for _ in range(iterations))
+
+
+def _gauge(*args):
+    if os.environ.get("GATE_TEST_BUSY") != "1":
+        return None
+    now = time.perf_counter()  # other processes keep one of the two cores busy
+    return CpuSnapshot(wall=now, busy=now, steal=0.0, own=0.0, cpus=2)
+
+
+def pytest_configure(config):
+    SAVED.update(block=CpuBackend.time_block, snapshot=contention.snapshot, spacing=gate.ROUND_SPACING)
+    CpuBackend.time_block = _time_block
+    contention.snapshot = _gauge
+    gate.ROUND_SPACING = 0.0
+
+
+def pytest_unconfigure(config):
+    CpuBackend.time_block = SAVED["block"]
+    contention.snapshot = SAVED["snapshot"]
+    gate.ROUND_SPACING = SAVED["spacing"]
+"""
+
+
+@pytest.fixture
+def exact_timing(pytester: pytest.Pytester) -> None:
+    """Each call of a step returns its duration in seconds and the block timer adds them up; the load gauge sees
+    nothing (or a busy machine with GATE_TEST_BUSY=1). A conftest, so that confirmation runs in fresh processes
+    time the same way; it restores everything when the inner session ends."""
+    pytester.makeconftest(EXACT_TIMING_CONFTEST)
+
+
+@pytest.fixture
+def steps(pytester: pytest.Pytester, exact_timing: None, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makepyfile(test_steps=STEP_TEST)
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2")
+    return pytester
+
+
+def save_rounds(pytester: pytest.Pytester, rounds: int = 3, name: str = "main", *more: str) -> pytest.RunResult:
+    for _ in range(rounds):
+        result = pytester.runpytest(*FAST, f"--gpuperf-save={name}", *more)
+        assert result.ret == pytest.ExitCode.OK
+    return result
+
+
+# ---------------------------------------------------------------- the gate
+
+
+def test_a_planted_regression_fails_and_an_aa_rerun_passes(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = save_rounds(steps)
+    saved.stdout.fnmatch_lines(["gpuperf: baseline 'main' (*/.gpuperf/baselines/main.json) now holds 3 runs"])
+
+    same = steps.runpytest(*FAST, "--gpuperf-compare=main")
+    assert same.ret == pytest.ExitCode.OK
+    same.stdout.fnmatch_lines(
+        [
+            "*= gpuperf gate =*",
+            "against baseline 'main' */main.json (3 runs of code outside git, newest *)",
+            "test *device*baseline*current*ratio [[]95% CI[]]*runs*verdict*why",
+            "test_step *cpu*2 ms*2 ms*1.000 [[]0.9*, 1.0*[]]*3/1*unchanged*within the 5% tolerance",
+            "gpuperf gate: passed (2 unchanged; failing on slower)",
+        ]
+    )
+
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    slower = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2")
+    assert slower.ret == pytest.ExitCode.TESTS_FAILED
+    slower.assert_outcomes(passed=2)  # the tests pass; the gate fails the session
+    slower.stdout.fnmatch_lines(
+        [
+            "test_step *cpu*2 ms*2.5 ms*1.250 [[]1.2*, 1.2*[]]*3/3*SLOWER*+25.0%: significant and over the 5% *",
+            "test_lenient *cpu*unchanged*within the 50% tolerance*",
+            "gpuperf gate: FAILED (1 slower, 1 unchanged; failing on slower): test_step [[]cpu[]]",
+            "gpuperf: measured 1 test(s) that looked slower again (2 confirmation run(s) in fresh processes)",
+        ]
+    )
+
+
+def test_an_improvement_is_shown_and_passes(steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    save_rounds(steps, 1)
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "1.5")
+    result = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "test_step")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["test_step *0.750 [[]*faster*-25.0%: significant*"])
+
+
+def test_tolerance_from_the_command_line_or_ini(steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    save_rounds(steps, 1)
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    assert steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-tolerance=30%").ret == pytest.ExitCode.OK
+    steps.makeini("[pytest]\ngpuperf_tolerance = 0.3\n")
+    assert steps.runpytest(*FAST, "--gpuperf-compare=main").ret == pytest.ExitCode.OK
+    assert steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-tolerance=0.1").ret == 1
+
+
+def test_which_verdicts_fail_is_configurable(steps: pytest.Pytester) -> None:
+    save_rounds(steps, 1)
+    lenient_only = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "lenient")
+    assert lenient_only.ret == pytest.ExitCode.OK
+    lenient_only.stdout.fnmatch_lines(["test_step *cpu*missing*not measured in this run"])
+    strict = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "lenient", "--gpuperf-fail-on=slower,missing")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["gpuperf gate: FAILED (1 unchanged, 1 missing; failing on missing,slower): *"])
+
+
+def test_a_slowdown_measured_on_a_busy_machine_is_inconclusive(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_rounds(steps, 1, "main", "--gpuperf-threads=2")
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    monkeypatch.setenv("GATE_TEST_BUSY", "1")
+    # Two threads on two CPUs: a neighbour on one of them disturbs the measurement (one thread would not be).
+    args = ("--gpuperf-compare=main", "--gpuperf-quiet-wait=0.4", "--gpuperf-confirm=2", "--gpuperf-threads=2")
+    result = steps.runpytest(*FAST, *args, "-k", "test_step")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["test_step *inconclusive*looks +25.0%, but measured while busy: other processes used 1.0 of 2 CPUs*"]
+    )
+    (run_file,) = sorted((steps.path / ".gpuperf" / "runs").glob("*.json"))[-1:]
+    gate = json.loads(run_file.read_text())["records"][0]["gate"]
+    assert gate["load"]["background_cores"] == pytest.approx(1.0, abs=0.05)
+    assert gate["quiet_wait_s"] == pytest.approx(0.4)
+    assert len(gate["runs"]) == 2  # measured again in fresh processes, still busy
+    assert all(run["load"]["background_cores"] > 0.9 for run in gate["runs"])
+
+
+def test_a_transient_is_measured_again_before_it_can_fail_the_gate(
+    pytester: pytest.Pytester, exact_timing: None
+) -> None:
+    pytester.makepyfile(
+        test_transient="""
+        import os
+        from pathlib import Path
+
+        SEEN = Path("transient-seen")
+
+        def test_step(gpuperf):
+            # 50% slower the first time only: one slow session of the machine.
+            slow = os.environ.get("GATE_TEST_TRANSIENT") == "1" and not SEEN.exists()
+            seconds = 3e-3 if slow else 2e-3
+            gpuperf.measure(lambda: seconds, flops=1e6)
+            SEEN.touch()
+        """
+    )
+    save_rounds(pytester)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GATE_TEST_TRANSIENT", "1")
+        (pytester.path / "transient-seen").unlink()
+        judged_at_once = pytester.runpytest(*FAST, "--gpuperf-compare=main")
+        assert judged_at_once.ret == pytest.ExitCode.TESTS_FAILED
+        (pytester.path / "transient-seen").unlink()
+        confirmed = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=1")
+    assert confirmed.ret == pytest.ExitCode.OK
+    confirmed.stdout.fnmatch_lines(
+        [
+            "test_step *2 ms*2 ms*1 of 2*unchanged*left out as disturbed: 1 of 2 current runs",
+            "gpuperf: measured 1 test(s) that looked slower again (1 confirmation run(s) in fresh processes)",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- bad input: message names the file and the fix
+
+
+def test_corrupt_baseline_is_refused_before_measuring_and_left_alone(steps: pytest.Pytester) -> None:
+    path = steps.path / ".gpuperf" / "baselines" / "main.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{truncated")
+    for option in ("--gpuperf-compare=main", "--gpuperf-save=main"):
+        result = steps.runpytest(*FAST, option)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: {option}: {path} is not valid JSON (*); it was left as it is: *"])
+        assert "passed" not in result.stdout.str()
+    assert path.read_text() == "{truncated"
+
+
+def test_wrong_schema_version_is_refused(steps: pytest.Pytester) -> None:
+    save_rounds(steps, 1)
+    path = steps.path / ".gpuperf" / "baselines" / "main.json"
+    data = json.loads(path.read_text())
+    data["version"] = 99
+    path.write_text(json.dumps(data))
+    before = path.read_text()
+    result = steps.runpytest(*FAST, "--gpuperf-compare=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --gpuperf-compare=main: {path} has pytest-gpuperf/baseline schema version 99, "
+            "this pytest-gpuperf reads version 1; re-record it with this version, or read it with *"
+        ]
+    )
+    assert path.read_text() == before
+
+
+def test_unknown_baseline_name_says_how_to_record_it(steps: pytest.Pytester) -> None:
+    save_rounds(steps, 1)
+    result = steps.runpytest(*FAST, "--gpuperf-compare=mian")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --gpuperf-compare=mian: no baseline named 'mian' in */.gpuperf/baselines (baselines there: main); "
+            "record one on the base commit with: pytest --gpuperf-save=mian, or give the path of a results file"
+        ]
+    )
+
+
+def test_baseline_from_other_hardware_is_refused_unless_allowed(steps: pytest.Pytester) -> None:
+    save_rounds(steps, 1)
+    path = steps.path / ".gpuperf" / "baselines" / "main.json"
+    data = json.loads(path.read_text())
+    data["runs"][0]["fingerprint"]["cpu_model"] = "Some Other CPU 9000"
+    path.write_text(json.dumps(data))
+    result = steps.runpytest(*FAST, "--gpuperf-compare=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --gpuperf-compare=main: {path} was measured on other hardware or software "
+            "(CPU model Some Other CPU 9000 -> *), so its records cannot be compared with this run. "
+            "Record a baseline on this machine (pytest --gpuperf-save=NAME on the base commit), "
+            "or pass --gpuperf-allow-mismatch=cpu_model to compare anyway"
+        ]
+    )
+    allowed = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-allow-mismatch=cpu_model")
+    assert allowed.ret == pytest.ExitCode.OK
+    allowed.stdout.fnmatch_lines(["differs (shown, not blocking): CPU model Some Other CPU 9000 -> *"])
+
+
+def test_unwritable_results_directory(steps: pytest.Pytester) -> None:
+    (steps.path / "afile").write_text("not a directory")
+    saving = steps.runpytest(*FAST, "--gpuperf-results-dir=afile/results", "--gpuperf-save=main")
+    assert saving.ret == pytest.ExitCode.USAGE_ERROR
+    saving.stderr.fnmatch_lines(
+        [
+            f"ERROR: --gpuperf-save=main: results directory {steps.path}/afile/results is not writable (*); "
+            "choose a writable one with --gpuperf-results-dir=DIR or the ini key gpuperf_results_dir"
+        ]
+    )
+    assert "passed" not in saving.stdout.str()
+    # Without a baseline to save, the tests run and the run's file is reported as not written.
+    plain = steps.runpytest(*FAST, "--gpuperf-results-dir=afile/results")
+    assert plain.ret == pytest.ExitCode.OK
+    plain.stdout.fnmatch_lines(["gpuperf: could not save this run: results directory */afile/results is not *"])
+    assert (steps.path / "afile").read_text() == "not a directory"
+
+
+def test_bad_gate_options(steps: pytest.Pytester) -> None:
+    for args, message in (
+        (["--gpuperf-save=../x"], "ERROR: --gpuperf-save=../x: '../x' is not a baseline name: use letters*"),
+        (["--gpuperf-fail-on=worse"], "ERROR: --gpuperf-fail-on=worse: 'worse' is not a verdict; use *"),
+        (["--gpuperf-tolerance=5"], "ERROR: --gpuperf-tolerance=5: must be between 0 and 1*"),
+        (["--gpuperf-allow-mismatch=gpu"], "ERROR: --gpuperf-allow-mismatch=gpu: 'gpu' is not a fingerprint key*"),
+        (["--gpuperf-quiet-wait=soon"], "ERROR: --gpuperf-quiet-wait=soon: must be auto, off, or a time such as*"),
+        (["--gpuperf-confirm=-1"], "ERROR: --gpuperf-confirm=-1: must be 0 or more"),
+    ):
+        result = steps.runpytest(*FAST, *args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
+
+
+# ---------------------------------------------------------------- faults: what was measured is kept
+
+
+def test_every_run_is_saved_in_the_results_directory(steps: pytest.Pytester) -> None:
+    assert steps.runpytest(*FAST).ret == pytest.ExitCode.OK
+    steps.makeini("[pytest]\ngpuperf_results_dir = perf-results\n")
+    assert steps.runpytest(*FAST).ret == pytest.ExitCode.OK
+    (default,) = (steps.path / ".gpuperf" / "runs").glob("*.json")
+    (from_ini,) = (steps.path / "perf-results" / "runs").glob("*.json")
+    for path in (default, from_ini):
+        data = json.loads(path.read_text())
+        assert data["schema"] == "pytest-gpuperf/results" and len(data["records"]) == 2
+        assert data["settings"]["tolerance"] == 0.05  # the session's
+        assert "tolerance" not in data["records"][0]["gate"]
+        assert data["records"][1]["gate"]["tolerance"] == 0.5  # the test's marker travels with its record
+
+
+def test_ctrl_c_saves_what_was_measured_and_leaves_the_baseline_alone(
+    pytester: pytest.Pytester, exact_timing: None
+) -> None:
+    # In a subprocess: in-process, pytester hands a KeyboardInterrupt on to the outer run.
+    pytester.makepyfile(
+        test_interrupted="""
+        def test_first(gpuperf):
+            gpuperf.measure(lambda: 1e-3, flops=1)
+
+        def test_second():
+            raise KeyboardInterrupt
+
+        def test_third(gpuperf):
+            gpuperf.measure(lambda: 1e-3, flops=1)
+        """
+    )
+    result = pytester.runpytest_subprocess(*FAST, "--gpuperf-save=main")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: saved 1 records to */.gpuperf/runs/*.json (interrupted: the records measured before)",
+            "gpuperf: interrupted, so baseline 'main' was left as it was",
+        ]
+    )
+    (path,) = (pytester.path / ".gpuperf" / "runs").glob("*.json")
+    data = json.loads(path.read_text())
+    assert data["interrupted"] is True
+    assert [r["test"] for r in data["records"]] == ["test_interrupted.py::test_first[cpu]"]
+    assert not (pytester.path / ".gpuperf" / "baselines" / "main.json").exists()
+
+
+OOM_TEST = """
+import os
+import weakref
+
+import pytest
+import torch
+
+HELD = []
+
+
+def test_before(gpuperf):
+    gpuperf.measure(lambda: 1e-3, flops=1)
+
+
+def test_oom(gpuperf):
+    working_set = torch.ones(4_000_000)  # held by this frame when the allocation below fails
+    HELD.append(weakref.ref(working_set))
+    if os.environ.get("GATE_TEST_OOM") == "1":
+        torch.empty(2**50, dtype=torch.uint8)  # the CPU allocator: "can't allocate memory"
+    gpuperf.measure(lambda: 1e-3, flops=1)
+
+
+@pytest.fixture
+def memory_is_back():
+    # Set up before the next test's call: pytest itself would keep the failure's frames until then.
+    assert all(ref() is None for ref in HELD), "the failed test's tensors are still alive"
+
+
+def test_after(gpuperf, memory_is_back):
+    gpuperf.measure(lambda: 1e-3, flops=1)
+"""
+
+
+def test_out_of_memory_in_one_test_frees_it_and_the_next_tests_run(
+    pytester: pytest.Pytester, exact_timing: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In a subprocess: in-process, pytester's hook recorder itself keeps the failure's frames alive.
+    pytester.makepyfile(test_memory=OOM_TEST)
+    assert pytester.runpytest_subprocess(*FAST, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("GATE_TEST_OOM", "1")
+    result = pytester.runpytest_subprocess(*FAST, "--gpuperf-compare=main")
+    result.assert_outcomes(passed=2, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*can't allocate memory*", "test_oom *cpu*missing*the test ran out of memory"])
+    newest = sorted((pytester.path / ".gpuperf" / "runs").glob("*.json"))[-1]
+    tests = [r["test"] for r in json.loads(newest.read_text())["records"]]
+    assert tests == ["test_memory.py::test_before[cpu]", "test_memory.py::test_after[cpu]"]
+
+
+def test_cli_reads_what_pytest_saved(steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuperf.cli import main
+
+    save_rounds(steps, 2)
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.8")
+    assert steps.runpytest(*FAST, "--gpuperf-json=head.json").ret == pytest.ExitCode.OK
+    monkeypatch.chdir(steps.path)
+    assert main(["compare", "main", "head.json"]) == 1  # +40%: test_step over 5%, test_lenient within its 50%
+    assert main(["compare", "main", "head.json", "--tolerance=60%"]) == 0

@@ -1,0 +1,47 @@
+"""``pytest --help`` for the plugin's group is kept as a snapshot; the README lists every option."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf._pytest._options import OPTIONS
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "help.txt"
+README = Path(__file__).parents[2] / "README.md"
+
+
+def gpuperf_help(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COLUMNS", "100")
+    result = pytester.runpytest("--help")
+    assert result.ret == pytest.ExitCode.OK
+    lines = result.stdout.lines
+    start = lines.index("pytest-gpuperf: deep-learning performance tests:")
+    end = lines.index("", start)
+    # An ini entry is its "  gpuperf_x (string):" line and the deeper-indented help lines under it.
+    ini: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("  gpuperf_"):
+            ini.append(line)
+            ini.extend(itertools.takewhile(lambda more: more.startswith("    "), lines[i + 1 :]))
+    return "\n".join([*lines[start:end], "", *ini]) + "\n"
+
+
+def test_help_matches_snapshot(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gpuperf_help(pytester, monkeypatch)
+    if os.environ.get("GPUPERF_UPDATE_SNAPSHOT"):
+        SNAPSHOT.write_text(text)
+    assert text == SNAPSHOT.read_text(), (
+        "pytest --help changed; review it and rerun with GPUPERF_UPDATE_SNAPSHOT=1 to accept:\n" + text
+    )
+
+
+def test_readme_lists_every_option_with_its_ini_key_and_default() -> None:
+    readme = README.read_text()
+    for spec in OPTIONS:
+        default = "-" if spec.default is None else f"`{spec.default}`"
+        row = f"| `{spec.flag}` | `{spec.ini}` | {default} |"
+        assert row in readme, f"README.md options table lacks the row starting {row!r}"

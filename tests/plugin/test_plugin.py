@@ -1,0 +1,382 @@
+"""The plugin as a user runs it: pytester inner runs, asserting exit codes and output lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+FAST = ("--gpuperf-min-time=0.01", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.05", "--gpuperf-memory=off")
+
+MATMUL_TEST = """
+import torch
+
+def test_mm(gpuperf, gpuperf_device):
+    a = torch.randn(64, 64, device=gpuperf_device)
+    m = gpuperf.measure(lambda: a @ a, flops=2 * 64**3)
+    m.assert_throughput(at_least="{bound}")
+"""
+
+
+@pytest.fixture
+def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_mm=MATMUL_TEST.format(bound="1 FLOP/s"))
+    return pytester
+
+
+# ---------------------------------------------------------------- usage errors
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--gpuperf-device=gpu"],
+            "ERROR: --gpuperf-device=gpu: 'gpu' is not a device (for an NVIDIA GPU write cuda or cuda:N); "
+            "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda",
+        ),
+        (["--gpuperf-device=cuda:x"], "ERROR: --gpuperf-device=cuda:x: 'cuda:x' is not a device (the index after*"),
+        (["--gpuperf-device=cpu,"], "ERROR: --gpuperf-device=cpu,: 'cpu,' is empty or has an empty item*"),
+        (["--gpuperf-max-time=-1"], "ERROR: --gpuperf-max-time=-1: must be a positive time, such as 0.5*"),
+        (["--gpuperf-min-time=0"], "ERROR: --gpuperf-min-time=0: must be a positive time*"),
+        (["--gpuperf-warmup-time=0 ms"], "ERROR: --gpuperf-warmup-time=0 ms: must be a positive time*"),
+        (
+            ["--gpuperf-max-time=fast"],
+            "ERROR: --gpuperf-max-time=fast: cannot parse 'fast' as a quantity*; write a time such as 0.5*",
+        ),
+        (["--gpuperf-max-time=3 GB"], "ERROR: --gpuperf-max-time=3 GB: '3 GB' is not a time*"),
+        (["--gpuperf-target=abc"], "ERROR: --gpuperf-target=abc: is not a number; write a fraction such as 0.01*"),
+        (["--gpuperf-target=150%"], "ERROR: --gpuperf-target=150%: must be between 0 and 1*"),
+        (["--gpuperf-min-samples=0"], "ERROR: --gpuperf-min-samples=0: must be at least 1"),
+        (
+            ["--gpuperf-threads=two"],
+            "ERROR: --gpuperf-threads=two: is not a whole number; write a thread count such as 1, auto*",
+        ),
+        (["--gpuperf-inconclusive=maybe"], "ERROR: --gpuperf-inconclusive=maybe: must be one of: warn, fail"),
+        (["--gpuperf-size=huge"], "ERROR: --gpuperf-size=huge: must be one of: auto, small, medium, large"),
+        (
+            ["--gpuperf-min-time=10", "--gpuperf-max-time=1"],
+            "ERROR: options: min_time 10 s is above max_time 1 s; raise --gpuperf-max-time or lower*",
+        ),
+    ],
+)
+def test_bad_options_are_usage_errors(matmul: pytest.Pytester, args: list[str], message: str) -> None:
+    result = matmul.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_value_names_the_ini_key(matmul: pytest.Pytester) -> None:
+    matmul.makeini("[pytest]\ngpuperf_max_time = soon\n")
+    result = matmul.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: ini gpuperf_max_time = soon: cannot parse 'soon' as a quantity*"])
+
+
+def test_unknown_marker_keyword_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf(targett=0.02)
+        def test_x(gpuperf):
+            pass
+
+        def test_unrelated():
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting test_unknown_marker_keyword_is_a_collection_error.py*",
+            "*test_x: @pytest.mark.gpuperf got an unknown keyword 'targett'; it accepts: *target*",
+        ]
+    )
+
+
+def test_bad_marker_value_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf(max_time="forever")
+        def test_x(gpuperf):
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*@pytest.mark.gpuperf(max_time='forever'): cannot parse 'forever'*"])
+
+
+def test_bad_requires_marker_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf_requires("gpu")
+        def test_x(gpuperf_device):
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*gpuperf_requires('gpu',): name device kinds among cpu, cuda, mps*"])
+
+
+# ---------------------------------------------------------------- devices
+
+
+def test_device_parametrization_ids(matmul: pytest.Pytester) -> None:
+    result = matmul.runpytest("--collect-only", "-q", "--gpuperf-device=cpu,cuda:1,mps")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["test_mm.py::test_mm[[]cpu[]]", "test_mm.py::test_mm[[]cuda:1[]]", "test_mm.py::test_mm[[]mps[]]"]
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_absent_device_skips_with_what_was_asked_and_what_exists(matmul: pytest.Pytester) -> None:
+    result = matmul.runpytest("--gpuperf-device=cuda", "-rs")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED [[]1[]] *: gpuperf: cuda was requested but torch * was built without CUDA; devices here: cpu"]
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_absent_device_is_an_error_when_asked(matmul: pytest.Pytester) -> None:
+    result = matmul.runpytest("--gpuperf-device=cpu,cuda", "--gpuperf-missing-device=error")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --gpuperf-missing-device=error: cuda was requested but torch * was built without CUDA; "
+            "devices here: cpu. Run on a machine with that device, or pass --gpuperf-missing-device=skip*"
+        ]
+    )
+
+
+def test_requires_marker_skips_other_kinds(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf_requires("cuda", count=2)
+        def test_dp(gpuperf_device):
+            raise AssertionError("must not run on cpu")
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu", "-rs")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["SKIPPED*gpuperf: needs a cuda device; this run is on cpu"])
+
+
+# ---------------------------------------------------------------- settings precedence
+
+
+PRECEDENCE_TEST = """
+import pytest
+
+def test_session_level(gpuperf):
+    print("SESSION", gpuperf.settings.measure.max_time)
+
+@pytest.mark.gpuperf(max_time="7 s")
+def test_marker(gpuperf):
+    print("MARKER", gpuperf.settings.measure.max_time)
+"""
+
+
+@pytest.mark.parametrize(
+    ("ini", "cli", "session", "marker"),
+    [
+        (None, None, "5.0", "7.0"),  # defaults, marker
+        ("2", None, "2.0", "7.0"),  # ini beats default
+        ("2", "3 s", "3.0", "7.0"),  # command line beats ini; the marker beats both
+    ],
+)
+def test_precedence_marker_cli_ini_default(
+    pytester: pytest.Pytester, ini: str | None, cli: str | None, session: str, marker: str
+) -> None:
+    pytester.makepyfile(test_p=PRECEDENCE_TEST)
+    if ini:
+        pytester.makeini(f"[pytest]\ngpuperf_max_time = {ini}\n")
+    args = ["-s", "--gpuperf-device=cpu", *FAST[:1], "--gpuperf-memory=off"]
+    if cli:
+        args.append(f"--gpuperf-max-time={cli}")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"*SESSION {session}*", f"*MARKER {marker}*"])
+
+
+# ---------------------------------------------------------------- measuring and asserting
+
+
+def test_passing_throughput_assertion_and_table(matmul: pytest.Pytester) -> None:
+    result = matmul.runpytest("--gpuperf-device=cpu", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= gpuperf results =*",
+            "test*device*median*95% CI*throughput*peak mem*samples*flags",
+            "test_mm*cpu*s*+-*FLOP/s*-*x*",
+        ]
+    )
+
+
+def test_failing_throughput_assertion_shows_the_evidence(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mm=MATMUL_TEST.format(bound="1 PFLOP/s"))
+    result = pytester.runpytest("--gpuperf-device=cpu", *FAST)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "E   *GpuperfAssertionError: test_mm.py::test_mm[[]cpu[]]: throughput at least 1 PFLOP/s expected, "
+            "but median *FLOP/s, 95% CI [[]*FLOP/s, *FLOP/s[]] from * samples x * calls on cpu (*); "
+            "the whole interval is on the wrong side",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*test_mm*cpu*throughput fail*"])
+
+
+LATENCY_AT_MEDIAN = """
+def test_lat(gpuperf):
+    total = 0
+    def step():
+        nonlocal total
+        for i in range(2000):
+            total += i
+    m = gpuperf.measure(step)
+    # A bound at the median: the interval straddles it, so no verdict can honestly be given.
+    m.assert_latency(at_most=m.median)
+"""
+
+
+def test_straddling_interval_warns_inconclusive_by_default(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_lat=LATENCY_AT_MEDIAN)
+    result = pytester.runpytest("--gpuperf-device=cpu", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*InconclusiveWarning: test_lat.py::test_lat[[]cpu[]]: latency at most * is inconclusive: "
+            "the interval straddles the bound; median *",
+            "*test_lat*cpu*latency inconclusive*",
+        ]
+    )
+
+
+def test_straddling_interval_fails_when_configured(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_lat=LATENCY_AT_MEDIAN)
+    result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-inconclusive=fail", *FAST)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["E   *GpuperfAssertionError: *latency at most * is inconclusive*"])
+
+
+def test_measuring_twice_needs_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_twice(gpuperf):
+            gpuperf.measure(lambda: None)
+            gpuperf.measure(lambda: None)
+
+        def test_named(gpuperf):
+            gpuperf.measure(lambda: None, name="a")
+            gpuperf.measure(lambda: None, name="b")
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu", *FAST)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["E *ValueError: *test_twice[[]cpu[]] measures more than once: give each*name=*"])
+
+
+# ---------------------------------------------------------------- JSON and hooks
+
+
+def test_json_has_raw_samples_fingerprint_and_threads(matmul: pytest.Pytester) -> None:
+    result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-json=out/run.json", "--gpuperf-threads=1", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["gpuperf: wrote 1 records to out/run.json"])
+    data = json.loads((matmul.path / "out" / "run.json").read_text())
+    assert data["schema"] == "pytest-gpuperf/results" and data["version"] == 1
+
+    assert data["fingerprint"]["torch"] == torch.__version__
+    (record,) = data["records"]
+    assert record["test"] == "test_mm.py::test_mm[cpu]" and record["device"] == "cpu"
+    m = record["measurement"]
+    assert m["threads"] == 1
+    assert m["device_name"]
+    assert len(m["samples"]) >= 10 and all(s > 0 for s in m["samples"])
+    assert m["stats"]["ci_low"] <= m["stats"]["median"] <= m["stats"]["ci_high"]
+    assert m["work"] == {"FLOP": 2 * 64**3}
+    assert record["checks"][0]["outcome"] == "pass"
+    assert not list((matmul.path / "out").glob("*.tmp")), "no temporary file is left behind"
+
+
+def test_json_path_that_cannot_be_written_is_refused_before_measuring(matmul: pytest.Pytester) -> None:
+    (matmul.path / "afile").write_text("not a directory")
+    result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-json=afile/run.json", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --gpuperf-json=afile/run.json: */afile is a file, not a directory*"])
+    assert (matmul.path / "afile").read_text() == "not a directory"
+
+
+def test_hooks_add_metadata_and_observe(matmul: pytest.Pytester) -> None:
+    matmul.makeconftest(
+        """
+        def pytest_gpuperf_record_metadata(item, measurement):
+            return {"batch": 7, "name": measurement.name}
+
+        def pytest_gpuperf_measured(item, record):
+            print("OBSERVED", record.key, record.metadata["batch"])
+
+        def pytest_gpuperf_fingerprint(fingerprint):
+            fingerprint["rack"] = "B7"
+        """
+    )
+    result = matmul.runpytest("--gpuperf-device=cpu", "-s", "--gpuperf-json=run.json", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*OBSERVED test_mm.py::test_mm[[]cpu[]] 7*"])
+    data = json.loads((matmul.path / "run.json").read_text())
+    assert data["records"][0]["metadata"] == {"batch": 7, "name": "test_mm.py::test_mm[cpu]"}
+    assert data["fingerprint"]["rack"] == "B7"
+
+
+def test_runs_that_never_measure_never_import_torch(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_plain():
+            assert "torch" not in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)
+
+
+def test_workload_run_uses_the_size_preset(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_gpuperf.measuring import Step, Workload
+
+        checked = []
+
+        def build(device, size):
+            n = {"small": 10, "medium": 20, "large": 30}[size]
+            return Step(lambda: sum(range(n)), work={"items": n}, params={"n": n}, check=lambda: checked.append(n))
+
+        def test_w(gpuperf):
+            m = gpuperf.run(Workload("count", build))
+            assert checked == [20]
+            assert m.work == {"items": 20.0}
+            assert gpuperf.records[0].params == {"size": "medium", "n": "20"}
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-size=medium", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,109 @@
+"""The report's "% peak" column and the speedup of each device against the first, from synthetic records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from pytest_gpuperf._pytest._report import device_free_key, percent_of_peak, results_table, speedup_table, speedups
+from pytest_gpuperf.measuring import Measurement, Warmup
+from pytest_gpuperf.results import Record
+
+
+def record(
+    test: str,
+    device: str,
+    seconds: Sequence[float],
+    work: Mapping[str, float],
+    *,
+    name: str | None = None,
+    params: Mapping[str, str] | None = None,
+) -> Record:
+    nodeid = f"suites/test_x.py::{test}[{device}]"
+    m = Measurement(
+        name=name or nodeid,
+        device=device,
+        device_name=f"{device} model",
+        samples=tuple(seconds),
+        iterations=1,
+        warmup=Warmup(1, 1, 0.0, True, (0.0,)),
+        converged=True,
+        stop_reason="",
+        sampling_seconds=1.0,
+        target=0.01,
+        confidence=0.95,
+        work=dict(work),
+    )
+    return Record(test=nodeid, device=device, measurement=m, params=dict(params or {}))
+
+
+def around(center: float, n: int = 21, spread: float = 0.01) -> list[float]:
+    """``n`` samples evenly spread within +-``spread`` of ``center``."""
+    return [center * (1 - spread + 2 * spread * i / (n - 1)) for i in range(n)]
+
+
+CPU_MM = record("test_mm", "cpu", around(0.1), {"FLOP": 2e9}, params={"n": "1024"})
+GPU_MM = record("test_mm", "cuda:0", around(0.001), {"FLOP": 2e9}, params={"n": "1024"})
+CPU_MLP = record("test_mlp", "cpu", around(0.02), {"samples": 512, "FLOP": 1e9}, params={"batch": "512"})
+GPU_MLP = record("test_mlp", "cuda:0", around(0.004), {"samples": 16384, "FLOP": 32e9}, params={"batch": "16384"})
+
+
+def test_speedup_of_each_device_against_the_first_with_a_combined_ci() -> None:
+    rows = {s.test: s for s in speedups([CPU_MM, GPU_MM, CPU_MLP, GPU_MLP], ["cpu", "cuda:0"])}
+    mm = rows["test_mm"]
+    assert (mm.base, mm.device, mm.unit) == ("cpu", "cuda:0", "FLOP/s")
+    assert mm.value == pytest.approx(100.0)
+    assert mm.low < 100.0 < mm.high
+    assert mm.low == pytest.approx((2e9 / GPU_MM.measurement.ci.high) / (2e9 / CPU_MM.measurement.ci.low))
+    assert mm.note == ""
+
+
+def test_unlike_runs_are_compared_by_throughput_and_flagged() -> None:
+    (mlp,) = speedups([CPU_MLP, GPU_MLP], ["cpu", "cuda:0"])
+    # Different batches: times are not comparable, rates are; the first shared unit is used.
+    assert mlp.unit == "samples/s"
+    assert mlp.value == pytest.approx((16384 / 0.004) / (512 / 0.02))
+    assert mlp.note == "unlike runs: batch 512 vs 16384"
+
+
+def test_tests_on_one_device_only_and_a_single_device_give_no_rows() -> None:
+    assert speedups([CPU_MM, GPU_MLP], ["cpu", "cuda:0"]) == []
+    assert speedups([CPU_MM, GPU_MM], ["cpu"]) == []
+    assert speedup_table([CPU_MM], ["cpu", "cuda:0"]) == ""
+
+
+def test_the_first_requested_device_is_the_base_and_records_without_shared_work_compare_times() -> None:
+    a = record("test_t", "cpu", around(0.2), {"FLOP": 1.0})
+    b = record("test_t", "cuda:0", around(0.1), {"samples": 1.0})
+    (row,) = speedups([a, b], ["cuda:0", "cpu"])
+    assert (row.base, row.device, row.unit) == ("cuda:0", "cpu", "time")
+    assert row.value == pytest.approx(0.5)
+
+
+def test_speedup_table_text() -> None:
+    text = speedup_table([CPU_MM, GPU_MM, CPU_MLP, GPU_MLP], ["cpu", "cuda:0"])
+    lines = text.splitlines()
+    assert lines[0].split() == ["test", "devices", "speedup", "CI", "(>=90%)", "compared", "note"]
+    assert any(line.startswith("test_mm ") and "cuda:0 vs cpu" in line and "100x" in line for line in lines)
+    assert any("unlike runs: batch 512 vs 16384" in line for line in lines)
+
+
+def test_device_free_key_removes_the_device_parameter_only() -> None:
+    assert device_free_key(CPU_MM) == "suites/test_x.py::test_mm"
+    named = record("test_mm", "cuda:0", around(1.0), {"FLOP": 1.0}, name="float32")
+    assert device_free_key(named) == "suites/test_x.py::test_mm::float32"
+    both = Record(test="suites/t.py::test_amp[cuda:1-mlp]", device="cuda:1", measurement=named.measurement, params={})
+    assert device_free_key(both).startswith("suites/t.py::test_amp[mlp]")
+
+
+def test_percent_of_peak_column_appears_only_with_peaks() -> None:
+    peaks = {"cpu": 40e9}
+    assert percent_of_peak(CPU_MM, peaks) == "50%"
+    assert percent_of_peak(GPU_MM, peaks) == "-"  # no peak for that device
+    no_flop = record("test_copy", "cpu", around(0.1), {"B": 1e9})
+    assert percent_of_peak(no_flop, peaks) == "-"
+    with_peaks = results_table([CPU_MM, no_flop], peaks=peaks).splitlines()
+    assert "% peak" in with_peaks[0] and with_peaks[0].index("throughput") < with_peaks[0].index("% peak")
+    assert " 50% " in with_peaks[2]
+    assert "% peak" not in results_table([CPU_MM]).splitlines()[0]
