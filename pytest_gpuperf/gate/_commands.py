@@ -71,26 +71,7 @@ def _compare_parser(commands: Any) -> None:
     cmp.set_defaults(handler=compare_command)
 
 
-def _ab_parser(commands: Any) -> None:
-    abp = commands.add_parser(
-        "ab",
-        help="measure BASE's and HEAD's workloads side by side in one process, in paired rounds; "
-        "exit 1 if one got slower",
-        description=(_ab.__doc__ or "").split("\n\n")[0],
-    )
-    abp.add_argument("--base", required=True, metavar="REV", help="the revision to compare against, e.g. main")
-    abp.add_argument(
-        "--head", metavar="REV", default=None, help="the revision under review (default: the working tree)"
-    )
-    abp.add_argument(
-        "--workloads",
-        type=Path,
-        default=_ab.DEFAULT_WORKLOADS,
-        metavar="PATH",
-        help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions "
-        f"(default: {_ab.DEFAULT_WORKLOADS})",
-    )
-    abp.add_argument("--repo", type=Path, default=Path("."), help="a directory of the git repository (default: .)")
+def _ab_measuring_options(abp: argparse.ArgumentParser) -> None:
     abp.add_argument("--device", default="auto", help="one device: cpu, cuda, cuda:N, mps, auto (default: auto)")
     abp.add_argument("--size", choices=SIZES, default="auto", help="workload size preset (default: auto)")
     abp.add_argument(
@@ -114,6 +95,29 @@ def _ab_parser(commands: Any) -> None:
         help="torch threads while measuring: a count, auto (1 on a CPU, torch's default on a GPU) or torch "
         "(torch's default); default: auto",
     )
+
+
+def _ab_parser(commands: Any) -> None:
+    abp = commands.add_parser(
+        "ab",
+        help="measure BASE's and HEAD's workloads side by side in one process, in paired rounds; "
+        "exit 1 if one got slower",
+        description=(_ab.__doc__ or "").split("\n\n")[0],
+    )
+    abp.add_argument("--base", required=True, metavar="REV", help="the revision to compare against, e.g. main")
+    abp.add_argument(
+        "--head", metavar="REV", default=None, help="the revision under review (default: the working tree)"
+    )
+    abp.add_argument(
+        "--workloads",
+        type=Path,
+        default=_ab.DEFAULT_WORKLOADS,
+        metavar="PATH",
+        help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions "
+        f"(default: {_ab.DEFAULT_WORKLOADS})",
+    )
+    abp.add_argument("--repo", type=Path, default=Path("."), help="a directory of the git repository (default: .)")
+    _ab_measuring_options(abp)
     abp.add_argument(
         "-k",
         dest="select",

@@ -4,7 +4,8 @@ offline assets that let asv's published page work without the internet."""
 from __future__ import annotations
 
 from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
-from ._asv import FORMAT, AsvError, AsvTarget, Commit, benchmark_name, read_results, write_results
+from ._asv import AsvTarget, Commit, benchmark_name, write_results
+from ._asv_files import FORMAT, AsvError, read_results
 from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
 
 __all__ = [

@@ -29,62 +29,44 @@ its history; a test whose meaning changes should get a new name.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from .._git import GitError, commit_time, git
-from ..measuring import Measurement, summarize
-from ..results import Record, ResultsError, Run, atomic_write_text
+from ..results import Record, Run
+from ._asv_files import (
+    BENCHMARKS_API,
+    COLUMNS,
+    FORMAT,
+    MACHINE_API,
+    RESULTS_API,
+    UNIT,
+    AsvError,
+    Point,
+    load_json,
+    points_of_row,
+    read_results,
+    row_of,
+    unrepr,
+    write_json,
+)
 
 __all__ = [
-    "COLUMNS",
-    "FORMAT",
-    "AsvError",
     "AsvTarget",
     "Commit",
-    "Point",
     "benchmark_name",
     "check_machine_name",
     "git_commit",
     "machine_info",
-    "read_results",
     "write_results",
 ]
 
-#: The ``version`` of every benchmark written here; bump it only when the values change meaning.
-FORMAT: Final = "pytest-gpuperf-asv-1"
-UNIT: Final = "seconds"
-RESULTS_API: Final = 2
-BENCHMARKS_API: Final = 2
-MACHINE_API: Final = 1
-#: asv's results columns, in its order (asv/results.py ``Results.save``).
-COLUMNS: Final = (
-    "result",
-    "params",
-    "version",
-    "started_at",
-    "duration",
-    "stats_ci_99_a",
-    "stats_ci_99_b",
-    "stats_q_25",
-    "stats_q_75",
-    "stats_number",
-    "stats_repeat",
-    "samples",
-    "profile",
-)
-_CI: Final = 0.99
 _MACHINE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class AsvError(ResultsError):
-    """asv results that cannot be written or read; the message names the file or input and the fix."""
 
 
 @dataclass(frozen=True)
@@ -92,26 +74,6 @@ class Commit:
     hash: str
     #: committer time in milliseconds, as asv stores a commit's date
     date_ms: int
-
-
-@dataclass(frozen=True)
-class Point:
-    """One benchmark on one device: what asv keeps of a measurement."""
-
-    median: float
-    ci_low: float
-    ci_high: float
-    q1: float
-    q3: float
-    number: int
-    samples: tuple[float, ...]
-    started_at: int
-    duration: float
-
-    @classmethod
-    def of(cls, m: Measurement, started_at: int) -> Point:
-        s = summarize(m.samples, _CI)
-        return cls(s.median, s.ci.low, s.ci.high, s.q1, s.q3, m.iterations, m.samples, started_at, m.sampling_seconds)
 
 
 # ---------------------------------------------------------------- names and identity
@@ -203,13 +165,13 @@ def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) ->
         raise AsvError(f"no measurements to write to {directory}: the run measured nothing")
     _write_benchmarks(directory / "benchmarks.json", points, described, tests)
     info = machine_info(run.fingerprint, machine)
-    _write_json(directory / machine / "machine.json", {**info, "version": MACHINE_API})
+    write_json(directory / machine / "machine.json", {**info, "version": MACHINE_API})
     env_name, python, requirements = _environment(run.fingerprint)
     path = directory / machine / f"{commit.hash[:8]}-{env_name}.json"
     existing = read_results(path) if path.exists() else {}
     rows = existing.get("results", {})
     for name, by_device in points.items():
-        rows[name] = _row({**_points_of_row(rows.get(name)), **by_device})
+        rows[name] = row_of({**points_of_row(rows.get(name)), **by_device})
     data = {
         "commit_hash": commit.hash,
         "env_name": env_name,
@@ -223,7 +185,7 @@ def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) ->
         "durations": existing.get("durations", {}),
         "version": RESULTS_API,
     }
-    _write_json(path, data)
+    write_json(path, data)
     return path
 
 
@@ -265,11 +227,11 @@ def _write_benchmarks(
 ) -> None:
     entries: dict[str, Any] = {}
     if path.exists():
-        entries = _load(path, BENCHMARKS_API)
+        entries = load_json(path, BENCHMARKS_API)
         entries.pop("version", None)
     for name, by_device in points.items():
         old = entries.get(name, {})
-        known = [_unrepr(p) for p in (old.get("params") or [[]])[0]] if old.get("version") == FORMAT else []
+        known = [unrepr(p) for p in (old.get("params") or [[]])[0]] if old.get("version") == FORMAT else []
         devices = sorted(set(known) | set(by_device))
         entries[name] = {
             "code": f"# measured by pytest-gpuperf ({described[name]}):\n# pytest {tests[name]}",
@@ -282,91 +244,7 @@ def _write_benchmarks(
             "unit": UNIT,
             "version": FORMAT,
         }
-    _write_json(path, {**dict(sorted(entries.items())), "version": BENCHMARKS_API})
-
-
-def _row(by_device: Mapping[str, Point]) -> list[Any]:
-    devices = sorted(by_device)
-    ps = [by_device[d] for d in devices]
-    return [
-        [p.median for p in ps],
-        [[repr(d) for d in devices]],
-        FORMAT,
-        max(p.started_at for p in ps),
-        sum(p.duration for p in ps),
-        [p.ci_low for p in ps],
-        [p.ci_high for p in ps],
-        [p.q1 for p in ps],
-        [p.q3 for p in ps],
-        [p.number for p in ps],
-        [len(p.samples) for p in ps],
-        [list(p.samples) for p in ps],
-        None,
-    ]
-
-
-def _points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
-    """Points of a row this module wrote earlier (same version, one device parameter); other rows are replaced."""
-    if not row or len(row) < len(COLUMNS) - 1:
-        return {}
-    cols = dict(zip(COLUMNS, row, strict=False))
-    if cols["version"] != FORMAT or not cols["params"] or len(cols["params"]) != 1:
-        return {}
-    out: dict[str, Point] = {}
-    for i, device in enumerate(_unrepr(p) for p in cols["params"][0]):
-        try:
-            out[device] = Point(
-                float(cols["result"][i]),
-                float(cols["stats_ci_99_a"][i]),
-                float(cols["stats_ci_99_b"][i]),
-                float(cols["stats_q_25"][i]),
-                float(cols["stats_q_75"][i]),
-                int(cols["stats_number"][i]),
-                tuple(float(x) for x in cols["samples"][i]),
-                int(cols["started_at"]),
-                float(cols["duration"]) / len(cols["params"][0]),
-            )
-        except (TypeError, ValueError, IndexError):
-            continue
-    return out
-
-
-def _unrepr(value: object) -> str:
-    text = str(value)
-    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
-
-
-# ---------------------------------------------------------------- files
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    """An asv results file as a dict (its ``version`` checked and kept out); AsvError names the file and the fix."""
-    return _load(path, RESULTS_API)
-
-
-def _load(path: Path, api: int) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AsvError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise AsvError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
-            "delete it, or point --gpuperf-asv at another directory"
-        ) from None
-    found = data.get("version") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or found != api:
-        raise AsvError(
-            f"{path} is not an asv file of api version {api} (its version: {found!r}); "
-            "run `asv update` on that results directory, or point --gpuperf-asv at another directory"
-        )
-    data.pop("version")
-    return data
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    text = json.dumps(data, indent=1, allow_nan=True)
-    atomic_write_text(path, text + "\n")
+    write_json(path, {**dict(sorted(entries.items())), "version": BENCHMARKS_API})
 
 
 def _js_time(created: str) -> int:

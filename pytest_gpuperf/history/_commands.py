@@ -10,7 +10,8 @@ from typing import Any
 
 from .._git import GitError, repo_root, resolve
 from ._assets import OfflineError, default_cache, localize
-from ._asv import AsvError, check_machine_name
+from ._asv import check_machine_name
+from ._asv_files import AsvError
 from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, current_branch, last_commits, publish, record
 
 __all__ = ["add_parser"]

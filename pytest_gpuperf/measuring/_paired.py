@@ -260,23 +260,23 @@ def measure_paired(
         result = sample(_round_runner(rounds, timed, times), plan, stop_rule=rule, agree=agree)
     n = len(result.samples)
     sampled = {name: times[name][-n:] for name in steps}
-    measurements: dict[str, Measurement] = {}
-    for name in steps:
-        step = rounds.current[name]
-        measurements[name] = measurement_of(
+    measurements = {
+        name: measurement_of(
             result,
             backend,
             settings,
             plan,
             name=(names or {}).get(name, name),
             device=device,
-            work=step.work,
+            work=rounds.current[name].work,
             threads=threads,
             samples=tuple(sampled[name]),
             stop_reason=f"paired rounds: {result.stop_reason}",
-            memory=peak_memory(step.fn, backend, settings, device),
+            memory=peak_memory(rounds.current[name].fn, backend, settings, device),
             observer=(observers or {}).get(name),
         )
+        for name in steps
+    }
     work = {name: dict(rounds.current[name].work) for name in steps}
     return Paired(sampled, work, plan.confidence, measurements)
 

@@ -3,8 +3,7 @@ and the environment fingerprint with the rule for which runs may be compared."""
 
 from __future__ import annotations
 
-from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
-from ._fingerprint import (
+from ._comparable import (
     MUST_MATCH,
     RECORD_KEYS,
     SHOWN,
@@ -12,11 +11,11 @@ from ._fingerprint import (
     Incomparable,
     blocking_differences,
     check_comparable,
-    collect,
     differences,
     parse_mismatch_keys,
-    throttle_names,
 )
+from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
+from ._fingerprint import collect, throttle_names
 from ._record import SCHEMA, SCHEMA_VERSION, Evidence, MeasuredTest, Record, Rerun, Round, Run, short_test
 from ._store import MAX_ROUNDS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
 

@@ -1,18 +1,9 @@
-"""Environment fingerprint, and the rule for which fingerprints may be compared.
+"""Environment fingerprint: everything a later comparison needs to know about the machine and software.
 
-Collected once per session and stored with every run. NVML (``pip install
-nvidia-ml-py``) adds clocks, power and throttle reasons on NVIDIA machines; without
-it those keys are absent.
-
-The comparability rule. Two runs are compared only when they agree on the keys of
-``MUST_MATCH``: the hardware (CPU model and count, architecture, GPU models with their
-capability and memory) and the software that decides which kernels run (torch major.minor,
-its CUDA or ROCm major.minor, the Python implementation). Everything else is shown
-next to the verdicts but does not stop a comparison: host name (identical machines
-in a CI fleet compare), Python version, torch patch release, cuDNN, driver, kernel,
-thread defaults, git commit, and NVML clocks, power and throttling. Per record,
-the gate also requires the same device, thread count, parameters and work per
-call. ``--gpuperf-allow-mismatch=KEY,...`` (or ``all``) overrides the rule for those keys.
+Collected once per session and stored with every run (its keys are part of the results
+schema). NVML (``pip install nvidia-ml-py``) adds clocks, power and throttle reasons on
+NVIDIA machines; without it those keys are absent. Which differences block a comparison
+is decided in ``_comparable.py``.
 """
 
 from __future__ import annotations
@@ -21,63 +12,13 @@ import os
 import platform
 import socket
 import sys
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from .._git import git_state
 from ..measuring import cpu_model
 
-__all__ = [
-    "MUST_MATCH",
-    "RECORD_KEYS",
-    "SHOWN",
-    "THROTTLE_REASONS",
-    "Difference",
-    "Incomparable",
-    "blocking_differences",
-    "check_comparable",
-    "collect",
-    "differences",
-    "matching_view",
-    "parse_mismatch_keys",
-    "throttle_names",
-]
-
-#: Keys two runs must agree on, with what each one means.
-MUST_MATCH: Final[dict[str, str]] = {
-    "machine": "CPU architecture",
-    "cpu_model": "CPU model",
-    "cpu_count": "number of CPUs",
-    "gpus": "GPU models (capability, memory)",
-    "torch_minor": "torch major.minor version",
-    "cuda": "CUDA version torch was built with",
-    "hip": "ROCm version torch was built with",
-    "implementation": "Python implementation",
-}
-
-#: Keys shown when they differ, never blocking.
-SHOWN: Final[dict[str, str]] = {
-    "hostname": "host",
-    "python": "Python",
-    "torch": "torch",
-    "cudnn": "cuDNN",
-    "cuda_driver": "CUDA driver",
-    "nvml_driver": "NVIDIA driver",
-    "platform": "OS",
-    "threads": "torch threads",
-    "commit": "git commit",
-    "dirty": "uncommitted changes",
-}
-
-#: Per-record keys that the gate requires to match; also accepted by ``--gpuperf-allow-mismatch``.
-RECORD_KEYS: Final[dict[str, str]] = {
-    "device_name": "device model of the record",
-    "threads": "CPU threads while measuring",
-    "params": "test parameters (sizes, dtype ...)",
-    "work": "work per call (FLOP, bytes ...)",
-}
+__all__ = ["THROTTLE_REASONS", "collect", "throttle_names"]
 
 #: NVML clocks-event (throttle) reason bits, by name.
 THROTTLE_REASONS: Final[dict[int, str]] = {
@@ -91,9 +32,6 @@ THROTTLE_REASONS: Final[dict[int, str]] = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-
-
-# ---------------------------------------------------------------- collecting
 
 
 def _torch_facts(torch: Any) -> dict[str, Any]:
@@ -208,124 +146,3 @@ def collect(root: Path | None = None, *, torch_module: Any = None, nvml_module: 
     if root is not None:
         fingerprint["git"] = git_state(root)
     return fingerprint
-
-
-# ---------------------------------------------------------------- the rule
-
-
-@dataclass(frozen=True)
-class Difference:
-    key: str
-    what: str
-    base: Any
-    head: Any
-    blocking: bool
-
-    def __str__(self) -> str:
-        return f"{self.what} {_show(self.base)} -> {_show(self.head)}"
-
-
-def _show(value: Any) -> str:
-    if value is None or value == "" or value == ():
-        return "(none)"
-    if isinstance(value, (tuple, list)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
-def _minor(version: Any) -> str | None:
-    if not version:
-        return None
-    parts = str(version).split("+", 1)[0].split(".")
-    return ".".join(parts[:2])
-
-
-def _gpus(fingerprint: Mapping[str, Any]) -> tuple[str, ...]:
-    devices = fingerprint.get("cuda_devices") or []
-    out = []
-    for d in devices:
-        if isinstance(d, Mapping):
-            memory = int(d.get("memory_bytes", 0)) / 2**30
-            out.append(f"{d.get('name', '?')} (sm {d.get('capability', '?')}, {memory:.0f} GiB)")
-    return tuple(out)
-
-
-def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
-    """The fingerprint reduced to the keys of MUST_MATCH and SHOWN, in comparable form."""
-    git = fingerprint.get("git") if isinstance(fingerprint.get("git"), Mapping) else {}
-    nvml = fingerprint.get("nvml") if isinstance(fingerprint.get("nvml"), Mapping) else {}
-    assert isinstance(git, Mapping) and isinstance(nvml, Mapping)
-    return {
-        "machine": fingerprint.get("machine"),
-        "cpu_model": fingerprint.get("cpu_model"),
-        "cpu_count": fingerprint.get("cpu_count"),
-        "gpus": _gpus(fingerprint),
-        "torch_minor": _minor(fingerprint.get("torch")),
-        "cuda": _minor(fingerprint.get("torch_cuda")),
-        "hip": _minor(fingerprint.get("torch_hip")),
-        "implementation": fingerprint.get("implementation"),
-        "hostname": fingerprint.get("hostname"),
-        "python": fingerprint.get("python"),
-        "torch": fingerprint.get("torch"),
-        "cudnn": fingerprint.get("cudnn"),
-        "cuda_driver": fingerprint.get("cuda_driver"),
-        "nvml_driver": nvml.get("driver"),
-        "platform": fingerprint.get("platform"),
-        "threads": fingerprint.get("threads"),
-        "commit": str(git.get("commit", ""))[:10] or None,
-        "dirty": git.get("dirty"),
-    }
-
-
-def differences(base: Mapping[str, Any], head: Mapping[str, Any], allow: Collection[str] = ()) -> list[Difference]:
-    """Every MUST_MATCH and SHOWN key on which the two fingerprints differ; ``allow``ed keys do not block."""
-    a, b = matching_view(base), matching_view(head)
-    out = []
-    for key, what in {**MUST_MATCH, **SHOWN}.items():
-        if a[key] != b[key]:
-            blocking = key in MUST_MATCH and key not in allow and "all" not in allow
-            out.append(Difference(key, what, a[key], b[key], blocking))
-    return out
-
-
-def parse_mismatch_keys(raw: str) -> tuple[str, ...]:
-    """Fingerprint or record keys whose differences may be compared across, or ``all``; ValueError names a bad one."""
-    known = [*MUST_MATCH, *RECORD_KEYS]
-    out: list[str] = []
-    for part in (p.strip() for p in raw.split(",") if p.strip()):
-        if part != "all" and part not in known:
-            raise ValueError(f"{part!r} is not a fingerprint key; use all or a comma list of {', '.join(known)}")
-        out.append(part)
-    return tuple(out)
-
-
-def blocking_differences(
-    bases: Iterable[Mapping[str, Any]], heads: Iterable[Mapping[str, Any]], allow: Collection[str] = ()
-) -> list[Difference]:
-    """Every distinct blocking difference between any base and any head fingerprint (the one comparability check)."""
-    heads = list(heads)
-    out: list[Difference] = []
-    for base in bases:
-        for head in heads:
-            for diff in differences(base, head, allow):
-                if diff.blocking and str(diff) not in (str(d) for d in out):
-                    out.append(diff)
-    return out
-
-
-class Incomparable(Exception):
-    """Runs measured on other hardware or software: ``what`` says how they differ, ``keys`` what to allow."""
-
-    def __init__(self, diffs: list[Difference]) -> None:
-        self.what = "; ".join(str(d) for d in diffs)
-        self.keys = ",".join(dict.fromkeys(d.key for d in diffs))
-        super().__init__(self.what)
-
-
-def check_comparable(
-    bases: Iterable[Mapping[str, Any]], heads: Iterable[Mapping[str, Any]], allow: Collection[str] = ()
-) -> None:
-    """Raise Incomparable when a blocking difference separates the fingerprints; the caller words the refusal."""
-    diffs = blocking_differences(bases, heads, allow)
-    if diffs:
-        raise Incomparable(diffs)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ._comparable import blocking_differences
 from ._files import ResultsError, load_runs, save_baseline_file, save_run
-from ._fingerprint import blocking_differences
 from ._record import Run
 
 __all__ = [

@@ -12,7 +12,7 @@ import torch
 
 from pytest_gpuperf._git import git_state
 from pytest_gpuperf.results import MUST_MATCH, collect, differences, throttle_names
-from pytest_gpuperf.results import _fingerprint as fingerprint
+from pytest_gpuperf.results._comparable import matching_view
 
 
 def fake_torch(gpus: int = 2) -> Any:
@@ -192,4 +192,4 @@ def test_other_host_python_patch_release_or_commit_is_only_shown(change: dict[st
 
 
 def test_gpu_list_reads_as_models() -> None:
-    assert fingerprint.matching_view(BASE)["gpus"] == ("NVIDIA H100 (sm 9.0, 80 GiB)",)
+    assert matching_view(BASE)["gpus"] == ("NVIDIA H100 (sm 9.0, 80 GiB)",)

@@ -1,0 +1,145 @@
+"""``ab``'s measuring: build each side's step, decide what can be compared, time both in paired rounds.
+
+A side that lacks a workload, or cannot build it, makes the row *new* or *missing*; work
+per step without an unchanged unit makes it *incomparable*. Otherwise base's and head's
+steps are rebuilt before every round and timed in alternating order
+(``measuring.measure_paired``), and the ratio head/base of the rounds is judged by the
+gate's rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..measuring import (
+    Backend,
+    DeviceSlot,
+    MeasureSettings,
+    Paired,
+    Step,
+    WorkloadUnsupported,
+    measure_paired,
+    median,
+)
+from ._compare import PairedRounds, Row
+from ._evidence import work_difference
+from ._rule import Verdict, reason_for, verdict_for
+
+__all__ = ["Bench", "compare_workload"]
+
+
+@dataclass(frozen=True)
+class Bench:
+    """Where and how every workload is measured."""
+
+    slot: DeviceSlot
+    backend: Backend
+    size: str
+    settings: MeasureSettings
+    tolerance: float
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device(self.slot.id)
+
+
+def _try_build(workload: Any, bench: Bench) -> Step | str:
+    """A working step (built and called once), or why not (``unsupported: ...`` / ``failed: ...``)."""
+    why = workload.why_unsupported(bench.device) if callable(getattr(workload, "why_unsupported", None)) else None
+    if why:
+        return f"unsupported on {bench.slot.id}: {why}"
+    try:
+        step = workload.build(bench.device, bench.size)
+        if not isinstance(step, Step):
+            return f"failed: build returned {type(step).__name__}, not a pytest_gpuperf.Step"
+        step.fn()
+    except WorkloadUnsupported as exc:
+        return f"unsupported on {bench.slot.id}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a broken build is a verdict of that side, not a crash of the gate
+        return f"failed: {type(exc).__name__}: {exc}"
+    return step
+
+
+def _row(name: str, bench: Bench, verdict: Verdict, reason: str, **more: Any) -> Row:
+    return Row(name, name, bench.slot.id, verdict, reason, tolerance=bench.tolerance, **more)
+
+
+def _one_sided(name: str, bench: Bench, base: Step | str | None, head: Step | str | None) -> Row | str:
+    """The row, or why the workload is skipped, when one side lacks the workload or cannot build it."""
+    if isinstance(head, Step):
+        return _row(name, bench, Verdict.NEW, "not in base" if base is None else f"base's build {base}")
+    if isinstance(base, Step):
+        return _row(name, bench, Verdict.MISSING, "not in head" if head is None else f"head's build {head}")
+    return f"head's build {head}" if head is not None else f"base's build {base}"
+
+
+def compare_workload(name: str, base: Any, head: Any, bench: Bench) -> Row | str:
+    """One workload's row, or why it was skipped (unsupported on the device on both sides, ...)."""
+    base_step = None if base is None else _try_build(base, bench)
+    head_step = None if head is None else _try_build(head, bench)
+    if not (isinstance(base_step, Step) and isinstance(head_step, Step)):
+        return _one_sided(name, bench, base_step, head_step)
+    base_work, head_work = dict(base_step.work), dict(head_step.work)
+    comparable, difference = work_difference(base_work, head_work)
+    if not comparable:
+        reason = f"{difference}: another workload, not a slower one (give it a new name)"
+        return _row(name, bench, Verdict.INCOMPARABLE, reason)
+    del base_step, head_step  # every round builds afresh from here on
+    return _measure(name, base, head, bench, (base_work, head_work), difference)
+
+
+def _measure(
+    name: str,
+    base: Any,
+    head: Any,
+    bench: Bench,
+    work: tuple[Mapping[str, float], Mapping[str, float]],
+    difference: str,
+) -> Row:
+    device, size = bench.device, bench.size
+    factories: dict[str, Callable[[], Step]] = {
+        "base": lambda: base.build(device, size),
+        "head": lambda: head.build(device, size),
+    }
+    try:
+        paired = measure_paired(factories, bench.backend, bench.settings, device=bench.slot.id)
+    except Exception as exc:  # noqa: BLE001 - reported as this workload's verdict, the others still run
+        return _row(name, bench, Verdict.MISSING, f"measuring failed: {type(exc).__name__}: {exc}")
+    ratio = paired.time_ratio("head", "base")
+    verdict = verdict_for(ratio, bench.tolerance)
+    noise = f"{ratio.count} paired rounds"
+    reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
+    rounds = _rounds(paired, work)
+    return _row(
+        name,
+        bench,
+        verdict,
+        reason + (f"; {difference}" if difference else ""),
+        baseline=median(rounds.base),
+        current=median(rounds.head),
+        estimate=ratio,
+        base_runs=1,
+        head_runs=1,
+        base_total=1,
+        head_total=1,
+        base_rounds=ratio.count,
+        head_rounds=ratio.count,
+        paired=rounds,
+    )
+
+
+def _rounds(paired: Paired, work: tuple[Mapping[str, float], Mapping[str, float]]) -> PairedRounds:
+    measured = paired.measurements["head"]
+    return PairedRounds(
+        tuple(paired.times["base"]),
+        tuple(paired.times["head"]),
+        dict(work[0]),
+        dict(work[1]),
+        measured.iterations,
+        measured.sampling_seconds,
+        measured.stop_reason,
+    )

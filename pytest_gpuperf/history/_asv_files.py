@@ -1,0 +1,164 @@
+"""asv's file formats, as pytest-gpuperf writes and reads them: results rows, benchmarks.json, machine.json.
+
+The column order is asv's own (``asv/results.py``, ``Results.save``); a row keeps, per
+device (the one asv parameter), the median, the 99% interval of the median, the
+quartiles, calls per sample and the raw samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ..measuring import Measurement, summarize
+from ..results import ResultsError, atomic_write_text
+
+__all__ = [
+    "BENCHMARKS_API",
+    "CI",
+    "COLUMNS",
+    "FORMAT",
+    "MACHINE_API",
+    "RESULTS_API",
+    "UNIT",
+    "AsvError",
+    "Point",
+    "load_json",
+    "points_of_row",
+    "read_results",
+    "row_of",
+    "unrepr",
+    "write_json",
+]
+
+#: The ``version`` of every benchmark written here; bump it only when the values change meaning.
+FORMAT: Final = "pytest-gpuperf-asv-1"
+UNIT: Final = "seconds"
+RESULTS_API: Final = 2
+BENCHMARKS_API: Final = 2
+MACHINE_API: Final = 1
+#: asv's results columns, in its order (asv/results.py ``Results.save``).
+COLUMNS: Final = (
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+    "profile",
+)
+CI: Final = 0.99
+
+
+class AsvError(ResultsError):
+    """asv results that cannot be written or read; the message names the file or input and the fix."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One benchmark on one device: what asv keeps of a measurement."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+    q1: float
+    q3: float
+    number: int
+    samples: tuple[float, ...]
+    started_at: int
+    duration: float
+
+    @classmethod
+    def of(cls, m: Measurement, started_at: int) -> Point:
+        s = summarize(m.samples, CI)
+        return cls(s.median, s.ci.low, s.ci.high, s.q1, s.q3, m.iterations, m.samples, started_at, m.sampling_seconds)
+
+
+def row_of(by_device: Mapping[str, Point]) -> list[Any]:
+    devices = sorted(by_device)
+    ps = [by_device[d] for d in devices]
+    return [
+        [p.median for p in ps],
+        [[repr(d) for d in devices]],
+        FORMAT,
+        max(p.started_at for p in ps),
+        sum(p.duration for p in ps),
+        [p.ci_low for p in ps],
+        [p.ci_high for p in ps],
+        [p.q1 for p in ps],
+        [p.q3 for p in ps],
+        [p.number for p in ps],
+        [len(p.samples) for p in ps],
+        [list(p.samples) for p in ps],
+        None,
+    ]
+
+
+def points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
+    """Points of a row this module wrote earlier (same version, one device parameter); other rows are replaced."""
+    if not row or len(row) < len(COLUMNS) - 1:
+        return {}
+    cols = dict(zip(COLUMNS, row, strict=False))
+    if cols["version"] != FORMAT or not cols["params"] or len(cols["params"]) != 1:
+        return {}
+    out: dict[str, Point] = {}
+    for i, device in enumerate(unrepr(p) for p in cols["params"][0]):
+        try:
+            out[device] = Point(
+                float(cols["result"][i]),
+                float(cols["stats_ci_99_a"][i]),
+                float(cols["stats_ci_99_b"][i]),
+                float(cols["stats_q_25"][i]),
+                float(cols["stats_q_75"][i]),
+                int(cols["stats_number"][i]),
+                tuple(float(x) for x in cols["samples"][i]),
+                int(cols["started_at"]),
+                float(cols["duration"]) / len(cols["params"][0]),
+            )
+        except (TypeError, ValueError, IndexError):
+            continue
+    return out
+
+
+def unrepr(value: object) -> str:
+    text = str(value)
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """An asv results file as a dict (its ``version`` checked and kept out); AsvError names the file and the fix."""
+    return load_json(path, RESULTS_API)
+
+
+def load_json(path: Path, api: int) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AsvError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise AsvError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
+            "delete it, or point --gpuperf-asv at another directory"
+        ) from None
+    found = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or found != api:
+        raise AsvError(
+            f"{path} is not an asv file of api version {api} (its version: {found!r}); "
+            "run `asv update` on that results directory, or point --gpuperf-asv at another directory"
+        )
+    data.pop("version")
+    return data
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    text = json.dumps(data, indent=1, allow_nan=True)
+    atomic_write_text(path, text + "\n")
