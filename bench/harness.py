@@ -15,8 +15,9 @@ wall time the tool took. Tools:
 - pytest-benchmark with its defaults, run by pytest in a subprocess (wall time of the
   benchmark() call itself, measured inside the test, so pytest start-up is excluded).
 
-torch's Timer is given num_threads=torch.get_num_threads(): its default of one thread
-would compare a single-threaded run with our multi-threaded one.
+Every tool runs at torch's default thread count: pytest-gpuperf with ``threads="torch"``
+(its own default, ``auto``, is one thread on a CPU), torch's Timer with
+num_threads=torch.get_num_threads() (its default is one thread).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class Row:
 
 def run_gpuperf(name: str, fn: Callable[[], object]) -> Row:
     start = time.perf_counter()
-    m = measure(fn, device="cpu", target=0.01, memory=False)
+    m = measure(fn, device="cpu", target=0.01, memory=False, threads="torch")
     return Row(name, "pytest-gpuperf (1% target)", m.samples, time.perf_counter() - start)
 
 

@@ -8,28 +8,35 @@ The public API. The package's roles, one subpackage each (``docs/architecture.md
 
 from __future__ import annotations
 
-from ._pytest import Gpuperf, Settings
-from .measuring import (
-    Backend,
-    Check,
-    DeviceSlot,
-    Estimate,
-    GpuperfAssertionError,
-    InconclusiveWarning,
-    Measurement,
-    MeasureSettings,
-    Paired,
-    Quantity,
-    SamplingPlan,
-    Step,
-    Workload,
-    WorkloadUnsupported,
-    expect_interval,
-    measure,
-    measure_paired,
-    parse_quantity,
-)
-from .results import Evidence, Record, Run
+from typing import TYPE_CHECKING
+
+from ._lazy import exports
+
+if TYPE_CHECKING:
+    from ._pytest import Gpuperf, Settings
+    from .measuring import (
+        Backend,
+        Check,
+        DeviceSlot,
+        Estimate,
+        GpuperfAssertionError,
+        InconclusiveWarning,
+        Measurement,
+        MeasureSettings,
+        Paired,
+        Quantity,
+        SamplingPlan,
+        Step,
+        Workload,
+        WorkloadUnsupported,
+        expect_interval,
+        measure,
+        measure_paired,
+        parse_quantity,
+    )
+    from .results import Evidence, Record, Run
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "Backend",

@@ -32,6 +32,26 @@ def samples_around(median: float, n: int = 41, spread: float = 0.004) -> tuple[f
     return tuple(median * (1.0 + spread * (2.0 * i / (n - 1) - 1.0)) for i in range(n))
 
 
+def make_measurement(name: str, samples: Sequence[float], **fields: Any) -> Measurement:
+    """A Measurement of exactly these samples (seconds per call); ``fields`` override the defaults."""
+    values: dict[str, Any] = {
+        "name": name,
+        "device": "cpu",
+        "device_name": "AMD EPYC 9R14",
+        "samples": tuple(samples),
+        "iterations": 1,
+        "warmup": Warmup(3, 3, 0.01, True, (samples[0],) * 3),
+        "converged": True,
+        "stop_reason": "CI half-width within target",
+        "sampling_seconds": 1.0,
+        "target": 0.01,
+        "confidence": 0.95,
+        "work": {"FLOP": 1e9},
+        "timer": "perf_counter_ns",
+    }
+    return Measurement(**{**values, **fields})
+
+
 def make_record(
     median: float,
     *,
@@ -43,22 +63,7 @@ def make_record(
     gate: Mapping[str, Any] | None = None,
     rounds: Sequence[float] = (),
 ) -> Record:
-    measurement = Measurement(
-        name=test,
-        device="cpu",
-        device_name="AMD EPYC 9R14",
-        samples=samples_around(median),
-        iterations=1,
-        warmup=Warmup(3, 3, 0.01, True, (median, median, median)),
-        converged=True,
-        stop_reason="CI half-width within target",
-        sampling_seconds=1.0,
-        target=0.01,
-        confidence=0.95,
-        work=dict(work or {"FLOP": 1e9}),
-        threads=threads,
-        timer="perf_counter_ns",
-    )
+    measurement = make_measurement(test, samples_around(median), work=dict(work or {"FLOP": 1e9}), threads=threads)
     extra: dict[str, Any] = {}
     if load is not None:
         extra["load"] = dict(load)

@@ -4,8 +4,15 @@ Records; the work is done by the measuring, results, gate and history packages."
 
 from __future__ import annotations
 
-from ._fixture import Gpuperf
-from ._session import GpuperfSession, ReferencePeak
-from ._settings import Settings
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from ._fixture import Gpuperf
+    from ._session import GpuperfSession, ReferencePeak
+    from ._settings import Settings
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = ["Gpuperf", "GpuperfSession", "ReferencePeak", "Settings"]

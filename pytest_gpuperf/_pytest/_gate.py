@@ -33,11 +33,13 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
-from ..results import Baseline, Incomparable, Record, ResultsDir, ResultsError, Run, StorageError, check_comparable
 from ._session import GpuperfSession, local_ranks
 
+# The results and gate packages are imported where first used: most pytest sessions neither
+# save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
 if TYPE_CHECKING:
     from ..gate import GateResult, Policy
+    from ..results import Baseline, Record, ResultsDir, Run
 
 __all__ = ["ROUND_SPACING", "GatePlugin", "is_out_of_memory", "release_failed_test_memory"]
 
@@ -92,10 +94,12 @@ class GatePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if not self._active:
+        if not self._active or not (self.settings.save or self.settings.compare):
             return
+        from ..results import StorageError
+
         config = session.config
-        self.store = ResultsDir(config.rootpath / self.settings.results_dir)
+        self.store = self._store()
         if self.settings.save:
             option = f"--gpuperf-save={self.settings.save}"
             try:
@@ -106,7 +110,14 @@ class GatePlugin:
         if self.settings.compare:
             self.baseline = self._load_baseline(config.invocation_params.dir)
 
+    def _store(self) -> ResultsDir:
+        from ..results import ResultsDir
+
+        return ResultsDir(self.session.config.rootpath / self.settings.results_dir)
+
     def _load_baseline(self, cwd: Path) -> Baseline:
+        from ..results import Incomparable, ResultsError, check_comparable
+
         option = f"--gpuperf-compare={self.settings.compare}"
         assert self.store is not None
         try:
@@ -183,6 +194,7 @@ class GatePlugin:
 
     def _confirm(self, session: pytest.Session) -> None:
         from ..gate import _confirm as confirm
+        from ..results import ResultsError
 
         config = session.config
         for _ in range(self.settings.confirm):
@@ -207,6 +219,7 @@ class GatePlugin:
     def _suspects(self, session: pytest.Session) -> list[pytest.Item]:
         """Tests with a record that could fail the gate, or looks slower without a verdict yet."""
         from ..gate import Verdict, compare_runs
+        from ..results import Run
 
         assert self.baseline is not None
         run = Run(created="", fingerprint=self.session.fingerprint(), settings={}, records=self.session.records)
@@ -224,10 +237,9 @@ class GatePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self._active or self.store is None:
+        if not self._active or not (self.session.records or self.settings.save or self.baseline):
             return
-        if not self.session.records and not (self.settings.save or self.baseline):
-            return
+        self.store = self.store or self._store()
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         run = dataclasses.replace(self.session.run(), interrupted=interrupted)
         failed_to_save = self._save(run, interrupted)
@@ -242,6 +254,8 @@ class GatePlugin:
 
     def _save(self, run: Run, interrupted: bool) -> bool:
         """Save the run, and the baseline when asked; return True if a requested baseline was not saved."""
+        from ..results import StorageError
+
         assert self.store is not None
         if run.records:
             try:

@@ -12,10 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..gate._rule import PRIOR_DF, parse_verdicts
 from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option
 from ..measuring import _values as values
-from ..results import check_name, parse_mismatch_keys
 
 __all__ = ["BY_FIELD", "OPTIONS", "OptionSpec"]
 
@@ -27,25 +25,39 @@ def _devices(raw: object) -> tuple[str, ...]:
         raise SettingError(str(exc)) from None
 
 
-def _checked(check: Callable[[str], Any]) -> Callable[[object], Any]:
-    """A parser from a validator that raises ValueError with the fix (the gate's and the results' own)."""
+def _checked(raw: object, check: Callable[[str], Any]) -> Any:
+    """``check`` (the gate's or the results' own validator, raising ValueError with the fix) as a parser."""
+    try:
+        return check(str(raw))
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
 
-    def parse(raw: object) -> Any:
-        try:
-            return check(str(raw))
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
 
-    return parse
+# The gate's and the results' validators are imported when a value is parsed, not with the
+# plugin: pytest imports the plugin at every start, and most sessions never compare.
 
 
 def _optional_name(raw: object) -> str | None:
     text = "" if raw is None else str(raw).strip()
-    return _checked(check_name)(text) if text else None
+    if not text:
+        return None
+    from ..results import check_name
+
+    return _checked(text, check_name)
 
 
 def _mismatch_keys(raw: object) -> tuple[str, ...]:
-    return () if raw is None else tuple(_checked(parse_mismatch_keys)(raw))
+    if raw is None:
+        return ()
+    from ..results import parse_mismatch_keys
+
+    return tuple(_checked(raw, parse_mismatch_keys))
+
+
+def _verdicts(raw: object) -> tuple[str, ...]:
+    from ..gate._verdicts import parse_verdicts
+
+    return tuple(_checked(raw, parse_verdicts))
 
 
 @dataclass(frozen=True)
@@ -216,14 +228,14 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "noise_floor",
         "2%",
         values.fraction,
-        f"run-to-run noise assumed until a baseline's rounds show more; worth {PRIOR_DF:g} runs of evidence "
-        "(default: 2%)",
+        "run-to-run noise assumed until a baseline's rounds show more (docs/how-the-gate-decides.md says how "
+        "much it weighs; default: 2%)",
         "FRACTION",
     ),
     OptionSpec(
         "fail_on",
         "slower",
-        _checked(parse_verdicts),
+        _verdicts,
         "verdicts that fail the session when comparing: a comma list of slower, faster, unchanged, inconclusive, "
         "incomparable, new, missing, or none (default: slower)",
         "VERDICTS",

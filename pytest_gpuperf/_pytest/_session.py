@@ -19,25 +19,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ..measuring import (
-    Backend,
-    DeviceSlot,
-    Inventory,
-    Load,
-    Measurement,
-    Monitor,
-    backend_for,
-    needed_cores,
-    probe_inventory,
-    resolve_devices,
-    wait_for_quiet,
-)
-from ..results import Evidence, Record, ResultsError, Run, collect, save_run
+from ..measuring import DeviceSlot, Inventory, probe_inventory, resolve_devices
 from ._markers import bad_requirement, unmet_requirement
 from ._settings import SettingError, Settings
 
+# What only a session that measures needs is imported where it is first used: pytest imports
+# the plugin at every start, and most sessions run tests that never measure (bench/startup.py).
 if TYPE_CHECKING:
     from ..history import AsvTarget
+    from ..measuring import Backend, Measurement, Monitor
+    from ..results import Evidence, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_ranks"]
 
@@ -79,7 +70,7 @@ class GpuperfSession:
         self.notes: list[tuple[str, str]] = []
         self._asv: AsvTarget | None = None
         self._asv_note = ""
-        self._monitor = Monitor()
+        self._monitor: Monitor | None = None  # started around each test that measures
         self._waited = 0.0
         #: while the gate measures a test again, the records of that round land here, not in ``records``
         self.round_sink: list[Record] | None = None
@@ -97,6 +88,8 @@ class GpuperfSession:
         return self._slots
 
     def backend(self, slot: DeviceSlot) -> Backend:
+        from ..measuring import backend_for
+
         if slot.id not in self._backends:
             self._backends[slot.id] = backend_for(slot)
             self._device_descriptions[slot.id] = dict(self._backends[slot.id].describe())
@@ -116,6 +109,8 @@ class GpuperfSession:
 
     def fingerprint(self) -> dict[str, Any]:
         if self._fingerprint is None:
+            from ..results import collect
+
             self._fingerprint = collect(self.config.rootpath)
             self.config.hook.pytest_gpuperf_fingerprint(fingerprint=self._fingerprint)
         return self._fingerprint
@@ -124,10 +119,12 @@ class GpuperfSession:
 
     def evidence(self, item: pytest.Item, measurement: Measurement) -> Evidence:
         """What the gate needs of a measurement just made: the test's own tolerances, the load, the wait."""
+        from ..results import Evidence
+
         settings = self.item_settings(item)
         marked = {name for marker in item.iter_markers("gpuperf") for name in marker.kwargs}
         # The sampling part of the measurement, and the peak-memory call after it; not the warmup or setup.
-        load: Load | None = self._monitor.load_over(measurement.sampling_seconds)
+        load = self._monitor.load_over(measurement.sampling_seconds) if self._monitor else None
         return Evidence(
             tolerance=settings.tolerance if "tolerance" in marked else None,
             noise_floor=settings.noise_floor if "noise_floor" in marked else None,
@@ -155,6 +152,8 @@ class GpuperfSession:
         return self.reference_peaks[device]
 
     def run(self) -> Run:
+        from ..results import Run
+
         return Run(
             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             fingerprint=self.fingerprint(),
@@ -215,9 +214,12 @@ class GpuperfSession:
         self._waited = 0.0
         if "gpuperf" not in getattr(item, "fixturenames", ()):
             return (yield)
+        from ..measuring import Monitor, wait_for_quiet
+
         timeout = self.quiet_wait()
         if timeout > 0:
             self._waited, _ = wait_for_quiet(self._needed_cores(item), timeout)
+        self._monitor = self._monitor or Monitor()
         self._monitor.start()
         try:
             return (yield)
@@ -231,6 +233,8 @@ class GpuperfSession:
         return wait if local_ranks() == 1 else 0.0
 
     def _needed_cores(self, item: pytest.Item) -> float:
+        from ..measuring import needed_cores
+
         slot = getattr(getattr(item, "callspec", None), "params", {}).get("gpuperf_device")
         kind = getattr(slot, "kind", "cpu")
         threads = self.item_settings(item).measure.threads_for(kind)
@@ -264,8 +268,10 @@ class GpuperfSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.rank != 0:
+        if self.rank != 0 or not (self.settings.json or self._asv):
             return
+        from ..results import ResultsError, save_run
+
         try:
             if self.settings.json:
                 save_run(Path(self.settings.json), self.run())

@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..measuring import DeviceSlot
 from . import hookspecs
-from ._fixture import Gpuperf
 from ._gate import GatePlugin
 from ._markers import MARKERS
 from ._options import OPTIONS
 from ._session import SESSION_KEY, GpuperfSession
 from ._settings import SettingError, Settings
+
+if TYPE_CHECKING:
+    from ..measuring import DeviceSlot
+    from ._fixture import Gpuperf
 
 PLUGIN_NAME = "gpuperf-session"
 GATE_PLUGIN_NAME = "gpuperf-gate"
@@ -72,6 +74,8 @@ def gpuperf_device(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def gpuperf(request: pytest.FixtureRequest, gpuperf_device: Any) -> Gpuperf:
     """Measure on this test's device: ``gpuperf.measure(fn, flops=...)`` returns a Measurement."""
+    from ._fixture import Gpuperf
+
     session = request.config.stash[SESSION_KEY]
     slot = request.node.callspec.params["gpuperf_device"]
     return Gpuperf(request.node, session, slot)

@@ -8,25 +8,30 @@ is the one statement of the rule.
 
 from __future__ import annotations
 
-from ._ab import AbOptions, AbResult
-from ._ab_load import AbError
-from ._compare import GateResult, PairedRounds, Row, compare_runs, count_verdicts
-from ._evidence import disturbed, work_difference
-from ._report import gate_lines, gate_table
-from ._rule import (
-    DEFAULT_NOISE_FLOOR,
-    DEFAULT_TOLERANCE,
-    OUTLIER_FLOORS,
-    PRIOR_DF,
-    UNCHANGED_REACH,
-    VERDICTS,
-    Policy,
-    Verdict,
-    estimate,
-    parse_verdicts,
-    reason_for,
-    verdict_for,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from ._ab import AbOptions, AbResult
+    from ._ab_load import AbError
+    from ._compare import GateResult, PairedRounds, Row, compare_runs, count_verdicts
+    from ._evidence import disturbed, work_difference
+    from ._report import gate_lines, gate_table
+    from ._rule import (
+        DEFAULT_NOISE_FLOOR,
+        DEFAULT_TOLERANCE,
+        OUTLIER_FLOORS,
+        PRIOR_DF,
+        UNCHANGED_REACH,
+        Policy,
+        estimate,
+        reason_for,
+        verdict_for,
+    )
+    from ._verdicts import VERDICTS, Verdict, parse_verdicts
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "DEFAULT_NOISE_FLOOR",

@@ -43,7 +43,8 @@ from ..results import ResultsError, atomic_write_text, collect
 from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
-from ._rule import DEFAULT_TOLERANCE, Verdict
+from ._rule import DEFAULT_TOLERANCE
+from ._verdicts import Verdict
 
 __all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOptions", "AbResult", "run", "write_json"]
 

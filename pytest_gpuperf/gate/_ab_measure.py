@@ -25,7 +25,8 @@ from ..measuring import (
 )
 from ._compare import PairedRounds, Row
 from ._evidence import work_difference
-from ._rule import Verdict, reason_for, verdict_for
+from ._rule import reason_for, verdict_for
+from ._verdicts import Verdict
 
 __all__ = ["Bench", "compare_workload"]
 

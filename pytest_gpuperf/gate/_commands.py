@@ -25,7 +25,8 @@ from ..results import Baseline, Incomparable, ResultsDir, ResultsError, check_co
 from . import _ab
 from ._compare import compare_runs
 from ._report import gate_lines, gate_table
-from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy, parse_verdicts
+from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
+from ._verdicts import parse_verdicts
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_parsers"]
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from ..measuring import Estimate
 from ..results import Record, Run, blocking_differences, differences
 from ._evidence import Side, record_mismatches, runs_of, select, work_difference
-from ._rule import DEFAULT_TOLERANCE, Policy, Verdict, estimate, reason_for, verdict_for
+from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
+from ._verdicts import Verdict
 
 __all__ = ["GateResult", "PairedRounds", "Row", "compare_runs", "count_verdicts"]
 

@@ -13,7 +13,7 @@ from tabulate import tabulate
 from ..measuring import format_duration
 from ..results import short_test
 from ._compare import GateResult, Row
-from ._rule import Verdict
+from ._verdicts import Verdict
 
 __all__ = ["HEADERS", "gate_lines", "gate_table"]
 

@@ -9,13 +9,13 @@ decides and ``reason_for`` says why.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from ..measuring import Estimate, t_quantile
+from ._verdicts import Verdict
 
 __all__ = [
     "DEFAULT_NOISE_FLOOR",
@@ -23,11 +23,8 @@ __all__ = [
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",
-    "VERDICTS",
     "Policy",
-    "Verdict",
     "estimate",
-    "parse_verdicts",
     "reason_for",
     "verdict_for",
 ]
@@ -40,33 +37,6 @@ PRIOR_DF: Final = 4.0
 UNCHANGED_REACH: Final = 2.0
 #: Runs slower than their side's low median run by more than this many noise floors are left out.
 OUTLIER_FLOORS: Final = 4.0
-
-
-class Verdict(str, enum.Enum):
-    SLOWER = "slower"
-    FASTER = "faster"
-    UNCHANGED = "unchanged"
-    INCONCLUSIVE = "inconclusive"
-    INCOMPARABLE = "incomparable"
-    NEW = "new"
-    MISSING = "missing"
-
-
-VERDICTS: Final = tuple(v.value for v in Verdict)
-
-
-def parse_verdicts(raw: str) -> tuple[str, ...]:
-    """``"slower,missing"`` -> ("slower", "missing"); ``none`` -> (). Raises ValueError naming a bad one."""
-    text = raw.strip().lower()
-    if text in ("", "none"):
-        return ()
-    out: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        if part not in VERDICTS:
-            raise ValueError(f"{part!r} is not a verdict; use a comma list of {', '.join(VERDICTS)}, or none")
-        if part not in out:
-            out.append(part)
-    return tuple(out)
 
 
 @dataclass(frozen=True)

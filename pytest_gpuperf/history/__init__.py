@@ -3,10 +3,17 @@ offline assets that let asv's published page work without the internet."""
 
 from __future__ import annotations
 
-from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
-from ._asv import AsvTarget, Commit, benchmark_name, write_results
-from ._asv_files import FORMAT, AsvError, read_results
-from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
+    from ._asv import AsvTarget, Commit, benchmark_name, write_results
+    from ._asv_files import FORMAT, AsvError, read_results
+    from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "ASSETS",

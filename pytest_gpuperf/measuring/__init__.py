@@ -7,32 +7,39 @@ is used, never at import time.
 
 from __future__ import annotations
 
-from ._backends import Backend, CpuBackend, CudaBackend, MemoryProbe, MpsBackend, backend_for
-from ._devices import (
-    KINDS,
-    DeviceError,
-    DeviceSlot,
-    Inventory,
-    cpu_model,
-    open_device,
-    parse_device_option,
-    probe_inventory,
-    resolve_devices,
-    resolve_slots,
-)
-from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
-from ._expectations import DeviceFloors, Expectations, ExpectationsError
-from ._judge import Check, GpuperfAssertionError, InconclusiveWarning, Outcome, expect_interval, judge
-from ._load import Load, Monitor, needed_cores, wait_for_quiet
-from ._measurement import Measurement
-from ._paired import Paired, StepFactory, measure_paired
-from ._runner import Coordinator, measure, measure_on, work_from
-from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
-from ._settings import MEASURE_FIELDS, MeasureSettings
-from ._stats import Estimate, Interval, Summary, estimate_median, median, median_ci, summarize, t_quantile
-from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
-from ._values import SettingError, Threads
-from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from ._backends import Backend, CpuBackend, CudaBackend, MemoryProbe, MpsBackend, backend_for
+    from ._devices import (
+        KINDS,
+        DeviceError,
+        DeviceSlot,
+        Inventory,
+        cpu_model,
+        open_device,
+        parse_device_option,
+        probe_inventory,
+        resolve_devices,
+        resolve_slots,
+    )
+    from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
+    from ._expectations import DeviceFloors, Expectations, ExpectationsError
+    from ._judge import Check, GpuperfAssertionError, InconclusiveWarning, Outcome, expect_interval, judge
+    from ._load import Load, Monitor, needed_cores, wait_for_quiet
+    from ._measurement import Measurement
+    from ._paired import Paired, StepFactory, measure_paired
+    from ._runner import Coordinator, measure, measure_on, work_from
+    from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
+    from ._settings import MEASURE_FIELDS, MeasureSettings
+    from ._stats import Estimate, Interval, Summary, estimate_median, median, median_ci, summarize, t_quantile
+    from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
+    from ._values import SettingError, Threads
+    from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "KINDS",

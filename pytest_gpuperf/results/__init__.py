@@ -3,21 +3,28 @@ and the environment fingerprint with the rule for which runs may be compared."""
 
 from __future__ import annotations
 
-from ._comparable import (
-    MUST_MATCH,
-    RECORD_KEYS,
-    SHOWN,
-    Difference,
-    Incomparable,
-    blocking_differences,
-    check_comparable,
-    differences,
-    parse_mismatch_keys,
-)
-from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
-from ._fingerprint import collect, throttle_names
-from ._record import SCHEMA, SCHEMA_VERSION, Evidence, MeasuredTest, Record, Rerun, Round, Run, short_test
-from ._store import MAX_ROUNDS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from ._comparable import (
+        MUST_MATCH,
+        RECORD_KEYS,
+        SHOWN,
+        Difference,
+        Incomparable,
+        blocking_differences,
+        check_comparable,
+        differences,
+        parse_mismatch_keys,
+    )
+    from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
+    from ._fingerprint import collect, throttle_names
+    from ._record import SCHEMA, SCHEMA_VERSION, Evidence, MeasuredTest, Record, Rerun, Round, Run, short_test
+    from ._store import MAX_ROUNDS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "MAX_ROUNDS",

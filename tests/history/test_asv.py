@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from pytest_gpuperf.history import FORMAT, AsvError, Commit, benchmark_name, read_results, write_results
-from pytest_gpuperf.measuring import Measurement, Warmup
+from pytest_gpuperf.measuring import Measurement
 from pytest_gpuperf.results import Record, Run
+from tests.synthetic import make_measurement
 
 # torch is imported above, before any pytester run: an in-process run forgets the modules first
 # imported inside it, and torch cannot be imported a second time in one process.
@@ -35,20 +36,7 @@ _FAST = ["--gpuperf-device=cpu", "--gpuperf-max-time=0.3", "--gpuperf-warmup-tim
 
 
 def _measurement(name: str, samples: tuple[float, ...] = (1.0, 1.1, 0.9, 1.05, 0.95, 1.0)) -> Measurement:
-    return Measurement(
-        name=name,
-        device="cpu",
-        device_name="a cpu",
-        samples=samples,
-        iterations=3,
-        warmup=Warmup(1, 3, 0.1, True, (1.0,)),
-        converged=True,
-        stop_reason="target",
-        sampling_seconds=0.5,
-        target=0.01,
-        confidence=0.95,
-        work={"FLOP": 1e9},
-    )
+    return make_measurement(name, samples, device_name="a cpu", iterations=3, sampling_seconds=0.5)
 
 
 def _record(test: str, device: str = "cpu", name: str | None = None) -> Record:

@@ -6,22 +6,17 @@ import warnings
 
 import pytest
 
-from pytest_gpuperf.measuring import Check, GpuperfAssertionError, InconclusiveWarning, Measurement, Warmup
+from pytest_gpuperf.measuring import Check, GpuperfAssertionError, InconclusiveWarning, Measurement
+from tests.synthetic import make_measurement
 
 
 def make(samples: list[float], *, inconclusive: str = "warn", checks: list[Check] | None = None) -> Measurement:
-    return Measurement(
-        name="t",
-        device="cpu",
+    return make_measurement(
+        "t",
+        samples,
         device_name="Test CPU",
-        samples=tuple(samples),
         iterations=4,
-        warmup=Warmup(3, 12, 0.1, True, (1.0, 1.0, 1.0)),
-        converged=True,
         stop_reason="CI half-width 0.5% <= target 1.00%",
-        sampling_seconds=1.0,
-        target=0.01,
-        confidence=0.95,
         work={"FLOP": 2e9, "samples": 256},
         inconclusive=inconclusive,
         observer=None if checks is None else checks.append,

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from pytest_gpuperf._pytest._report import device_free_key, percent_of_peak, results_table, speedup_table, speedups
-from pytest_gpuperf.measuring import Measurement, Warmup
 from pytest_gpuperf.results import Record
+from tests.synthetic import make_measurement
 
 
 def record(
@@ -21,20 +21,7 @@ def record(
     params: Mapping[str, str] | None = None,
 ) -> Record:
     nodeid = f"suites/test_x.py::{test}[{device}]"
-    m = Measurement(
-        name=name or nodeid,
-        device=device,
-        device_name=f"{device} model",
-        samples=tuple(seconds),
-        iterations=1,
-        warmup=Warmup(1, 1, 0.0, True, (0.0,)),
-        converged=True,
-        stop_reason="",
-        sampling_seconds=1.0,
-        target=0.01,
-        confidence=0.95,
-        work=dict(work),
-    )
+    m = make_measurement(name or nodeid, seconds, device=device, device_name=f"{device} model", work=dict(work))
     return Record(test=nodeid, device=device, measurement=m, params=dict(params or {}))
 
 
