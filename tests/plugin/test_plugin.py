@@ -345,6 +345,20 @@ def test_hooks_add_metadata_and_observe(matmul: pytest.Pytester) -> None:
     assert data["fingerprint"]["rack"] == "B7"
 
 
+def test_measured_fires_once_per_record_kept_and_rounds_land_in_its_evidence(matmul: pytest.Pytester) -> None:
+    matmul.makeconftest(
+        """
+        def pytest_gpuperf_measured(item, record):
+            print("OBSERVED", record.key)
+        """
+    )
+    result = matmul.runpytest("--gpuperf-device=cpu", "-s", "--gpuperf-json=run.json", "--gpuperf-rounds=3", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    assert result.stdout.str().count("OBSERVED test_mm.py::test_mm[cpu]") == 1
+    (record,) = json.loads((matmul.path / "run.json").read_text())["records"]
+    assert len(record["gate"]["rounds"]) == 2 and all(r["samples"] for r in record["gate"]["rounds"])
+
+
 def test_runs_that_never_measure_never_import_torch(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
