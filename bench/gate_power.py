@@ -16,7 +16,7 @@ Protocols, one trial each:
   A, A' (a comment changed), B +5% and B +10% (one and two extra blocks) holds the step
   as a workload (``perf/workloads.py``); each trial runs ``python -m pytest_gpuperf ab
   --base A --head X`` for X = A', B +5%, B +10% in random order, one process each
-  (``--threads`` sets its ``--threads``, 1 by default as on any CPU), and counts exit
+  (``--threads`` sets its ``--threads``; by default ``auto``, 1 on a CPU), and counts exit
   statuses; ``--json`` keeps each run's paired rounds, to which the other rules are applied.
 - sequential (the stored-baseline gate of a pull request): three pytest sessions of the
   step saved as that trial's baseline (``--gpuperf-save --gpuperf-rounds=2``), then in
@@ -440,7 +440,7 @@ def _parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=None,
-        help="torch threads of every process (ab: its --threads, default 1 on a CPU; else --gpuperf-threads)",
+        help="torch threads of every process (ab: its --threads; else --gpuperf-threads; default: auto, 1 on a CPU)",
     )
     parser.add_argument("--max-time", default=None, help="ab: its --max-time (default: the command's, 5 s)")
     parser.add_argument(
@@ -510,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         OPTIONS.extend([f"--gpuperf-threads={args.threads}"] if args.threads is not None else [])
         (workdir / "test_step.py").write_text(textwrap.dedent(WORKER))
     load_before = os.getloadavg()
-    threads = args.threads or ("1 (ab's default on a CPU)" if args.protocol == "ab" else "torch's default")
+    threads = args.threads or "auto (1 on a CPU)"
     print(
         f"gate_power: {args.trials} trials, {args.protocol} protocol, threads: {threads}, in {workdir}; "
         f"load average {load_before[0]:.2f}"

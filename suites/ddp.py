@@ -4,7 +4,7 @@ One world measures every scaling size at once: for world size W the sizes are 1,
 4, ... W, each a process group of the first ranks, each with its own DDP replica of
 the tutorial classifier and its share of a fixed global batch (strong scaling).
 Rounds alternate between the sizes, so each size is timed under the same load as the
-others (see ``paired.py``); ranks outside a size's group idle in the next collective
+others (see ``pytest_gpuperf.measure_paired``); ranks outside a size's group idle in the next collective
 (gloo and NCCL wait without spinning: an idle rank used no CPU time in a measurement
 here). The coordinator makes the ranks one measurement: barrier before each block,
 slowest rank counts, agreed stops.

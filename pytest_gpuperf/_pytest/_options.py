@@ -43,7 +43,8 @@ def _optional_name(raw: object) -> str | None:
         return None
     from ..results import check_name
 
-    return _checked(text, check_name)
+    name: str = _checked(text, check_name)
+    return name
 
 
 def _mismatch_keys(raw: object) -> tuple[str, ...]:

@@ -1,12 +1,7 @@
 """The evidence model: what one record's runs and rounds contribute to a comparison, and what is left out.
 
-The unit of evidence is the run (a session), not the sample: samples of one run
-share the machine's state and agree with each other far better than runs do. Each
-run contributes one number, the low median of its rounds' log medians (a transient
-only ever slows a round). Load can only slow a measurement down: rounds and runs
-measured while other processes took the cores they need are left out whenever
-undisturbed ones exist, and on each side a run far slower than the side's low median
-run is left out. ``docs/how-the-gate-decides.md`` states the whole rule.
+The rule it implements (runs as the unit of evidence, the low median of a run's rounds,
+disturbed and outlying runs left out) is stated once, in ``docs/how-the-gate-decides.md``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A real browser opens the published history and sees a graph with points.
 
 Headless Chromium loads ``index.html`` served on 127.0.0.1, with the page's
-JavaScript and CSS served from the page itself (``asv_offline``: the CDNs asv
+JavaScript and CSS served from the page itself (``pytest-gpuperf history offline``: the CDNs asv
 uses are not reachable here). A probe script added to the served copy reads the
 points flot plotted in the main graph and writes their count into the DOM, which
 ``--dump-dom`` prints. A screenshot is kept for people (``GPUPERF_SCREENSHOT=path``

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import _load as contention
+from pytest_gpuperf.measuring import _load as load
 from pytest_gpuperf.measuring._load import CpuSnapshot, Load, Monitor, between, needed_cores, wait_for_quiet
 
 
@@ -50,11 +50,11 @@ def test_load_round_trips_and_bad_stored_values_read_as_unknown() -> None:
 
 
 def test_snapshot_reads_this_machine_and_nothing_elsewhere(tmp_path: Path) -> None:
-    now = contention.snapshot()
+    now = load.snapshot()
     assert now is not None and now.cpus >= 1 and now.busy > 0
-    assert contention.snapshot(str(tmp_path / "no-proc-stat")) is None
+    assert load.snapshot(str(tmp_path / "no-proc-stat")) is None
     (tmp_path / "stat").write_text("intr 1 2 3\n")
-    assert contention.snapshot(str(tmp_path / "stat")) is None
+    assert load.snapshot(str(tmp_path / "stat")) is None
 
 
 class FakeMachine:

@@ -53,7 +53,7 @@ import time
 
 from pytest_gpuperf._pytest import _gate as gate
 from pytest_gpuperf.measuring import CpuBackend
-from pytest_gpuperf.measuring import _load as contention
+from pytest_gpuperf.measuring import _load as load
 from pytest_gpuperf.measuring._load import CpuSnapshot
 
 SAVED = {}
@@ -71,15 +71,15 @@ def _gauge(*args):
 
 
 def pytest_configure(config):
-    SAVED.update(block=CpuBackend.time_block, snapshot=contention.snapshot, spacing=gate.ROUND_SPACING)
+    SAVED.update(block=CpuBackend.time_block, snapshot=load.snapshot, spacing=gate.ROUND_SPACING)
     CpuBackend.time_block = _time_block
-    contention.snapshot = _gauge
+    load.snapshot = _gauge
     gate.ROUND_SPACING = 0.0
 
 
 def pytest_unconfigure(config):
     CpuBackend.time_block = SAVED["block"]
-    contention.snapshot = SAVED["snapshot"]
+    load.snapshot = SAVED["snapshot"]
     gate.ROUND_SPACING = SAVED["spacing"]
 """
 

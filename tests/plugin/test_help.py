@@ -1,4 +1,4 @@
-"""``pytest --help`` for the plugin's group is kept as a snapshot; the README lists every option."""
+"""``pytest --help`` for the plugin's group is kept as a snapshot (docs/options.md: ``tests/test_docs.py``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf._pytest._options import OPTIONS
-
 SNAPSHOT = Path(__file__).parent / "snapshots" / "help.txt"
-README = Path(__file__).parents[2] / "README.md"
 
 
 def gpuperf_help(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -37,11 +34,3 @@ def test_help_matches_snapshot(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     assert text == SNAPSHOT.read_text(), (
         "pytest --help changed; review it and rerun with GPUPERF_UPDATE_SNAPSHOT=1 to accept:\n" + text
     )
-
-
-def test_readme_lists_every_option_with_its_ini_key_and_default() -> None:
-    readme = README.read_text()
-    for spec in OPTIONS:
-        default = "-" if spec.default is None else f"`{spec.default}`"
-        row = f"| `{spec.flag}` | `{spec.ini}` | {default} |"
-        assert row in readme, f"README.md options table lacks the row starting {row!r}"
