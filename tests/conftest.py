@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-import pytest
+import importlib
+import pkgutil
 
-# pytester's in-process runs restore sys.modules afterwards, so a module that an inner run
-# imports first is imported again by the next test. torch modules that register operator
-# libraries (torch._dynamo pulls in torch._inductor.test_operators) fail the second time
-# ("Only a single TORCH_LIBRARY can be used ..."): import them once, before any inner run.
+import pytest
 import torch
 import torch._dynamo
+
+import pytest_gpuperf
+
+# pytester's in-process runs restore sys.modules afterwards, so a module that an inner run
+# imports first is imported again by the next one, as a second copy. torch modules that
+# register operator libraries fail the second time (torch._dynamo pulls in
+# torch._inductor.test_operators: "Only a single TORCH_LIBRARY can be used ..."), and a test
+# that patches one copy of a pytest_gpuperf module would miss the other (the plugin imports
+# most of its modules lazily). So everything is imported once, here, before any inner run.
+for _module in pkgutil.walk_packages(pytest_gpuperf.__path__, "pytest_gpuperf."):
+    if not _module.name.endswith("__main__"):
+        importlib.import_module(_module.name)
 
 
 def _absent(kind: str) -> str:

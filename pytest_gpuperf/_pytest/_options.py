@@ -204,7 +204,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "save",
         None,
         _optional_name,
-        "save this run as baseline NAME: one more round if NAME holds runs of the same code on this machine, "
+        "save this run as baseline NAME: one more run if NAME holds runs of the same code on this machine, "
         "else a fresh baseline",
         "NAME",
         marker=False,
@@ -229,7 +229,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "noise_floor",
         "2%",
         values.fraction,
-        "run-to-run noise assumed until a baseline's rounds show more (docs/how-the-gate-decides.md says how "
+        "run-to-run noise assumed until a baseline's runs show more (docs/how-the-gate-decides.md says how "
         "much it weighs; default: 2%)",
         "FRACTION",
     ),
@@ -255,7 +255,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "quiet_wait",
         "auto",
         values.quiet_wait,
-        "before each measurement wait up to this long for other processes to leave the cores it needs; "
+        "before each test that measures, wait up to this long for other processes to leave the cores it needs; "
         "auto: 10 s when saving or comparing, else off",
         "TIME",
         marker=False,
@@ -273,8 +273,8 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "rounds",
         "1",
         values.positive_int,
-        "measure every test N times in this session (the rounds after the first run after the other tests, "
-        "spaced in time), for example for a baseline that knows this machine's noise (default: 1)",
+        "measure every test N times in this session: the first as usual, the other N-1 rounds after all tests, "
+        "spaced in time; a baseline's rounds count inside its run (default: 1)",
         "N",
         marker=False,
     ),

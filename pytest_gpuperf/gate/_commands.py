@@ -4,7 +4,7 @@
 on another. Same verdicts, table and exit status as ``pytest --gpuperf-compare``. BASE
 and HEAD are baseline names in the results directory (``--results-dir``, default
 ``.gpuperf``) or paths of results files (``--gpuperf-json``, ``runs/*.json``) or baseline
-files; several runs in one (a baseline's rounds) are used as rounds.
+files; each run in a file (a baseline holds several) counts as one run of evidence.
 
 ``ab``: base and head of a pull request measured side by side in one process, in
 paired rounds (``_ab.py``), for noisy machines where separate runs cannot be compared.

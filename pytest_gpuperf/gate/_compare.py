@@ -47,7 +47,7 @@ class Row:
     current: float | None = None
     estimate: Estimate | None = None
     tolerance: float = DEFAULT_TOLERANCE
-    base_runs: int = 0  # runs used on each side, of how many (some may be left out as disturbed)
+    base_runs: int = 0  # runs used on each side, of how many (some may be left out: disturbed, outliers)
     head_runs: int = 0
     base_total: int = 0
     head_total: int = 0
@@ -104,12 +104,15 @@ def _busy_verdict(verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side
 
 
 def _left_out(b: Side, h: Side) -> str:
-    parts = [
-        f"{side.total - len(side.kept)} of {side.total} {name} runs"
-        for name, side in (("baseline", b), ("current", h))
-        if len(side.kept) < side.total
-    ]
-    return f"; left out as disturbed: {', '.join(parts)}" if parts else ""
+    text = ""
+    for why, count in (("disturbed", "disturbed_out"), ("far slower than the rest", "outliers")):
+        parts = [
+            f"{getattr(side, count)} of {side.total} {name} runs"
+            for name, side in (("baseline", b), ("current", h))
+            if getattr(side, count)
+        ]
+        text += f"; left out as {why}: {', '.join(parts)}" if parts else ""
+    return text
 
 
 def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> Row:
@@ -134,7 +137,7 @@ def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> 
     verdict = verdict_for(est, tolerance)
     runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
-    reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline rounds")
+    reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
     verdict, reason = _busy_verdict(verdict, reason, est, b, h)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]

@@ -145,6 +145,9 @@ class Side:
     total: int
     all_busy: bool
     busy_text: str
+    #: runs left out as disturbed (while undisturbed ones exist), and as far slower than the side's low median run
+    disturbed_out: int = 0
+    outliers: int = 0
 
     @property
     def rounds(self) -> int:
@@ -163,4 +166,4 @@ def select(runs: Sequence[RunValue], noise_floor: float) -> Side:
     if loads:
         worst = max(loads, key=lambda load: load.background_cores)
         busy = f"other processes used {worst.background_cores:.1f} of {worst.cpus} CPUs"
-    return Side(kept, len(runs), not calm, busy)
+    return Side(kept, len(runs), not calm, busy, len(runs) - len(pool), len(pool) - len(kept))

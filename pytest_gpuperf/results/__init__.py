@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
     from ._fingerprint import collect, throttle_names
     from ._record import SCHEMA, SCHEMA_VERSION, Evidence, MeasuredTest, Record, Rerun, Round, Run, short_test
-    from ._store import MAX_ROUNDS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
+    from ._store import MAX_RUNS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
-    "MAX_ROUNDS",
+    "MAX_RUNS",
     "MUST_MATCH",
     "RECORD_KEYS",
     "SCHEMA",

@@ -4,12 +4,12 @@ Layout (``.gpuperf/`` in the rootdir unless ``--gpuperf-results-dir`` or the ini
 ``gpuperf_results_dir`` says otherwise)::
 
     runs/20261122T023000.123456Z-1a2b3c4d.json   one results file per session that measured
-    baselines/main.json                          a named baseline: the rounds of one code state
+    baselines/main.json                          a named baseline: the runs of one code state
 
-``--gpuperf-save=NAME`` adds the run to baseline NAME as one more round when it was
+``--gpuperf-save=NAME`` adds the run to baseline NAME as one more run when it was
 measured from the same code on the same kind of machine (same git commit and
 uncommitted diff, no blocking fingerprint difference), keeping the newest
-``MAX_ROUNDS``; a run of other code or on another machine starts the baseline afresh.
+``MAX_RUNS``; a run of other code or on another machine starts the baseline afresh.
 Rounds are what lets a comparison learn how much results vary from run to run.
 Every file is written atomically; a file that cannot be read is never overwritten.
 """
@@ -29,7 +29,7 @@ from ._files import ResultsError, load_runs, save_baseline_file, save_run
 from ._record import Run
 
 __all__ = [
-    "MAX_ROUNDS",
+    "MAX_RUNS",
     "Baseline",
     "ResultsDir",
     "SaveOutcome",
@@ -38,7 +38,7 @@ __all__ = [
     "same_code",
 ]
 
-MAX_ROUNDS: Final = 10
+MAX_RUNS: Final = 10
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -83,7 +83,7 @@ def _describe_code(run: Run) -> str:
 
 @dataclass(frozen=True)
 class Baseline:
-    """Runs to compare against: a named baseline's rounds, or the run(s) in a file given by path."""
+    """Runs to compare against: a named baseline's runs, or the run(s) in a file given by path."""
 
     path: Path
     runs: list[Run]
@@ -92,24 +92,24 @@ class Baseline:
     def describe(self) -> str:
         what = f"baseline {self.name!r}" if self.name else "results file"
         newest = self.runs[-1]
-        rounds = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
-        return f"{what} {self.path} ({rounds} of {_describe_code(newest)}, newest {newest.created})"
+        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        return f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})"
 
 
 @dataclass(frozen=True)
 class SaveOutcome:
     path: Path
-    rounds: int
+    runs: int
     replaced: int  # runs of other code (or another machine) dropped to start afresh
-    dropped: int  # oldest rounds dropped beyond MAX_ROUNDS
+    dropped: int  # oldest runs dropped beyond MAX_RUNS
 
     def describe(self, name: str) -> str:
-        text = f"baseline {name!r} ({self.path}) now holds {self.rounds} run{'s' if self.rounds != 1 else ''}"
+        text = f"baseline {name!r} ({self.path}) now holds {self.runs} run{'s' if self.runs != 1 else ''}"
         if self.replaced:
             text += f"; replaced {self.replaced} run(s) of other code or another machine"
         if self.dropped:
-            text += f"; dropped the oldest {self.dropped} beyond {MAX_ROUNDS}"
-        if self.rounds < 3:
+            text += f"; dropped the oldest {self.dropped} beyond {MAX_RUNS}"
+        if self.runs < 3:
             text += "; save 3 or more runs (separate sessions) so the gate can learn this machine's run-to-run noise"
         return text
 
@@ -211,18 +211,18 @@ class ResultsDir:
             ) from None
 
     def save_baseline(self, name: str, run: Run, existing: list[Run]) -> SaveOutcome:
-        """Add ``run`` to baseline ``name`` as one more round, or start it afresh (see the module docstring)."""
+        """Add ``run`` to baseline ``name`` as one more run, or start it afresh (see the module docstring)."""
         same = [r for r in existing if same_code(r, run)]
         replaced = len(existing) - len(same)
-        rounds = [*same, run]
-        dropped = max(0, len(rounds) - MAX_ROUNDS)
-        rounds = rounds[dropped:]
+        runs = [*same, run]
+        dropped = max(0, len(runs) - MAX_RUNS)
+        runs = runs[dropped:]
         path = self.baseline_path(name)
         try:
             self.baselines_dir.mkdir(parents=True, exist_ok=True)
-            save_baseline_file(path, name, rounds)
+            save_baseline_file(path, name, runs)
         except OSError as exc:
             raise self._unwritable(self.baselines_dir, exc) from None
         except ResultsError as exc:
             raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
-        return SaveOutcome(path, len(rounds), replaced, dropped)
+        return SaveOutcome(path, len(runs), replaced, dropped)

@@ -218,7 +218,7 @@ def test_a_transient_is_measured_again_before_it_can_fail_the_gate(
     assert confirmed.ret == pytest.ExitCode.OK
     confirmed.stdout.fnmatch_lines(
         [
-            "test_step *2 ms*2 ms*1 of 2*unchanged*left out as disturbed: 1 of 2 current runs",
+            "test_step *2 ms*2 ms*1 of 2*unchanged*left out as far slower than the rest: 1 of 2 current runs",
             "gpuperf: measured 1 test(s) that looked slower again (1 confirmation run(s) in fresh processes)",
         ]
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.results import (
-    MAX_ROUNDS,
+    MAX_RUNS,
     Evidence,
     Record,
     ResultsDir,
@@ -69,19 +69,19 @@ def test_saving_the_same_code_adds_rounds_and_other_code_starts_afresh(tmp_path:
     store = ResultsDir(tmp_path)
     for i in range(3):
         outcome = store.save_baseline("main", run_of(), store.existing("main"))
-        assert outcome.rounds == i + 1 and outcome.replaced == 0
+        assert outcome.runs == i + 1 and outcome.replaced == 0
     assert "now holds 3 runs" in outcome.describe("main")
     outcome = store.save_baseline("main", run_of("b" * 40), store.existing("main"))
-    assert outcome.rounds == 1 and outcome.replaced == 3
+    assert outcome.runs == 1 and outcome.replaced == 3
     assert "replaced 3 run(s) of other code" in outcome.describe("main")
 
 
 def test_a_baseline_keeps_the_newest_rounds(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
-    for _ in range(MAX_ROUNDS + 2):
+    for _ in range(MAX_RUNS + 2):
         outcome = store.save_baseline("main", run_of(), store.existing("main"))
-    assert outcome.rounds == MAX_ROUNDS and outcome.dropped == 1
-    assert len(store.load("main").runs) == MAX_ROUNDS
+    assert outcome.runs == MAX_RUNS and outcome.dropped == 1
+    assert len(store.load("main").runs) == MAX_RUNS
 
 
 def test_same_code_means_same_commit_same_diff_same_machine() -> None:
