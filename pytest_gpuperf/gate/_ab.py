@@ -1,9 +1,8 @@
 """The interleaved A/B gate: ``pytest-gpuperf ab --base main`` measures base and head side by side.
 
-On a shared machine the speed of a whole process changes from run to run (the mean of
-several rounds of one step varied between processes with a standard deviation of 11%
-on this project's 2-vCPU machine, with no other process in sight), so any comparison
-of runs made in separate processes needs many processes a side. Here both sides run in
+On a shared machine the speed of a whole process changes from run to run, with no
+other process in sight (``docs/evidence.md``), so any comparison of runs made in
+separate processes needs many processes a side. Here both sides run in
 ONE process, round by round:
 
 1. Trees and loading (``_ab_load.py``): base checked out aside, each side's workloads

@@ -1,9 +1,8 @@
 """Background load: how much of the machine's CPU time other processes took while we measured.
 
-On a shared machine a neighbour's job takes cores for seconds to minutes at a time.
-Measured on this project's 2-vCPU machine: a 1024 matmul on 2 threads took 6.8 ms
-when the machine was otherwise idle and 24 ms (3.5x) while another process kept one
-core busy; on 1 thread the same neighbour cost under 3%. Such a run is internally
+On a shared machine a neighbour's job takes cores for seconds to minutes at a time,
+and a measurement whose threads need those cores slows by a large factor while it
+lasts (far less so on one thread, when a core is left free). Such a run is internally
 consistent (its samples agree with each other), so no statistic of its own samples
 can reveal it. The operating system can: ``/proc/stat`` counts every CPU's busy and
 stolen time, ``getrusage`` counts ours, and the difference is everyone else's.

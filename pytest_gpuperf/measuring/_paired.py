@@ -8,12 +8,11 @@ pair see the same conditions; a per-round ratio is then one observation, and the
 distribution-free confidence interval of the median of those ratios is the
 statistically sound basis for a relative assertion ("AMP is at least 1.1x faster",
 "checkpointing costs at most one extra forward", "DDP efficiency is above 50%") or
-for a gate ("head is no slower than base", ``ab.py``).
+for a gate ("head is no slower than base", ``gate/_ab.py``).
 
 Memory layout is the other bias. Two identical steps with buffers of their own, timed
-in one process, differed consistently by -12% to +18% on this project's machine
-(where their tensors landed: cache sets, pages), and that difference stays for the
-life of the buffers. A step given as a *factory* (a callable returning a Step) is
+in one process, can differ consistently by several percent (where their tensors
+landed: cache sets, pages), and that difference stays for the life of the buffers. A step given as a *factory* (a callable returning a Step) is
 therefore built afresh before every round: the previous round's build stays alive
 while the new one is allocated, so the new tensors land at other addresses, and each
 new build is called ``warm_calls`` times untimed (first-call page faults, optimizer
@@ -23,15 +22,8 @@ and a process-long bias remains. So before every build a spacer of random size (
 8 MiB, on the step's device, untouched) is allocated and kept for the round, and each
 build lands at an offset of its own. The build order alternates every round and the
 timing order every second round, so each step is built first and timed first equally
-often. Python's garbage
-collector runs while building, never while timing. Measured with fresh builds per
-round: the median per-round ratio of two identical steps over a 3-second process
-varied between processes with a standard deviation of 1.2%, that of a step with 10%
-more work was 1.10 (SD 2.4%). With and without the spacers, in alternating
-processes of ``python -m pytest_gpuperf ab`` (two identical commits, 20 matmuls of
-64x1024 by 1024x1024 on one thread, 5 s of rounds): the mean per-round log ratio
-varied between processes with a standard deviation of 1.4% with spacers and 2.9%
-without (12 processes each), against a within-process standard error of 1.2%.
+often. Python's garbage collector runs while building, never while timing. What this
+buys is measured end to end by ``bench/gate_power.py`` (``docs/evidence.md``).
 
 The sampler is the plugin's (warmup until steady, block sizing, time cap); the
 stop rule waits until every ratio against the first step is known to the target.

@@ -3,10 +3,11 @@
 Two runs are compared only when they agree on the keys of ``MUST_MATCH``: the hardware
 (CPU model and count, architecture, GPU models with their capability and memory) and
 the software that decides which kernels run (torch major.minor, its CUDA or ROCm
-major.minor, the Python implementation). Everything else is shown next to the verdicts
-but does not stop a comparison: host name (identical machines in a CI fleet compare),
-Python version, torch patch release, cuDNN, driver, kernel, thread defaults, git
-commit, and NVML clocks, power and throttling. Per record, the gate also requires the
+major.minor, the Python implementation). The keys of ``SHOWN`` are listed under the
+verdicts when they differ but do not stop a comparison: host name (identical machines
+in a CI fleet compare), Python version, torch patch release, cuDNN, the CUDA and NVIDIA
+drivers, the OS, thread defaults and the git commit. NVML's clocks, power and throttle
+reasons are stored with the run, not compared. Per record, the gate also requires the
 same device, thread count, parameters and work per call (``RECORD_KEYS``).
 ``--gpuperf-allow-mismatch=KEY,...`` (or ``all``) overrides the rule for those keys.
 ``check_comparable`` is the one check every route makes before comparing.
