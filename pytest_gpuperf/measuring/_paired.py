@@ -10,20 +10,21 @@ statistically sound basis for a relative assertion ("AMP is at least 1.1x faster
 "checkpointing costs at most one extra forward", "DDP efficiency is above 50%") or
 for a gate ("head is no slower than base", ``gate/_ab.py``).
 
-Memory layout is the other bias. Two identical steps with buffers of their own, timed
-in one process, can differ consistently by several percent (where their tensors
-landed: cache sets, pages), and that difference stays for the life of the buffers. A step given as a *factory* (a callable returning a Step) is
-therefore built afresh before every round: the previous round's build stays alive
-while the new one is allocated, so the new tensors land at other addresses, and each
-new build is called ``warm_calls`` times untimed (first-call page faults, optimizer
-state). That alone is not enough: the allocator hands the freed memory of one round
-to the next, so the builds cycle through the same few places for the whole process,
-and a process-long bias remains. So before every build a spacer of random size (0 to
-8 MiB, on the step's device, untouched) is allocated and kept for the round, and each
-build lands at an offset of its own. The build order alternates every round and the
-timing order every second round, so each step is built first and timed first equally
-often. Python's garbage collector runs while building, never while timing. What this
-buys is measured end to end by ``bench/gate_power.py`` (``docs/evidence.md``).
+Memory layout is the other bias. Two identical steps with buffers of their own, timed in
+one process, can differ consistently by several percent (where their tensors landed:
+cache sets, pages), and that difference stays for the life of the buffers. A step given
+as a *factory* (a callable returning a Step) is therefore built afresh before every
+round: the previous round's build stays alive while the new one is allocated, so the new
+tensors land at other addresses, and each new build is called ``warm_calls`` times
+untimed (first-call page faults, optimizer state). That alone is not enough: the
+allocator hands the freed memory of one round to the next, so the builds cycle through
+the same few places for the whole process, and a process-long bias remains. So before
+every build a spacer of random size (0 to 8 MiB, on the step's device, untouched) is
+allocated and kept for the round, and each build lands at an offset of its own. The
+build order alternates every round and the timing order every second round, so each step
+is built first and timed first equally often. Python's garbage collector runs while
+building, never while timing. What this buys is measured end to end by
+``bench/gate_power.py`` (``docs/evidence.md``).
 
 The sampler is the plugin's (warmup until steady, block sizing, time cap); the
 stop rule waits until every ratio against the first step is known to the target.
