@@ -22,7 +22,8 @@ Environment variables (asv runs benchmarks in fresh processes):
 * ``GPUPERF_ASV_DEVICE``: devices, as ``--gpuperf-device`` (default ``auto``);
 * ``GPUPERF_ASV_SIZE``: size preset (default ``auto``: small on cpu and mps, large on cuda);
 * ``GPUPERF_ASV_SETTINGS``: sampler settings as ``key=value`` pairs, such as
-  ``"max_time=2 target=2%"`` (the ``@pytest.mark.gpuperf`` keywords).
+  ``"max_time=2 target=2%"`` (the measuring settings: target, min_time, max_time,
+  warmup_time, min_samples, threads, inconclusive, memory).
 """
 
 from __future__ import annotations

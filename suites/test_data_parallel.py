@@ -5,13 +5,12 @@ DDP runs as a world of processes, gloo on CPU and NCCL on CUDA, either spawned b
 
     torchrun --nproc-per-node=2 -m pytest suites/test_data_parallel.py --gpuperf-device=cpu
 
-The world measures every scaling size at once (1, 2, 4, ... ranks, interleaved
-rounds, fixed global batch), with rank-aware timing (see pytest_gpuperf/distributed.py);
-only rank 0 reports and writes. Throughput per world size is recorded; the scaling
-efficiency and the parallel capacity (the same step without all-reduce) are reported;
-DDP's efficiency against that capacity at the full world size is judged on its paired
-CI against ``EFFICIENCY_FLOOR``.
-"""
+The world measures every scaling size at once (1, 2, 4, ... ranks, interleaved rounds,
+fixed global batch), with rank-aware timing (see
+``pytest_gpuperf.measuring.TorchDistCoordinator``); only rank 0 reports and writes.
+Throughput per world size is recorded; the scaling efficiency and the parallel capacity
+(the same step without all-reduce) are reported; DDP's efficiency against that capacity
+at the full world size is judged on its paired CI against ``EFFICIENCY_FLOOR``."""
 
 from __future__ import annotations
 

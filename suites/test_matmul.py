@@ -1,11 +1,10 @@
 """Matmul throughput per dtype and size, each as a percentage of the device's own measured peak.
 
-The reference peak is the fastest supported dtype at the sweep's largest size,
-measured once per session per device (``test_matmul_peak``, or the first test that
-needs it). The sweep's smaller sizes are each timed in interleaved rounds with that
-peak operation, so their fraction of the peak is a paired estimate that a change of
-load on the machine does not bias.
-"""
+The reference peak is the fastest supported dtype at the sweep's largest size, measured
+once per session per device by ``test_matmul_peak``, which ``conftest.py`` moves ahead
+of the tests that compare with it (whatever order a plugin chose). The sweep's smaller
+sizes are each timed in interleaved rounds with that peak operation, so their fraction
+of the peak is a paired estimate that a change of load on the machine does not bias."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def test_matmul_peak(gpuperf: Gpuperf, matmul_peak: PeakOp) -> None:
         gpuperf.note(f"no datasheet floors for {device_name!r} in {expectations().path}; nothing asserted")
         return
     if not gpuperf.records:
-        gpuperf.note("the reference peak was measured by an earlier test; floors are checked where it was")
+        gpuperf.note("no datasheet floor checked: another test measured the reference peak before this one")
     for record in gpuperf.records:
         floor = floors.floor(f"matmul_{record.params['dtype']}")
         if floor is not None:

@@ -70,7 +70,8 @@ class Gpuperf:
             work=work_from(flops, bytes, samples, items, work),
             observer=record_checks.append,
         )
-        self.record(measurement, params=params, checks=record_checks)
+        own = {name: settings.value(name) for name in ("tolerance", "noise_floor") if name in overrides}
+        self.record(measurement, params=params, checks=record_checks, **own)
         return measurement
 
     def record(
@@ -79,11 +80,15 @@ class Gpuperf:
         *,
         params: Mapping[str, object] | None = None,
         checks: list[Check] | None = None,
+        tolerance: float | None = None,
+        noise_floor: float | None = None,
     ) -> Record:
         """Record a Measurement made another way (paired rounds, other processes) as this test's.
 
         ``checks`` is the list the measurement's observer appends to, so that assertions
-        made on it later land in the record, as with ``measure()``.
+        made on it later land in the record, as with ``measure()``. ``tolerance`` and
+        ``noise_floor`` are the gate's for this record (as fractions; default: the test's
+        marker, else the session's).
         """
         if any(r.measurement.name == measurement.name for r in self.records):
             raise ValueError(
@@ -102,7 +107,7 @@ class Gpuperf:
             params={str(k): str(v) for k, v in (params or {}).items()},
             metadata=metadata,
             checks=checks if checks is not None else [],
-            evidence=self._session.evidence(self._item, measurement),
+            evidence=self._session.evidence(self._item, measurement, tolerance=tolerance, noise_floor=noise_floor),
         )
         self.records.append(record)
         self._session.keep(self._item, record)

@@ -117,29 +117,48 @@ class GpuperfSession:
 
     # ------------------------------------------------------------ records
 
-    def evidence(self, item: pytest.Item, measurement: Measurement) -> Evidence:
-        """What the gate needs of a measurement just made: the test's own tolerances, the load, the wait."""
+    def evidence(
+        self,
+        item: pytest.Item,
+        measurement: Measurement,
+        *,
+        tolerance: float | None = None,
+        noise_floor: float | None = None,
+    ) -> Evidence:
+        """What the gate needs of a measurement just made: the test's own tolerances (its marker's, unless
+        given for this measurement), the machine's load while it sampled, the wait for a quiet machine."""
         from ..results import Evidence
 
         settings = self.item_settings(item)
         marked = {name for marker in item.iter_markers("gpuperf") for name in marker.kwargs}
+        if tolerance is None and "tolerance" in marked:
+            tolerance = settings.tolerance
+        if noise_floor is None and "noise_floor" in marked:
+            noise_floor = settings.noise_floor
         # The sampling part of the measurement, and the peak-memory call after it; not the warmup or setup.
         load = self._monitor.load_over(measurement.sampling_seconds) if self._monitor else None
         return Evidence(
-            tolerance=settings.tolerance if "tolerance" in marked else None,
-            noise_floor=settings.noise_floor if "noise_floor" in marked else None,
+            tolerance=tolerance,
+            noise_floor=noise_floor,
             # Under torchrun the other local ranks are part of the measurement, not background load.
             load=load if local_ranks() == 1 else None,
             quiet_wait_s=round(self._waited, 2) if self._waited else None,
         )
 
     def keep(self, item: pytest.Item, record: Record) -> None:
-        """Keep a record of this session, or of the round being measured again (``round_sink``)."""
+        """Keep a record of this session, or of the round being measured again (``round_sink``).
+
+        ``pytest_gpuperf_measured`` fires once per record kept, and not in the fresh processes of
+        confirmation runs, whose records become evidence of the records of the session that started them.
+        """
+        from ..gate._confirm import CONFIRMATION_ENV
+
         if self.round_sink is not None:
             self.round_sink.append(record)
             return
         self.records.append(record)
-        self.config.hook.pytest_gpuperf_measured(item=item, record=record)
+        if not os.environ.get(CONFIRMATION_ENV):
+            self.config.hook.pytest_gpuperf_measured(item=item, record=record)
 
     def add_note(self, nodeid: str, text: str) -> None:
         self.notes.append((nodeid, text))

@@ -12,6 +12,7 @@ needs nothing of pytest.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -21,9 +22,12 @@ from typing import Final
 
 from ..results import Record, Rerun, ResultsError, load_run
 
-__all__ = ["attach", "command", "run"]
+__all__ = ["CONFIRMATION_ENV", "attach", "command", "run"]
 
 _PASSED_FLAGS: Final = ("-p", "-o", "-c", "--config-file", "--rootdir", "--confcutdir")
+#: Set in a confirmation run's environment: its records are evidence for another session's, so it fires no
+#: ``pytest_gpuperf_measured`` of its own.
+CONFIRMATION_ENV: Final = "GPUPERF_CONFIRMATION_RUN"
 
 
 def _joined(arg: str) -> bool:
@@ -76,7 +80,8 @@ def run(
     with tempfile.TemporaryDirectory(prefix="gpuperf-confirm-") as tmp:
         json_path = Path(tmp) / "run.json"
         cmd = command(flags, nodeids, json_path, Path(tmp) / "results", quiet_wait, args)
-        done = subprocess.run(cmd, cwd=rootpath, capture_output=True, text=True, check=False)
+        env = {**os.environ, CONFIRMATION_ENV: "1"}
+        done = subprocess.run(cmd, cwd=rootpath, env=env, capture_output=True, text=True, check=False)
         if not json_path.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
             raise ResultsError(f"the confirmation run exited {done.returncode} without results: {' | '.join(tail)}")

@@ -43,7 +43,7 @@ __all__ = ["DEFAULT_OUT", "HistoryError", "Layout", "Recipe", "current_branch", 
 DEFAULT_OUT: Final = ".asv/pytest"
 #: pytest without the worktree first on sys.path (what ``python -m`` would do), so the measuring
 #: plugin stays the installed one even when the repository is pytest-gpuperf itself.
-_PYTEST_WITHOUT_CWD: Final = "import sys; del sys.path[0]; import pytest; raise SystemExit(pytest.console_main())"
+_PYTEST_WITHOUT_CWD: Final = "import sys; del sys.path[0]; import pytest; raise SystemExit(pytest.main())"
 
 
 class HistoryError(Exception):

@@ -102,7 +102,8 @@ class Paired:
 
 @dataclass
 class PairedStopRule:
-    """Stop when every step's time ratio against the first step is known to ``plan.target``, or at the cap."""
+    """Stop when every step's time ratio against the first step is known to ``plan.target`` (a single step: its
+    own median), or at the cap."""
 
     plan: SamplingPlan
     times: Mapping[str, list[float]]
@@ -111,18 +112,20 @@ class PairedStopRule:
         plan = self.plan
         n = len(samples)
         if n >= plan.min_samples and elapsed >= plan.min_time:
-            widest = max(self._ratio_width(name, n) for name in list(self.times)[1:]) if len(self.times) > 1 else 0.0
+            names = list(self.times)
+            first = self.times[names[0]][-n:]
+            series = [[a / b for a, b in zip(self.times[name][-n:], first, strict=True)] for name in names[1:]]
+            widest = max(self._width(values) for values in series or [first])
             if widest <= plan.target:
-                return True, True, f"every ratio's CI half-width <= target {plan.target:.2%} ({n} rounds)"
+                what = "every ratio's" if series else "the median's"
+                return True, True, f"{what} CI half-width <= target {plan.target:.2%} ({n} rounds)"
         return caps_reached(plan, n, elapsed, f"the ratios reached {plan.target:.2%}")
 
-    def _ratio_width(self, name: str, n: int) -> float:
-        first = next(iter(self.times))
-        ratios = [a / b for a, b in zip(self.times[name][-n:], self.times[first][-n:], strict=True)]
-        ci = median_ci(ratios, self.plan.confidence)
+    def _width(self, values: Sequence[float]) -> float:
+        ci = median_ci(values, self.plan.confidence)
         if ci.confidence < self.plan.confidence:
             return math.inf
-        return ci.relative_half_width(median(ratios))
+        return ci.relative_half_width(median(values))
 
 
 @contextmanager

@@ -130,6 +130,15 @@ def test_stop_rule_waits_for_every_ratio_to_reach_the_target() -> None:
     assert stop and not converged and "time cap" in reason
 
 
+def test_a_single_step_waits_for_its_own_median_to_reach_the_target() -> None:
+    plan = SamplingPlan(target=0.01, min_samples=6, min_time=0.0, max_time=10.0)
+    assert PairedStopRule(plan, {"only": [1.0, 1.5] * 5})([0.0] * 10, 1.0) == (False, False, "")
+    stop, converged, reason = PairedStopRule(plan, {"only": [1.0] * 10})([0.0] * 10, 1.0)
+    assert stop and converged and "the median's CI half-width" in reason
+    stop, converged, reason = PairedStopRule(plan, {"only": [1.0, 1.5] * 5})([0.0] * 10, 11.0)
+    assert stop and not converged
+
+
 def test_estimate_is_the_median_with_a_distribution_free_ci() -> None:
     values = [float(v) for v in range(1, 22)]
     est = estimate_median("x", values, 0.95)

@@ -189,6 +189,25 @@ def test_a_slowdown_measured_on_a_busy_machine_is_inconclusive(
     assert all(run["load"]["background_cores"] > 0.9 for run in gate["runs"])
 
 
+def test_confirmation_runs_fire_no_measured_hook_of_their_own(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conftest = steps.path / "conftest.py"
+    conftest.write_text(
+        conftest.read_text()
+        + "\n\ndef pytest_gpuperf_measured(item, record):\n"
+        + "    with open('observed.txt', 'a') as f:\n"
+        + "        f.write(record.key + '\\n')\n"
+    )
+    save_rounds(steps, 1)
+    (steps.path / "observed.txt").unlink()
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    result = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2")
+    result.stdout.fnmatch_lines(["gpuperf: measured 1 test(s) that looked slower again (2 confirmation run(s) *"])
+    observed = (steps.path / "observed.txt").read_text().split()
+    assert sorted(observed) == ["test_steps.py::test_lenient[cpu]", "test_steps.py::test_step[cpu]"]
+
+
 def test_a_transient_is_measured_again_before_it_can_fail_the_gate(
     pytester: pytest.Pytester, exact_timing: None
 ) -> None:

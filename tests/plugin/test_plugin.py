@@ -359,6 +359,21 @@ def test_measured_fires_once_per_record_kept_and_rounds_land_in_its_evidence(mat
     assert len(record["gate"]["rounds"]) == 2 and all(r["samples"] for r in record["gate"]["rounds"])
 
 
+def test_a_tolerance_given_to_measure_travels_with_its_record(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_lenient(gpuperf):
+            gpuperf.measure(lambda: None, tolerance="20%", noise_floor=0.03, name="own")
+            gpuperf.measure(lambda: None, name="session")
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-json=run.json", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    own, session = json.loads((pytester.path / "run.json").read_text())["records"]
+    assert own["gate"]["tolerance"] == 0.2 and own["gate"]["noise_floor"] == 0.03
+    assert "tolerance" not in session["gate"] and "noise_floor" not in session["gate"]
+
+
 def test_runs_that_never_measure_never_import_torch(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
