@@ -61,6 +61,13 @@ def test_the_readme_is_a_front_page_whose_test_command_ci_runs() -> None:
     assert ci[-1] == "pytest", ".ci/run ends with exactly the README's test command"
 
 
+def test_the_workloads_example_shown_is_the_shipped_file() -> None:
+    page = (ROOT / "docs" / "writing-tests.md").read_text()
+    section = page.split("### A complete example", 1)[1]
+    (shown,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
+    assert shown == (ROOT / "docs" / "examples" / "workloads.py").read_text()
+
+
 def test_the_tables_shown_in_the_docs_have_the_columns_the_code_prints() -> None:
     glossary = (ROOT / "docs" / "glossary.md").read_text()
     for headers in (RESULTS_HEADERS, GATE_HEADERS):

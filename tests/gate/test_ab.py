@@ -66,6 +66,16 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     assert len(git(root, "worktree", "list").splitlines()) == 1, "git forgot every temporary worktree"
 
 
+def test_the_documented_workloads_module_runs_as_shown(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/examples/workloads.py, copied into a repository as a pip user would: A/A is unchanged, fp16 skipped."""
+    example = (Path(__file__).parents[2] / "docs" / "examples" / "workloads.py").read_text()
+    commit(repo, {"perf/workloads.py": example}, "the documented workloads")
+    assert main(["ab", "--base", "HEAD", *FAST, "--tolerance", "50%"]) == 0
+    out = capsys.readouterr().out
+    assert "unchanged" in rows(out)["linear_fp32"]
+    assert "skipped linear_fp16: head's build unsupported on cpu: fp16 matmul on a CPU" in out
+
+
 def rows(out: str) -> dict[str, str]:
     """Table rows by workload name (the lines under the dashes)."""
     lines = out.splitlines()
