@@ -149,7 +149,7 @@ def test_invisible_slow_rounds_are_left_out_on_each_side() -> None:
     # A quiet-looking round 20% slow (another guest on the host): one-sided, so left out.
     row = only_row([10e-3, 10e-3, 12e-3], [10.02e-3])
     assert row.verdict is Verdict.UNCHANGED and row.base_runs == 2
-    assert "left out as disturbed: 1 of 3 baseline runs" in row.reason
+    assert "left out as far slower than the rest: 1 of 3 baseline runs" in row.reason
 
 
 def test_confirmation_rounds_overrule_a_transient() -> None:
