@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import pytest_gpuperf
 
 PACKAGES = (
     "pytest_gpuperf",
@@ -54,3 +58,46 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
     assert not {
         name for name in loaded if name.startswith("pytest_gpuperf.gate.") and name != "pytest_gpuperf.gate._verdicts"
     }
+
+
+#: What each subpackage may import of the package: dependencies point one way (docs/architecture.md).
+ALLOWED = {
+    "measuring": set(),
+    "results": {"measuring", "_git"},
+    "gate": {"measuring", "results", "_git"},
+    "history": {"measuring", "results", "_git"},
+    "_pytest": {"measuring", "results", "gate", "history", "_git"},
+}
+ROOT = Path(pytest_gpuperf.__file__).parent
+
+
+def _imported_siblings(path: Path) -> set[str]:
+    """The top-level parts of the package that a module inside a subpackage imports (``from ..gate import x``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 2:
+            found.add((node.module or "").split(".")[0] or "?")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("pytest_gpuperf."):
+            found.add((node.module or "").split(".")[1])
+    return {name for name in found if name != "_lazy"}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_dependencies_point_one_way(package: str) -> None:
+    for path in sorted((ROOT / package).glob("*.py")):
+        wrong = _imported_siblings(path) - ALLOWED[package]
+        assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}: {package} may import {ALLOWED[package]}"
+
+
+def test_the_measuring_core_runs_without_pytest_or_asv() -> None:
+    code = (
+        "import sys, importlib, pkgutil, pytest_gpuperf.measuring as m\n"
+        "[importlib.import_module(i.name) for i in pkgutil.iter_modules(m.__path__, m.__name__ + '.')]\n"
+        "print('\\n'.join(sys.modules))"
+    )
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    assert "pytest_gpuperf.measuring._paired" in loaded
+    forbidden = {"pytest", "_pytest", "asv", "tabulate", "pytest_gpuperf.results", "pytest_gpuperf.gate"}
+    assert not forbidden & loaded
