@@ -252,7 +252,7 @@ def measure_paired(
 
     rule = PairedStopRule(plan, times)
     agree = coordinator.agree if coordinator is not None else _same
-    with torch_threads(settings.threads_for(device.split(":", 1)[0])) as threads, gc_paused():
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
         result = sample(_round_runner(rounds, timed, times), plan, stop_rule=rule, agree=agree)
     n = len(result.samples)
     sampled = {name: times[name][-n:] for name in steps}

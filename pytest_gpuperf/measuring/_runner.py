@@ -92,17 +92,13 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _kind(device: str) -> str:
-    return device.split(":", 1)[0]
-
-
 def peak_memory(
     fn: Callable[[], object], backend: Backend, settings: MeasureSettings, device: str
 ) -> tuple[int | None, str]:
     """Peak memory of one more call of ``fn`` under the backend's probe, and how it was read; ``off`` if disabled."""
     if not settings.memory:
         return None, "off"
-    with torch_threads(settings.threads_for(_kind(device))), backend.track_memory() as probe:
+    with torch_threads(settings.threads_for(device)), backend.track_memory() as probe:
         fn()
         backend.synchronize()
     return probe.peak_bytes, probe.method
@@ -167,7 +163,7 @@ def measure_on(
         return backend.time_block(fn, iterations)
 
     block = run_block if coordinator is None else coordinator.wrap_block(run_block)
-    with torch_threads(settings.threads_for(_kind(device))) as threads, gc_paused():
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
         result = sample(block, plan, clock=clock, agree=coordinator.agree if coordinator else lambda f: f)
     memory = peak_memory(fn, backend, settings, device)
     return measurement_of(

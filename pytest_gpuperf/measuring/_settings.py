@@ -57,12 +57,12 @@ class MeasureSettings:
             min_block_time=min_block_time,
         )
 
-    def threads_for(self, kind: str) -> int | None:
-        """The thread count to set on a device of ``kind``, or None to leave torch's own."""
+    def threads_for(self, device: str) -> int | None:
+        """The thread count to set on ``device`` (``cpu``, ``cuda:1``, or a kind), or None to leave torch's own."""
         if self.threads == "torch":
             return None
         if self.threads == "auto":
-            return 1 if kind == "cpu" else None
+            return 1 if device.split(":", 1)[0] == "cpu" else None
         return self.threads
 
     def with_values(self, changes: Mapping[str, object], context: str = "") -> MeasureSettings:
