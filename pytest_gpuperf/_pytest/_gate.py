@@ -174,6 +174,8 @@ class GatePlugin:
 
     def _measure_again(self, item: pytest.Item) -> None:
         """One more round of ``item`` in this process, added to the evidence of its records."""
+        from ..results import with_repeats
+
         wait = self._last_round.get(item.nodeid, 0.0) + ROUND_SPACING - time.monotonic()
         if wait > 0:
             time.sleep(wait)
@@ -183,18 +185,12 @@ class GatePlugin:
             runtestprotocol(item, log=False, nextitem=None)
         finally:
             self.session.round_sink = None
-        by_key = {record.key: record for record in fresh}
-        self.session.records[:] = [
-            r.with_evidence(r.evidence.with_round(by_key[r.key].evidence.first_round(by_key[r.key].measurement)))
-            if r.key in by_key
-            else r
-            for r in self.session.records
-        ]
+        self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=False)
         self._last_round[item.nodeid] = time.monotonic()
 
     def _confirm(self, session: pytest.Session) -> None:
         from ..gate import _confirm as confirm
-        from ..results import ResultsError
+        from ..results import ResultsError, with_repeats
 
         config = session.config
         for _ in range(self.settings.confirm):
@@ -212,7 +208,7 @@ class GatePlugin:
             except ResultsError as exc:
                 self._lines.append((f"gpuperf: could not confirm {', '.join(suspects)}: {exc}", True))
                 return
-            self.session.records[:], _ = confirm.attach(self.session.records, fresh)
+            self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=True)
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
 

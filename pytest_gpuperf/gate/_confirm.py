@@ -4,8 +4,8 @@ Rounds measured in the same process share that session's state of the machine, s
 they cannot tell a slow session from a slow change; a new process, started later, is
 a new sample of the machine. Each confirmation run is a plain ``pytest NODEID ...``
 with this session's measuring options, writing ``--gpuperf-json`` to a temporary
-file; its records come back as further runs of the records they repeat
-(``Evidence.runs``, raw samples and load kept). The pytest adapter passes the
+file; its records come back, and ``results.with_repeats`` adds them as further runs of
+the records they repeat (``Evidence.runs``, raw samples and load kept). The pytest adapter passes the
 session's measuring options as command-line flags (``Settings.flags``), so this module
 needs nothing of pytest.
 """
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
-from ..results import Record, Rerun, ResultsError, load_run
+from ..results import Record, ResultsError, load_run
 
-__all__ = ["CONFIRMATION_ENV", "attach", "command", "run"]
+__all__ = ["CONFIRMATION_ENV", "command", "run"]
 
 _PASSED_FLAGS: Final = ("-p", "-o", "-c", "--config-file", "--rootdir", "--confcutdir")
 #: Set in a confirmation run's environment: its records are evidence for another session's, so it fires no
@@ -86,16 +86,3 @@ def run(
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
             raise ResultsError(f"the confirmation run exited {done.returncode} without results: {' | '.join(tail)}")
         return list(load_run(json_path).records)
-
-
-def attach(records: Sequence[Record], fresh: Iterable[Record]) -> tuple[list[Record], int]:
-    """``records`` with each fresh record added as one more run of the record with its key; and how many were."""
-    by_key = {record.key: record for record in fresh}
-    out: list[Record] = []
-    for record in records:
-        again = by_key.get(record.key)
-        if again is not None:
-            rerun = Rerun((again.evidence.first_round(again.measurement), *again.evidence.rounds))
-            record = record.with_evidence(record.evidence.with_rerun(rerun))
-        out.append(record)
-    return out, sum(1 for record in records if record.key in by_key)

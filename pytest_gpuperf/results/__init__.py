@@ -21,7 +21,18 @@ if TYPE_CHECKING:
     )
     from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
     from ._fingerprint import collect, throttle_names
-    from ._record import SCHEMA, SCHEMA_VERSION, Evidence, MeasuredTest, Record, Rerun, Round, Run, short_test
+    from ._record import (
+        SCHEMA,
+        SCHEMA_VERSION,
+        Evidence,
+        MeasuredTest,
+        Record,
+        Rerun,
+        Round,
+        Run,
+        short_test,
+        with_repeats,
+    )
     from ._store import MAX_RUNS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
 
 __getattr__, __dir__ = exports(__name__, __file__)
@@ -60,4 +71,5 @@ __all__ = [
     "save_run",
     "short_test",
     "throttle_names",
+    "with_repeats",
 ]

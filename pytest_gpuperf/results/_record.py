@@ -19,7 +19,7 @@ Schema history (bump the version and say why here; files are read and written in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -36,6 +36,7 @@ __all__ = [
     "Round",
     "Run",
     "short_test",
+    "with_repeats",
 ]
 
 SCHEMA: Final = "pytest-gpuperf/results"
@@ -185,6 +186,24 @@ class Record:
             checks=[Check(**c) for c in data.get("checks", [])],
             evidence=Evidence.from_dict(data.get("gate") or {}),
         )
+
+
+def with_repeats(records: Sequence[Record], fresh: Iterable[Record], *, as_runs: bool) -> list[Record]:
+    """``records`` with each fresh measurement of the same key added to its evidence: as one more round of the
+    record's own run, or, ``as_runs``, as a confirmation run (the fresh measurement, then its own rounds)."""
+    by_key = {record.key: record for record in fresh}
+    out: list[Record] = []
+    for record in records:
+        again = by_key.get(record.key)
+        if again is not None:
+            first = again.evidence.first_round(again.measurement)
+            evidence = record.evidence
+            evidence = (
+                evidence.with_rerun(Rerun((first, *again.evidence.rounds))) if as_runs else evidence.with_round(first)
+            )
+            record = record.with_evidence(evidence)
+        out.append(record)
+    return out
 
 
 @dataclass(frozen=True)
