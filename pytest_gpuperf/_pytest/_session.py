@@ -291,11 +291,12 @@ class GpuperfSession:
             return
         from ..results import ResultsError, save_run
 
+        run = self.run()
         try:
             if self.settings.json:
-                save_run(Path(self.settings.json), self.run())
+                save_run(Path(self.settings.json), run)
             if self._asv is not None and self.records:
-                self._asv_note = self._asv.write(self.run())
+                self._asv_note = self._asv.write(run)
         except ResultsError as exc:
             session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
