@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     and measure each device's reference peak before the tests that compare with it."""
     # trylast: after any plugin that reorders (pytest-randomly shuffles), so that in any order the peak comes
     # first, its records always belong to test_matmul_peak and the datasheet floors are always checked there.
-    items.sort(key=lambda item: getattr(item, "originalname", item.name) != "test_matmul_peak")
+    items.sort(key=lambda item: not (item.path.is_relative_to(_HERE) and getattr(item, "originalname", "") == "test_matmul_peak"))
     for item in items:
         # This hook sees the whole session's items; only the suites' own tests get the defaults.
         if not item.path.is_relative_to(_HERE):
