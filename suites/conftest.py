@@ -25,13 +25,17 @@ def _chosen(config: pytest.Config, key: str) -> bool:
     return config.getoption(f"gpuperf_{key}", None) is not None or config.getini(f"gpuperf_{key}") not in (None, "")
 
 
+def _is_peak_test(item: pytest.Item) -> bool:
+    return item.path.is_relative_to(_HERE) and getattr(item, "originalname", "") == "test_matmul_peak"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give suite tests the suite's sampling defaults for each setting the user did not choose (CLI or ini win),
     and measure each device's reference peak before the tests that compare with it."""
     # trylast: after any plugin that reorders (pytest-randomly shuffles), so that in any order the peak comes
     # first, its records always belong to test_matmul_peak and the datasheet floors are always checked there.
-    items.sort(key=lambda item: not (item.path.is_relative_to(_HERE) and getattr(item, "originalname", "") == "test_matmul_peak"))
+    items.sort(key=lambda item: not _is_peak_test(item))
     for item in items:
         # This hook sees the whole session's items; only the suites' own tests get the defaults.
         if not item.path.is_relative_to(_HERE):
