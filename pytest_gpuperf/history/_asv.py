@@ -63,6 +63,7 @@ __all__ = [
     "check_machine_name",
     "git_commit",
     "machine_info",
+    "machine_name",
     "write_results",
 ]
 
@@ -98,6 +99,11 @@ def benchmark_name(record: Record) -> str:
 
 def _clean(part: str) -> str:
     return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", part)).strip("_")
+
+
+def machine_name(given: str | None) -> str:
+    """The asv machine name: the one given, else this host's name; AsvError when it cannot name a directory."""
+    return check_machine_name(given or platform.node() or "localhost")
 
 
 def check_machine_name(name: str) -> str:
@@ -272,7 +278,7 @@ class AsvTarget:
         existing = next(p for p in (directory, *directory.absolute().parents) if p.exists())
         if not os.access(existing, os.W_OK):
             raise AsvError(f"{existing} is not writable; choose a writable asv results directory")
-        name = check_machine_name(machine or platform.node() or "localhost")
+        name = machine_name(machine)
         return cls(directory, name, git_commit(root))
 
     def write(self, run: Run) -> str:

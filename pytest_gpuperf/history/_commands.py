@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 from typing import Any
 
 from .._git import GitError, repo_root, resolve
 from ._assets import OfflineError, default_cache, localize
-from ._asv import check_machine_name
+from ._asv import machine_name
 from ._asv_files import AsvError
 from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, current_branch, last_commits, publish, record
 
@@ -89,7 +88,7 @@ def _layout(args: argparse.Namespace) -> Layout:
     repo = repo_root(args.repo.resolve())
     out = args.out.resolve() if args.out else repo / DEFAULT_OUT
     try:
-        machine = check_machine_name(args.machine or platform.node() or "localhost")
+        machine = machine_name(args.machine)
     except AsvError as exc:
         raise HistoryError(str(exc)) from None
     return Layout(repo, out, machine)
