@@ -5,10 +5,16 @@ wall clock as ``clock() -> seconds``, so a fake clock drives every path in tests
 
 1. Warmup. Blocks are run and timed; the block size grows as the per-iteration
    time estimate falls (first calls pay for lazy init, autotuning, compilation).
-   Warmup ends when ``steady_blocks`` blocks in a row fail to set a new minimum
-   by more than ``steady_tolerance``, or at ``warmup_time`` (then it says so).
+   The first call is timed but neither counts against ``warmup_time`` nor sizes a
+   block: a multi-second first call (lazy CUDA init, cuDNN autotune, torch.compile)
+   says nothing about the steady call. Warmup ends when ``steady_blocks`` blocks in
+   a row fail to set a new minimum by more than ``steady_tolerance``, or at
+   ``warmup_time`` (then it says so).
 2. Block size. Iterations per sample are chosen so one sample lasts at least the
    backend's ``min_block_time``: far above timer resolution and per-call overhead.
+   Blocks are re-sized from steady calls: once the first ``RESIZE_AFTER`` samples
+   are in, if their median says a block is less than half ``min_block_time`` long,
+   the block is enlarged and sampling starts over (the short blocks count as warmup).
 3. Sampling. A stop rule sees the samples and the elapsed time after each block:
    by default it stops when the distribution-free 95% CI of the median is within
    ``target`` (relative half-width), after ``min_samples`` and ``min_time``, or at
@@ -20,11 +26,12 @@ the same branch (see ``_distributed.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from ._stats import median, median_ci
 
@@ -38,6 +45,11 @@ __all__ = [
     "caps_reached",
     "sample",
 ]
+
+#: Samples taken before the block size is checked against their median (and re-sized if far too short).
+RESIZE_AFTER: Final = 5
+#: Re-sizes allowed after warmup; each restarts sampling.
+MAX_RESIZES: Final = 3
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,8 @@ class Warmup:
     steady: bool
     #: per-iteration time of each warmup block, in order
     block_times: tuple[float, ...]
+    #: times sampling started over with larger blocks because steady calls proved the blocks too short
+    resizes: int = 0
 
 
 @dataclass(frozen=True)
@@ -140,16 +154,44 @@ def sample(
     warmup, iterations = _warm_up(run_block, plan, clock, agree)
     rule = stop_rule if stop_rule is not None else CiStopRule(plan)
     samples: list[float] = []
+    resizes = 0
     start = clock()
     while True:
         elapsed_block = run_block(iterations)
         samples.append(elapsed_block / iterations)
+        if len(samples) == RESIZE_AFTER and resizes < MAX_RESIZES:
+            # Every rank sees the same block times (the coordinator returns the slowest), so all re-size alike.
+            resized = _steady_size(samples, iterations, plan)
+            if resized is not None:
+                warmup = _with_blocks(warmup, samples, iterations, clock() - start)
+                iterations, samples, resizes = resized, [], resizes + 1
+                start = clock()
+                continue
         stop, converged, reason = rule(samples, clock() - start)
         if agree(stop):
             if not stop:
                 converged, reason = False, "stopped with the other ranks"
             break
+    if resizes:
+        warmup = dataclasses.replace(warmup, resizes=resizes)
     return SamplingResult(tuple(samples), iterations, warmup, converged, reason, clock() - start)
+
+
+def _steady_size(samples: Sequence[float], iterations: int, plan: SamplingPlan) -> int | None:
+    """A larger block size when the steady samples show the block far shorter than ``min_block_time``, else None."""
+    wanted = block_size(median(samples), plan)
+    return wanted if wanted > 2 * iterations else None
+
+
+def _with_blocks(warmup: Warmup, samples: Sequence[float], iterations: int, seconds: float) -> Warmup:
+    """``warmup`` extended by sampling blocks that turned out to be warmup (too short to keep)."""
+    return dataclasses.replace(
+        warmup,
+        blocks=warmup.blocks + len(samples),
+        calls=warmup.calls + len(samples) * iterations,
+        seconds=warmup.seconds + seconds,
+        block_times=warmup.block_times + tuple(samples),
+    )
 
 
 def _warm_up(
@@ -158,7 +200,7 @@ def _warm_up(
     clock: Callable[[], float],
     agree: Callable[[bool], bool],
 ) -> tuple[Warmup, int]:
-    start = clock()
+    began = start = clock()
     iterations = 1
     calls = 0
     best = math.inf
@@ -169,13 +211,23 @@ def _warm_up(
         calls += iterations
         per_iteration = elapsed / iterations
         history.append(per_iteration)
-        if per_iteration < best * (1.0 - plan.steady_tolerance):
-            quiet = 0
+        if len(history) == 1:
+            # The first call pays for lazy init, autotuning and compilation: it neither sizes a block nor spends
+            # the warmup budget, which starts after it.
+            start = clock()
         else:
-            quiet += 1
-        best = min(best, per_iteration)
+            if per_iteration < best * (1.0 - plan.steady_tolerance):
+                quiet = 0
+            else:
+                quiet += 1
+            best = min(best, per_iteration)
         # A timer that reads zero cannot size a block: grow it, within reason, until it reads something.
-        resized = block_size(best, plan) if best > 0 else min(iterations * 10, 1_000_000)
+        if math.isinf(best):
+            resized = 1
+        elif best > 0:
+            resized = block_size(best, plan)
+        else:
+            resized = min(iterations * 10, 1_000_000)
         if resized > 2 * iterations:
             quiet = 0  # a much larger block is a new regime: check steadiness again at that size
         iterations = max(iterations, resized)
@@ -183,4 +235,4 @@ def _warm_up(
         out_of_time = clock() - start >= plan.warmup_time
         if agree(steady or out_of_time):
             break
-    return Warmup(len(history), calls, clock() - start, steady, tuple(history)), iterations
+    return Warmup(len(history), calls, clock() - began, steady, tuple(history)), iterations

@@ -14,8 +14,12 @@ from pytest_gpuperf.measuring._sampling import CiStopRule, block_size
 class FakeDevice:
     """A device whose k-th call takes ``per_call(k)`` seconds of fake time, times lognormal noise per block."""
 
-    def __init__(self, per_call: Callable[[int], float], noise: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self, per_call: Callable[[int], float], noise: float = 0.0, seed: int = 0, overhead: float = 0.0
+    ) -> None:
         self.per_call = per_call
+        #: read into every block's time (the timer's own cost): a block of one call shows it in full
+        self.overhead = overhead
         self.noise = noise
         self.rng = np.random.default_rng(seed)
         self.now = 0.0
@@ -33,6 +37,7 @@ class FakeDevice:
         self.calls += iterations
         if self.noise:
             elapsed *= float(self.rng.lognormal(0.0, self.noise))
+        elapsed += self.overhead
         self.now += elapsed + 2e-6  # the host's own loop overhead
         return elapsed
 
@@ -45,6 +50,33 @@ def test_warmup_waits_until_block_times_stop_falling() -> None:
     assert result.warmup.calls >= 15
     assert max(result.samples) < 1.05e-3  # the transient stayed in the warmup
     assert result.converged
+
+
+def test_a_slow_first_call_does_not_size_the_blocks() -> None:
+    """Lazy init (1.5 s) longer than the warmup budget: blocks are still sized from the 2 us steady calls.
+
+    Before the fix warmup ended after that one call, every sample was one call, and the
+    timer's 0.18 us per read made the median 1.09x the true 2 us.
+    """
+    dev = FakeDevice(lambda k: 1.5 if k == 0 else 2e-6, noise=0.01, overhead=0.18e-6)
+    plan = SamplingPlan(warmup_time=1.0)
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert result.warmup.block_times[0] == pytest.approx(1.5, rel=0.05)
+    assert result.iterations * 2e-6 >= plan.min_block_time
+    assert float(np.median(result.samples)) == pytest.approx(2e-6, rel=0.01)
+    assert result.warmup.steady and result.converged
+
+
+def test_blocks_are_resized_from_steady_samples() -> None:
+    """A slow plateau (autotuning, say) looked steady to the warmup; the first samples show the block far too short."""
+    dev = FakeDevice(lambda k: 5e-3 if k < 6 else 10e-6, noise=0.01, overhead=0.18e-6)
+    plan = SamplingPlan()
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert result.warmup.resizes == 1
+    assert result.iterations * 10e-6 >= 0.95 * plan.min_block_time
+    assert float(np.median(result.samples)) == pytest.approx(10e-6, rel=0.01)
+    # The short blocks are kept as warmup, not thrown away silently.
+    assert len(result.warmup.block_times) == result.warmup.blocks >= 5
 
 
 def test_the_median_shrugs_off_a_plateau_the_warmup_could_not_see() -> None:
