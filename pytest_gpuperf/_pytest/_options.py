@@ -158,6 +158,15 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "on|off",
     ),
     OptionSpec(
+        "mode",
+        "warm",
+        MEASURE_FIELDS["mode"],
+        "timing mode: warm (calls back to back), cold (caches flushed before each call, the flush not timed) "
+        "or graph (the step captured in a CUDA graph and its replays timed; cuda only); recorded with every "
+        "result (default: warm)",
+        "warm|cold|graph",
+    ),
+    OptionSpec(
         "size",
         "auto",
         values.choice(*SIZES),

@@ -22,6 +22,15 @@ def flags(record: Record) -> str:
         out.append("not converged")
     if not m.warmup.steady:
         out.append("warmup capped")
+    if m.mode != "warm":
+        out.append(m.mode)
+    if m.no_device_work:
+        out.append("no device work")
+    elif m.launch_bound:
+        out.append(f"launch-bound (host {format_duration(m.host_per_call or 0)}/call)")
+    drift = m.drift
+    if drift is not None:
+        out.append(f"drift {drift:+.1%}")
     for check in record.checks:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")

@@ -51,7 +51,13 @@ def work_difference(base: Mapping[str, float], head: Mapping[str, float]) -> tup
 
 def _record_view(record: Record) -> dict[str, object]:
     m = record.measurement
-    return {"device_name": m.device_name, "threads": m.threads, "params": dict(record.params), "work": dict(m.work)}
+    return {
+        "device_name": m.device_name,
+        "threads": m.threads,
+        "mode": m.mode,
+        "params": dict(record.params),
+        "work": dict(m.work),
+    }
 
 
 def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> list[str]:

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
-    from ._backends import Backend, CpuBackend, CudaBackend, MemoryProbe, MpsBackend, backend_for
+    from ._backends import (
+        MODES,
+        Backend,
+        CpuBackend,
+        CudaBackend,
+        MemoryProbe,
+        ModeUnsupported,
+        MpsBackend,
+        backend_for,
+    )
     from ._devices import (
         KINDS,
         DeviceError,
@@ -29,12 +38,23 @@ if TYPE_CHECKING:
     from ._expectations import DeviceFloors, Expectations, ExpectationsError
     from ._judge import Check, GpuperfAssertionError, InconclusiveWarning, Outcome, expect_interval, judge
     from ._load import Load, Monitor, needed_cores, wait_for_quiet
-    from ._measurement import Measurement
+    from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
     from ._runner import Coordinator, measure, measure_on, work_from
     from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
-    from ._stats import Estimate, Interval, Summary, estimate_median, median, median_ci, summarize, t_quantile
+    from ._stats import (
+        Estimate,
+        Interval,
+        Summary,
+        Trend,
+        estimate_median,
+        median,
+        median_ci,
+        summarize,
+        t_quantile,
+        trend,
+    )
     from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
     from ._values import SettingError, Threads
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
@@ -44,6 +64,7 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "KINDS",
     "MEASURE_FIELDS",
+    "MODES",
     "SIZES",
     "Backend",
     "Check",
@@ -65,8 +86,10 @@ __all__ = [
     "MeasureSettings",
     "Measurement",
     "MemoryProbe",
+    "ModeUnsupported",
     "Monitor",
     "MpsBackend",
+    "NoDeviceWorkWarning",
     "Outcome",
     "Paired",
     "Quantity",
@@ -79,6 +102,7 @@ __all__ = [
     "Summary",
     "Threads",
     "TorchDistCoordinator",
+    "Trend",
     "UnitError",
     "Warmup",
     "Workload",
@@ -111,6 +135,7 @@ __all__ = [
     "spawn",
     "summarize",
     "t_quantile",
+    "trend",
     "wait_for_quiet",
     "work_from",
 ]

@@ -11,17 +11,22 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Protocol, final
+from pathlib import Path
+from typing import Any, Final, Protocol, final
 
 from ._devices import DeviceError, DeviceSlot, cpu_model, torch_of
 
 __all__ = [
+    "MODES",
     "Backend",
     "CpuBackend",
     "CudaBackend",
     "MemoryProbe",
+    "ModeUnsupported",
     "MpsBackend",
     "backend_for",
+    "block_timer",
+    "cpu_cache_bytes",
     "peak_of_allocation_events",
 ]
 
@@ -39,6 +44,14 @@ class _Memory:
     method: str = "none"
 
 
+class ModeUnsupported(ValueError):
+    """A timing mode (cold, graph) this device or this step cannot do; the message says why and what to use."""
+
+
+#: Timing modes: warm (calls back to back), cold (caches flushed before each call), graph (CUDA graph replay).
+MODES: Final = ("warm", "cold", "graph")
+
+
 class Backend(Protocol):
     """The device-specific part of a measurement. Everything else is device-agnostic."""
 
@@ -46,11 +59,21 @@ class Backend(Protocol):
     timer: str
     #: A sample should last at least this long to be far above timer resolution and overhead.
     min_block_time: float
+    #: Host seconds spent launching the last block, where that differs from its time (asynchronous devices).
+    last_host: float | None
 
     def synchronize(self) -> None: ...
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         """Run ``fn`` ``iterations`` times and return the elapsed device time in seconds."""
+        ...
+
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        """Like ``time_block``, with the caches flushed before each call and the flush left out of the time."""
+        ...
+
+    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+        """A callable that replays ``fn`` as a CUDA graph; ModeUnsupported with the reason where it cannot."""
         ...
 
     def track_memory(self) -> AbstractContextManager[MemoryProbe]: ...
@@ -68,6 +91,8 @@ class CpuBackend:
     timer: str = "perf_counter_ns"
     min_block_time: float = 1e-3
     clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
+    last_host: float | None = None
+    _flush: Any = field(default=None, repr=False)
 
     def synchronize(self) -> None:
         return None
@@ -78,6 +103,23 @@ class CpuBackend:
         for _ in repeat(None, iterations):
             fn()
         return (clock() - start) * 1e-9
+
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        """Each call timed alone after writing a buffer twice the size of the last-level cache."""
+        if self._flush is None:
+            torch = torch_of(self.torch_module)
+            self._flush = torch.empty(2 * cpu_cache_bytes(), dtype=torch.uint8)
+        clock = self.clock_ns
+        total = 0
+        for i in range(iterations):
+            self._flush.fill_(i & 0xFF)
+            start = clock()
+            fn()
+            total += clock() - start
+        return total * 1e-9
+
+    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+        raise ModeUnsupported("graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on cpu")
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
@@ -113,17 +155,48 @@ def peak_of_allocation_events(events: Iterator[tuple[int, int]] | list[tuple[int
     return peak
 
 
+#: Host launch time is covered by a spin kernel this much longer than the last block's launch time took.
+LEAD_MARGIN: Final = 1.5
+#: ... plus this much, for the start event's own record and the first call's Python.
+LEAD_BASE: Final = 50e-6
+#: A lead never spins longer than this (a block whose host time is longer leaves gaps, and says so).
+LEAD_CAP: Final = 0.1
+#: Cycles of ``torch.cuda._sleep`` timed once to learn the spin rate.
+CALIBRATION_CYCLES: Final = 2_000_000
+
+
 @final
 @dataclass
 class CudaBackend:
-    """CUDA event pairs recorded on the current stream; the end event is synchronized before reading."""
+    """CUDA event pairs on the current stream, with the GPU kept busy while the host launches the block.
+
+    Draining the stream and then recording the start event would leave the GPU idle
+    while the host reaches its first kernel (Python, ``zero_grad``, autocast: tens of
+    microseconds), and that idle time would land inside every block. So a spin kernel
+    (``torch.cuda._sleep``, as nvbench queues its blocking kernel) is queued ahead of the
+    start event, sized from the host's launch time of the previous block: the host
+    queues the whole block behind it, and the events time device work back to back.
+    The host time to launch each block is kept (``last_host``): when it is longer than
+    the device time, the step is launch-bound (see ``docs/writing-tests.md``).
+
+    Timing is on the current stream of the device: work a step queues on other streams
+    must be joined to it (``current_stream().wait_stream(side)``) to be inside the time.
+    """
 
     index: int
     torch_module: Any = None
     name: str = ""
     timer: str = "torch.cuda.Event pair"
-    # Event resolution is about 0.5 us and a launch costs several; 1 ms keeps both under 0.1%.
+    # Event resolution is about 0.5 us; with launch latency kept out of the block, 1 ms keeps it under 0.1%.
     min_block_time: float = 1e-3
+    clock: Callable[[], float] = field(default=time.perf_counter)
+    #: host seconds spent launching the last timed block (None before the first)
+    last_host: float | None = None
+    #: blocks whose launch outlasted their lead (the GPU may have idled inside them)
+    short_leads: int = 0
+    _spin_rate: float | None = field(default=None, repr=False)
+    _host_per_call: float = field(default=20e-6, repr=False)
+    _flush: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -142,14 +215,104 @@ class CudaBackend:
             stream = cuda.current_stream(self.index)
             start = cuda.Event(enable_timing=True)
             end = cuda.Event(enable_timing=True)
-            # Drain earlier work so the host is not still queueing it when the start event fires.
             stream.synchronize()
+            lead = self._lead(iterations)
             start.record(stream)
+            began = self.clock()
             for _ in repeat(None, iterations):
                 fn()
             end.record(stream)
+            self._launched(self.clock() - began, iterations, lead)
             end.synchronize()
             return float(start.elapsed_time(end)) * 1e-3
+
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        """Each call timed alone after the L2 is flushed (a write of twice its size); the flush is not timed."""
+        cuda = self._cuda
+        with cuda.device(self.index):
+            stream = cuda.current_stream(self.index)
+            flush = self._flush_buffer()
+            pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(iterations)]
+            stream.synchronize()
+            host = 0.0
+            for start, end in pairs:
+                flush.zero_()
+                lead = self._lead(1)
+                start.record(stream)
+                began = self.clock()
+                fn()
+                end.record(stream)
+                launch = self.clock() - began
+                self._launched(launch, 1, lead)
+                host += launch
+            self.last_host = host
+            pairs[-1][1].synchronize()
+            return sum(float(start.elapsed_time(end)) for start, end in pairs) * 1e-3
+
+    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+        """``fn`` captured once in a CUDA graph; the returned callable replays it (ModeUnsupported if it cannot be)."""
+        cuda = self._cuda
+        with cuda.device(self.index):
+            side = cuda.Stream(self.index)
+            side.wait_stream(cuda.current_stream(self.index))
+            try:
+                with cuda.stream(side):  # capture needs warm calls on a side stream first
+                    for _ in range(3):
+                        fn()
+                cuda.current_stream(self.index).wait_stream(side)
+                graph = cuda.CUDAGraph()
+                with cuda.graph(graph):
+                    fn()
+            except Exception as exc:  # noqa: BLE001 - every capture failure is refused with its reason
+                cuda.synchronize(self.index)
+                raise ModeUnsupported(
+                    f"graph mode: the step cannot be captured in a CUDA graph on {self.name}: "
+                    f"{type(exc).__name__}: {exc}. A capturable step launches only CUDA work on the current "
+                    "stream: no host syncs (.item(), .cpu(), printing a tensor), no CPU tensors, no new "
+                    "allocations of changing size; time it in warm mode instead"
+                ) from None
+            cuda.synchronize(self.index)
+        replay: Callable[[], object] = graph.replay
+        return replay
+
+    def _lead(self, iterations: int) -> float:
+        """Queue a spin kernel long enough to cover the host's launch of ``iterations`` calls; its seconds."""
+        rate = self._rate()
+        if not rate:
+            return 0.0
+        seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * self._host_per_call * iterations)
+        self._cuda._sleep(int(seconds * rate))
+        return seconds
+
+    def _launched(self, host: float, iterations: int, lead: float) -> None:
+        self.last_host = host
+        self._host_per_call = host / iterations
+        if lead and host > lead:
+            self.short_leads += 1
+
+    def _rate(self) -> float | None:
+        """Cycles per second of ``torch.cuda._sleep`` on this device, timed once (None: torch has no _sleep)."""
+        if self._spin_rate is None:
+            cuda = self._cuda
+            if not hasattr(cuda, "_sleep"):
+                self._spin_rate = 0.0
+                return None
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            cuda._sleep(CALIBRATION_CYCLES // 10)  # the first launch loads the kernel
+            start.record()
+            cuda._sleep(CALIBRATION_CYCLES)
+            end.record()
+            end.synchronize()
+            seconds = float(start.elapsed_time(end)) * 1e-3
+            self._spin_rate = CALIBRATION_CYCLES / seconds if seconds > 0 else 0.0
+        return self._spin_rate or None
+
+    def _flush_buffer(self) -> Any:
+        if self._flush is None:
+            torch = torch_of(self.torch_module)
+            l2 = int(getattr(self._cuda.get_device_properties(self.index), "L2_cache_size", 0) or 0)
+            self._flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=self.name)
+        return self._flush
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
@@ -185,6 +348,8 @@ class MpsBackend:
     min_block_time: float = 1e-3
     clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
 
+    last_host: float | None = None
+
     def __post_init__(self) -> None:
         if not hasattr(torch_of(self.torch_module).mps, "Event"):
             self.timer = "perf_counter_ns between torch.mps.synchronize calls"
@@ -211,6 +376,12 @@ class MpsBackend:
         mps.synchronize()
         return (self.clock_ns() - begin) * 1e-9
 
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        raise ModeUnsupported("cold mode is not available on mps: its cache cannot be flushed from torch; use warm")
+
+    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+        raise ModeUnsupported("graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on mps")
+
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
         # torch.mps has no peak statistic; the growth over the block is the honest lower bound.
@@ -224,6 +395,33 @@ class MpsBackend:
 
     def describe(self) -> dict[str, object]:
         return {"device": "mps", "name": "Apple MPS", "host": cpu_model()}
+
+
+def cpu_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """Size of the largest (last-level) CPU cache from sysfs; 64 MiB where it cannot be read."""
+    sizes = []
+    for index in root.glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=64 << 20)
+
+
+def block_timer(backend: Backend, fn: Callable[[], object], mode: str) -> Callable[[int], float]:
+    """``run_block(iterations) -> seconds`` for ``fn`` in timing ``mode`` (graph mode captures ``fn`` first)."""
+    if mode == "graph":
+        replay = backend.capture(fn)
+        return lambda iterations: backend.time_block(replay, iterations)
+    if mode == "cold":
+        return lambda iterations: backend.time_cold(fn, iterations)
+    if mode != "warm":
+        raise ModeUnsupported(f"unknown timing mode {mode!r}; the modes are: {', '.join(MODES)}")
+    return lambda iterations: backend.time_block(fn, iterations)
 
 
 def backend_for(slot: DeviceSlot, torch_module: Any = None) -> Backend:

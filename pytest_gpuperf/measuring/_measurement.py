@@ -11,14 +11,26 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Final
 
 from ._judge import Check, judge
 from ._sampling import Warmup
-from ._stats import Interval, Summary, summarize
+from ._stats import Interval, Summary, Trend, summarize, trend
 from ._units import Quantity, format_bytes, format_duration, parse_quantity
 
-__all__ = ["Measurement"]
+__all__ = ["DRIFT_MIN", "DRIFT_P", "Measurement", "NoDeviceWorkWarning"]
+
+#: A device block shorter than this (and than NO_WORK_FRACTION of the host's time) ran no device work.
+NO_WORK_BLOCK: Final = 5e-6
+NO_WORK_FRACTION: Final = 0.01
+#: Significance level of the trend test that flags a drifting measurement.
+DRIFT_P: Final = 0.001
+#: ... and the smallest change over the run that is flagged.
+DRIFT_MIN: Final = 0.01
+
+
+class NoDeviceWorkWarning(UserWarning):
+    """A step timed on a GPU ran no work there (its tensors were left on the CPU, say)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,10 @@ class Measurement:
     threads: int = 0
     timer: str = ""
     inconclusive: str = "warn"
+    #: timing mode: warm, cold or graph (``MeasureSettings.mode``)
+    mode: str = "warm"
+    #: median host seconds spent launching one call, on devices that run asynchronously (else None)
+    host_per_call: float | None = None
     observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------ statistics
@@ -67,6 +83,37 @@ class Measurement:
     @property
     def cv(self) -> float:
         return self.summary.cv
+
+    @property
+    def launch_bound(self) -> bool:
+        """Did the host need longer to launch a call than the device to run it? A loop then runs at host speed."""
+        return self.host_per_call is not None and self.host_per_call >= self.median > 0 and not self.no_device_work
+
+    @property
+    def no_device_work(self) -> bool:
+        """Timed on an asynchronous device whose clock saw next to nothing: the step's work ran elsewhere."""
+        return (
+            self.host_per_call is not None
+            and self.median < NO_WORK_FRACTION * self.host_per_call
+            and self.median * self.iterations < NO_WORK_BLOCK
+        )
+
+    @cached_property
+    def trend(self) -> Trend:
+        return trend(self.samples)
+
+    @property
+    def drift(self) -> float | None:
+        """The change over the run (+0.086: 8.6% slower by the end) when the samples trend, else None.
+
+        A trend is flagged when Mann-Kendall's test is significant at ``DRIFT_P`` and the
+        change is larger than the claimed interval (and 1%): the interval assumes samples
+        that do not drift, so it understates the uncertainty then.
+        """
+        t = self.trend
+        if t.p_value < DRIFT_P and abs(t.change) > max(self.relative_ci, DRIFT_MIN):
+            return t.change
+        return None
 
     @property
     def relative_ci(self) -> float:
@@ -215,11 +262,14 @@ class Measurement:
                 "seconds": self.warmup.seconds,
                 "steady": self.warmup.steady,
                 "block_times": list(self.warmup.block_times),
+                "resizes": self.warmup.resizes,
             },
             "peak_memory_bytes": self.peak_memory,
             "memory_method": self.memory_method,
             "threads": self.threads,
             "timer": self.timer,
+            "mode": self.mode,
+            "host_per_call": self.host_per_call,
         }
 
     @classmethod
@@ -237,6 +287,7 @@ class Measurement:
                 float(w["seconds"]),
                 bool(w["steady"]),
                 tuple(float(x) for x in w.get("block_times", ())),
+                int(w.get("resizes", 0)),
             ),
             converged=bool(data["converged"]),
             stop_reason=str(data.get("stop_reason", "")),
@@ -248,6 +299,8 @@ class Measurement:
             memory_method=str(data.get("memory_method", "none")),
             threads=int(data.get("threads", 0)),
             timer=str(data.get("timer", "")),
+            mode=str(data.get("mode", "warm")),
+            host_per_call=None if data.get("host_per_call") is None else float(data["host_per_call"]),
         )
 
     def __str__(self) -> str:

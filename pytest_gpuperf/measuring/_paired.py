@@ -42,11 +42,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from ._backends import Backend
+from ._backends import Backend, block_timer
 from ._judge import Check
 from ._measurement import Measurement
 from ._runner import Coordinator, gc_paused, measurement_of, peak_memory, torch_threads
-from ._sampling import SamplingPlan, caps_reached, sample
+from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
 from ._stats import Estimate, estimate_median, median, median_ci
 from ._workload import Step
@@ -195,30 +195,55 @@ class RoundSteps:
         return step
 
 
-def _round_runner(
-    rounds: RoundSteps,
-    time_block: Callable[[Callable[[], object], int], float],
-    times: dict[str, list[float]],
-) -> Callable[[int], float]:
-    names = list(rounds.sources)
-    count = [0]
+@dataclass
+class RoundRunner:
+    """Runs one round: each step timed once, in alternating order, in a block sized for that step.
 
-    def run_round(iterations: int) -> float:
-        index = count[0]
-        count[0] += 1
-        steps = rounds.for_round(index)
+    The sampler sizes its ``iterations`` from the whole round, so the slowest step sets
+    it; a fast step timed beside a slow one gets a larger block of its own (its warm-up
+    minimum per call, with the host's launch time where that is longer), so that no step
+    is timed a call or two at a time. A step's block only grows, and only when it must
+    grow more than twofold, so the sizes settle during warmup.
+    """
+
+    rounds: RoundSteps
+    block: Callable[[Step, int], float]
+    plan: SamplingPlan
+    last_host: Callable[[], float | None]
+    times: dict[str, list[float]]
+    host: dict[str, list[float]] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    cheapest: dict[str, float] = field(default_factory=dict)
+    count: int = 0
+
+    def __call__(self, iterations: int) -> float:
+        index = self.count
+        self.count += 1
+        steps = self.rounds.for_round(index)
+        names = list(self.rounds.sources)
         # Alternate the order so neither step always runs right after the other (cache, clocks); when
         # rebuilding, every second round, so that build order and timing order meet in all combinations.
-        flip = (index // 2 if rounds.rebuilding else index) % 2 == 1
+        flip = (index // 2 if self.rounds.rebuilding else index) % 2 == 1
         order = names[::-1] if flip else names
         total = 0.0
         for name in order:
-            elapsed = time_block(steps[name].fn, iterations)
-            times[name].append(elapsed / iterations)
-            total += elapsed
+            calls = max(iterations, self.sizes.get(name, 1))
+            elapsed = self.block(steps[name], calls)
+            host = self.last_host()
+            self.times[name].append(elapsed / calls)
+            if host is not None:
+                self.host.setdefault(name, []).append(host / calls)
+            self._resize(name, max(elapsed, host or 0.0) / calls, index)
+            total += elapsed / calls * iterations
         return total
 
-    return run_round
+    def _resize(self, name: str, cost: float, index: int) -> None:
+        if index == 0 or cost <= 0:
+            return  # the first round pays for first calls: it sizes nothing
+        self.cheapest[name] = min(self.cheapest.get(name, math.inf), cost)
+        wanted = block_size(self.cheapest[name], self.plan)
+        if wanted > 2 * self.sizes.get(name, 1):
+            self.sizes[name] = wanted
 
 
 def measure_paired(
@@ -244,16 +269,26 @@ def measure_paired(
     plan = settings.plan(backend.min_block_time)
     times: dict[str, list[float]] = {name: [] for name in steps}
     rounds = RoundSteps(steps, warm_calls, spacer=_spacer(device))
+    timers: dict[int, tuple[Step, Callable[[int], float]]] = {}
 
-    def timed(fn: Callable[[], object], iterations: int) -> float:
+    def timed(step: Step, iterations: int) -> float:
+        # One timer per build of a step (graph mode captures each build once), kept only while the build is
+        # current: a previous build must be released with its round.
+        if id(step) not in timers:
+            current = {id(s) for s in rounds.current.values()}
+            for key in [k for k in timers if k not in current]:
+                del timers[key]
+            timers[id(step)] = (step, block_timer(backend, step.fn, settings.mode))
+        timer = timers[id(step)][1]
         if coordinator is None:
-            return backend.time_block(fn, iterations)
-        return coordinator.wrap_block(lambda k: backend.time_block(fn, k))(iterations)
+            return timer(iterations)
+        return coordinator.wrap_block(timer)(iterations)
 
     rule = PairedStopRule(plan, times)
     agree = coordinator.agree if coordinator is not None else _same
+    runner = RoundRunner(rounds, timed, plan, lambda: backend.last_host, times)
     with torch_threads(settings.threads_for(device)) as threads, gc_paused():
-        result = sample(_round_runner(rounds, timed, times), plan, stop_rule=rule, agree=agree)
+        result = sample(runner, plan, stop_rule=rule, agree=agree)
     n = len(result.samples)
     sampled = {name: times[name][-n:] for name in steps}
     measurements = {
@@ -270,6 +305,7 @@ def measure_paired(
             stop_reason=f"paired rounds: {result.stop_reason}",
             memory=peak_memory(rounds.current[name].fn, backend, settings, device),
             observer=(observers or {}).get(name),
+            host=runner.host.get(name, ()),
         )
         for name in steps
     }

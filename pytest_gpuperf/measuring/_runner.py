@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from ._backends import Backend
+from ._backends import Backend, block_timer
 from ._devices import open_device
 from ._judge import Check
-from ._measurement import Measurement
+from ._measurement import Measurement, NoDeviceWorkWarning
 from ._sampling import SamplingPlan, SamplingResult, sample
 from ._settings import MeasureSettings
+from ._stats import median
+from ._units import format_duration
 
 __all__ = [
     "Coordinator",
+    "HostTimes",
     "gc_paused",
     "measure",
     "measure_on",
@@ -118,15 +122,18 @@ def measurement_of(
     stop_reason: str | None = None,
     memory: tuple[int | None, str] = (None, "off"),
     observer: Callable[[Check], None] | None = None,
+    host: Sequence[float] = (),
 ) -> Measurement:
     """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
-    (paired rounds keep one step's share of each round)."""
+    (paired rounds keep one step's share of each round); ``host`` are host launch seconds per call of the
+    blocks on an asynchronous device (the last ones match the kept samples)."""
     description = backend.describe()
-    return Measurement(
+    kept = result.samples if samples is None else samples
+    measurement = Measurement(
         name=name,
         device=device,
         device_name=str(description.get("name", device)),
-        samples=result.samples if samples is None else samples,
+        samples=kept,
         iterations=result.iterations,
         warmup=result.warmup,
         converged=result.converged,
@@ -140,8 +147,38 @@ def measurement_of(
         threads=threads,
         timer=backend.timer,
         inconclusive=settings.inconclusive,
+        mode=settings.mode,
+        host_per_call=median(host[-len(kept) :]) if host and kept else None,
         observer=observer,
     )
+    if measurement.no_device_work:
+        warnings.warn(
+            f"{name}: timed on {device} but ran no work on {device}: the device clock saw "
+            f"{format_duration(measurement.median)} per call for {format_duration(measurement.host_per_call or 0)} "
+            f"of host time; are the step's tensors and model on {device}?",
+            NoDeviceWorkWarning,
+            stacklevel=3,
+        )
+    return measurement
+
+
+class HostTimes:
+    """Host launch seconds per call of every block timed through it, where the backend reports them."""
+
+    def __init__(self, backend: Backend, run_block: Callable[[int], float]) -> None:
+        self.backend = backend
+        self.run_block = run_block
+        self.per_call: list[float] = []
+
+    def __call__(self, iterations: int) -> float:
+        seconds = self.run_block(iterations)
+        host = self.backend.last_host
+        if host is not None:
+            self.per_call.append(host / iterations)
+        return seconds
+
+    def last(self) -> float | None:
+        return self.backend.last_host
 
 
 def measure_on(
@@ -158,13 +195,13 @@ def measure_on(
 ) -> Measurement:
     """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
     plan = settings.plan(backend.min_block_time)
-
-    def run_block(iterations: int) -> float:
-        return backend.time_block(fn, iterations)
-
-    block = run_block if coordinator is None else coordinator.wrap_block(run_block)
-    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
-        result = sample(block, plan, clock=clock, agree=coordinator.agree if coordinator else lambda f: f)
+    with torch_threads(settings.threads_for(device)) as threads:
+        host = HostTimes(backend, block_timer(backend, fn, settings.mode))
+        block = host if coordinator is None else coordinator.wrap_block(host)
+        with gc_paused():
+            result = sample(
+                block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
+            )
     memory = peak_memory(fn, backend, settings, device)
     return measurement_of(
         result,
@@ -177,7 +214,12 @@ def measure_on(
         threads=threads,
         memory=memory,
         observer=observer,
+        host=host.per_call,
     )
+
+
+def _same(flag: bool) -> bool:
+    return flag
 
 
 def measure(

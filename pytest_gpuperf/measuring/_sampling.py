@@ -149,22 +149,31 @@ def sample(
     clock: Callable[[], float] = time.perf_counter,
     stop_rule: StopRule | None = None,
     agree: Callable[[bool], bool] = _identity,
+    host_time: Callable[[], float | None] | None = None,
 ) -> SamplingResult:
-    """Warm up, then sample ``run_block`` until ``stop_rule`` says stop. See the module docstring."""
-    warmup, iterations = _warm_up(run_block, plan, clock, agree)
+    """Warm up, then sample ``run_block`` until ``stop_rule`` says stop. See the module docstring.
+
+    ``host_time`` gives the host seconds of the last block where they differ from its
+    device time (an asynchronous device): blocks are then sized by the longer of the two,
+    so a step whose device time is tiny next to its launch time is not run in huge blocks.
+    """
+    cost = _cost_of(host_time)
+    warmup, iterations = _warm_up(run_block, plan, clock, agree, cost)
     rule = stop_rule if stop_rule is not None else CiStopRule(plan)
     samples: list[float] = []
+    costs: list[float] = []
     resizes = 0
     start = clock()
     while True:
         elapsed_block = run_block(iterations)
         samples.append(elapsed_block / iterations)
+        costs.append(cost(elapsed_block) / iterations)
         if len(samples) == RESIZE_AFTER and resizes < MAX_RESIZES:
             # Every rank sees the same block times (the coordinator returns the slowest), so all re-size alike.
-            resized = _steady_size(samples, iterations, plan)
+            resized = _steady_size(costs, iterations, plan)
             if resized is not None:
                 warmup = _with_blocks(warmup, samples, iterations, clock() - start)
-                iterations, samples, resizes = resized, [], resizes + 1
+                iterations, samples, costs, resizes = resized, [], [], resizes + 1
                 start = clock()
                 continue
         stop, converged, reason = rule(samples, clock() - start)
@@ -177,9 +186,25 @@ def sample(
     return SamplingResult(tuple(samples), iterations, warmup, converged, reason, clock() - start)
 
 
-def _steady_size(samples: Sequence[float], iterations: int, plan: SamplingPlan) -> int | None:
+def _cost_of(host_time: Callable[[], float | None] | None) -> Callable[[float], float]:
+    """What sizes a block: its time, or its host time where that is longer."""
+    if host_time is None:
+        return _same_time
+
+    def cost(elapsed: float) -> float:
+        host = host_time()
+        return elapsed if host is None else max(elapsed, host)
+
+    return cost
+
+
+def _same_time(elapsed: float) -> float:
+    return elapsed
+
+
+def _steady_size(costs: Sequence[float], iterations: int, plan: SamplingPlan) -> int | None:
     """A larger block size when the steady samples show the block far shorter than ``min_block_time``, else None."""
-    wanted = block_size(median(samples), plan)
+    wanted = block_size(median(costs), plan)
     return wanted if wanted > 2 * iterations else None
 
 
@@ -199,11 +224,12 @@ def _warm_up(
     plan: SamplingPlan,
     clock: Callable[[], float],
     agree: Callable[[bool], bool],
+    cost: Callable[[float], float],
 ) -> tuple[Warmup, int]:
     began = start = clock()
     iterations = 1
     calls = 0
-    best = math.inf
+    best = cheapest = math.inf
     quiet = 0  # blocks in a row without a new minimum
     history: list[float] = []
     while True:
@@ -221,11 +247,12 @@ def _warm_up(
             else:
                 quiet += 1
             best = min(best, per_iteration)
+            cheapest = min(cheapest, cost(elapsed) / iterations)
         # A timer that reads zero cannot size a block: grow it, within reason, until it reads something.
-        if math.isinf(best):
+        if math.isinf(cheapest):
             resized = 1
-        elif best > 0:
-            resized = block_size(best, plan)
+        elif cheapest > 0:
+            resized = block_size(cheapest, plan)
         else:
             resized = min(iterations * 10, 1_000_000)
         if resized > 2 * iterations:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import _values as values
+from ._backends import MODES
 from ._sampling import SamplingPlan
 from ._values import SettingError, Threads
 
@@ -28,6 +29,7 @@ MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "threads": values.threads,
     "inconclusive": values.choice("warn", "fail"),
     "memory": values.on_off,
+    "mode": values.choice(*MODES),
 }
 
 
@@ -46,6 +48,9 @@ class MeasureSettings:
     inconclusive: str = "warn"
     #: measure the peak memory of one extra call after timing
     memory: bool = True
+    #: timing mode: ``warm`` (calls back to back), ``cold`` (caches flushed before each call, flush untimed)
+    #: or ``graph`` (the step captured once in a CUDA graph, replays timed)
+    mode: str = "warm"
 
     def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
         return SamplingPlan(

@@ -18,6 +18,7 @@ __all__ = [
     "Estimate",
     "Interval",
     "Summary",
+    "Trend",
     "binomial_cdf",
     "estimate_median",
     "median",
@@ -25,6 +26,7 @@ __all__ = [
     "median_ci_ranks",
     "summarize",
     "t_quantile",
+    "trend",
 ]
 
 
@@ -213,3 +215,43 @@ def t_quantile(p: float, df: float) -> float:
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0
     g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+#: Trend tests look at no more than this many samples (evenly spaced): the test is quadratic in them.
+TREND_POINTS = 400
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A monotone trend across samples in time order: Mann-Kendall's test and the size of the change."""
+
+    #: median of the last third of the samples over the median of the first third, minus 1 (+0.086: 8.6% slower)
+    change: float
+    #: two-sided p-value of Mann-Kendall's S (no trend: S near 0)
+    p_value: float
+    count: int
+
+
+def trend(samples: Sequence[float]) -> Trend:
+    """Is there a monotone trend in ``samples`` (taken in time order), and how large is it over the run?"""
+    n = len(samples)
+    if n < 9:
+        return Trend(0.0, 1.0, n)
+    points = (
+        [samples[round(i * (n - 1) / (TREND_POINTS - 1))] for i in range(TREND_POINTS)]
+        if n > TREND_POINTS
+        else list(samples)
+    )
+    m = len(points)
+    s = 0
+    for i in range(m - 1):
+        x = points[i]
+        for y in points[i + 1 :]:
+            s += (y > x) - (y < x)
+    variance = m * (m - 1) * (2 * m + 5) / 18.0
+    z = (s - math.copysign(1, s)) / math.sqrt(variance) if s else 0.0
+    p_value = 2.0 * (1.0 - NormalDist().cdf(abs(z)))
+    third = max(1, n // 3)
+    first, last = median(samples[:third]), median(samples[-third:])
+    change = last / first - 1.0 if first > 0 else 0.0
+    return Trend(change, p_value, n)

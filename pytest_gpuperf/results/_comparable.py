@@ -8,7 +8,7 @@ verdicts when they differ but do not stop a comparison: host name (identical mac
 in a CI fleet compare), Python version, torch patch release, cuDNN, the CUDA and NVIDIA
 drivers, the OS, thread defaults and the git commit. NVML's clocks, power and throttle
 reasons are stored with the run, not compared. Per record, the gate also requires the
-same device, thread count, parameters and work per call (``RECORD_KEYS``).
+same device, thread count, timing mode, parameters and work per call (``RECORD_KEYS``).
 ``--gpuperf-allow-mismatch=KEY,...`` (or ``all``) overrides the rule for those keys.
 ``check_comparable`` is the one check every route makes before comparing.
 """
@@ -62,6 +62,7 @@ SHOWN: Final[dict[str, str]] = {
 RECORD_KEYS: Final[dict[str, str]] = {
     "device_name": "device model of the record",
     "threads": "CPU threads while measuring",
+    "mode": "timing mode (warm, cold, graph)",
     "params": "test parameters (sizes, dtype ...)",
     "work": "work per call (FLOP, bytes ...)",
 }

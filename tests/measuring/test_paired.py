@@ -15,6 +15,7 @@ import pytest
 from pytest_gpuperf.measuring import (
     MeasureSettings,
     MemoryProbe,
+    ModeUnsupported,
     Paired,
     SamplingPlan,
     Step,
@@ -41,9 +42,16 @@ class FakeBackend:
     timer: str = "fake clock"
     min_block_time: float = 1e-3
     blocks: list[tuple[Callable[[], object], int]] = field(default_factory=list)
+    last_host: float | None = None
 
     def synchronize(self) -> None:
         return None
+
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        raise ModeUnsupported("no cold mode on the fake")
+
+    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+        raise ModeUnsupported("no graph mode on the fake")
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         self.blocks.append((fn, iterations))

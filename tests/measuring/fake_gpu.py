@@ -1,0 +1,159 @@
+"""A stand-in for ``torch`` with a simulated GPU timeline: host and device clocks, a stream, events, spin kernels.
+
+The host clock advances by what the host spends (Python, launches); each kernel is queued
+on the one stream and runs on the device from the later of its launch and the end of the
+kernel before it, so a host that launches slower than the device runs leaves the device
+idle, and an event records where the stream is when it gets there. That is the behaviour
+of CUDA streams that the CUDA backend's biases come from, without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+#: The stand-in's spin rate: torch.cuda._sleep cycles per second (an H100 spun at about 1.9e9 here).
+SPIN_HZ = 1.9e9
+
+
+@dataclass
+class FakeGpu:
+    #: host seconds per kernel launch (Python + driver)
+    launch: float = 5e-6
+    #: host seconds to record an event
+    record_cost: float = 2e-6
+    host: float = 0.0
+    #: when the stream's last queued work ends on the device
+    stream_end: float = 0.0
+    kernels: list[tuple[str, float, float]] = field(default_factory=list)
+    l2_bytes: int = 50 << 20
+    capturing: bool = False
+    captured: list[tuple[str, float]] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------ the timeline
+
+    def clock(self) -> float:
+        return self.host
+
+    def spend(self, seconds: float) -> None:
+        """Host work that launches nothing (Python, zero_grad's bookkeeping)."""
+        self.host += seconds
+
+    def kernel(self, name: str, seconds: float) -> None:
+        """Launch a kernel that runs ``seconds`` on the device."""
+        self.host += self.launch
+        if self.capturing:
+            self.captured.append((name, seconds))
+            return
+        begin = max(self.stream_end, self.host)
+        self.stream_end = begin + seconds
+        self.kernels.append((name, begin, self.stream_end))
+
+    def drain(self) -> None:
+        self.host = max(self.host, self.stream_end)
+
+    def idle_between(self, begin: float, end: float) -> float:
+        """Device seconds without a kernel between two device times."""
+        busy = sum(max(0.0, min(e, end) - max(b, begin)) for _, b, e in self.kernels)
+        return (end - begin) - busy
+
+    # ------------------------------------------------------------ the torch surface
+
+    def torch(self) -> Any:
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing
+                self.at: float | None = None
+
+            def record(self, stream: Any = None) -> None:
+                gpu.host += gpu.record_cost
+                self.at = max(gpu.stream_end, gpu.host)
+
+            def synchronize(self) -> None:
+                assert self.at is not None
+                gpu.host = max(gpu.host, self.at)
+
+            def elapsed_time(self, end: Any) -> float:
+                assert self.at is not None and end.at is not None
+                assert gpu.host >= end.at, "an event read before the device reached it"
+                return float(end.at - self.at) * 1e3
+
+        class Stream:
+            def __init__(self, device: Any = None) -> None:
+                pass
+
+            def synchronize(self) -> None:
+                gpu.drain()
+
+            def wait_stream(self, other: Any) -> None:
+                return None
+
+        class Graph:
+            def __init__(self) -> None:
+                self.kernels: list[tuple[str, float]] = []
+
+            def replay(self) -> None:
+                # One launch for the whole graph; its kernels run back to back.
+                gpu.kernel("graph", sum(seconds for _, seconds in self.kernels))
+
+        @contextmanager
+        def graph(g: Graph) -> Any:
+            gpu.capturing, gpu.captured = True, []
+            try:
+                yield
+            finally:
+                gpu.capturing = False
+                g.kernels = list(gpu.captured)
+
+        @contextmanager
+        def nothing(*args: object) -> Any:
+            yield
+
+        class Tensor:
+            def __init__(self, nbytes: int) -> None:
+                self.nbytes = nbytes
+
+            def zero_(self) -> None:
+                gpu.kernel("flush", self.nbytes / 3e12)
+
+        def empty(nbytes: int, dtype: Any = None, device: Any = None) -> Tensor:
+            gpu.log.append(f"empty {nbytes} on {device}")
+            return Tensor(nbytes)
+
+        cuda = SimpleNamespace(
+            Event=Event,
+            Stream=Stream,
+            CUDAGraph=Graph,
+            graph=graph,
+            stream=nothing,
+            device=nothing,
+            current_stream=lambda index=None: Stream(),
+            synchronize=lambda index=None: gpu.drain(),
+            _sleep=lambda cycles: gpu.kernel("sleep", cycles / SPIN_HZ),
+            get_device_properties=lambda index: SimpleNamespace(
+                name="Fake H100",
+                major=9,
+                minor=0,
+                total_memory=80 << 30,
+                multi_processor_count=132,
+                L2_cache_size=gpu.l2_bytes,
+            ),
+        )
+        return SimpleNamespace(cuda=cuda, empty=empty, uint8="uint8")
+
+
+def step(gpu: FakeGpu, host_before: float, kernels: list[float]) -> Callable[[], None]:
+    """A training-step-like call: host work first (zero_grad, autocast), then kernels of the given device times."""
+
+    def fn() -> None:
+        gpu.spend(host_before)
+        for i, seconds in enumerate(kernels):
+            gpu.kernel(f"k{i}", seconds)
+
+    return fn
