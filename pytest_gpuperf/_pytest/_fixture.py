@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from ..measuring import Backend, Check, DeviceSlot, Measurement, Workload, measure_on, resolve_size, work_from
+from ..measuring import (
+    Backend,
+    Check,
+    DeviceSlot,
+    Measurement,
+    ModeUnsupported,
+    Workload,
+    measure_on,
+    resolve_size,
+    work_from,
+)
 from ..results import Record
 from ._session import GpuperfSession, ReferencePeak
 from ._settings import SettingError
@@ -61,15 +71,18 @@ class Gpuperf:
         except SettingError as exc:
             raise ValueError(f"gpuperf.measure(): {exc}") from None
         record_checks: list[Check] = []
-        measurement = measure_on(
-            fn,
-            self._session.backend(self.slot),
-            settings.measure,
-            name=name or self._item.nodeid,
-            device=self.slot.id,
-            work=work_from(flops, bytes, samples, items, work),
-            observer=record_checks.append,
-        )
+        try:
+            measurement = measure_on(
+                fn,
+                self._session.backend(self.slot),
+                settings.measure,
+                name=name or self._item.nodeid,
+                device=self.slot.id,
+                work=work_from(flops, bytes, samples, items, work),
+                observer=record_checks.append,
+            )
+        except ModeUnsupported as exc:
+            pytest.skip(str(exc))
         own = {name: settings.value(name) for name in ("tolerance", "noise_floor") if name in overrides}
         self.record(measurement, params=params, checks=record_checks, **own)
         return measurement

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import warnings
 
 import pytest
@@ -91,3 +92,23 @@ def test_dict_round_trip_keeps_raw_samples() -> None:
     assert again.work == m.work
     assert again.warmup == m.warmup
     assert again.median == m.median
+
+
+def test_a_drifting_step_is_flagged_and_a_steady_one_is_not() -> None:
+    """A step that slows on every call (+8.6% over the run) once passed as converged at +-1.4%."""
+    rng = random.Random(7)
+    n = 200
+    drifting = [1e-3 * (1 + 0.086 * i / (n - 1)) * (1 + rng.gauss(0, 0.01)) for i in range(n)]
+    m = make_measurement("drifts", drifting)
+    assert m.drift is not None and 0.05 < m.drift < 0.09
+    steady = make_measurement("steady", [1e-3 * (1 + rng.gauss(0, 0.03)) for _ in range(n)])
+    assert steady.drift is None
+
+
+def test_mode_and_host_time_round_trip_and_flag_a_launch_bound_step() -> None:
+    m = make_measurement("tiny", [2e-6] * 12, mode="graph", host_per_call=9e-6)
+    again = Measurement.from_dict(m.to_dict())
+    assert again.mode == "graph" and again.host_per_call == 9e-6 and again.launch_bound
+    assert not make_measurement("big", [1e-3] * 12, host_per_call=9e-6).launch_bound
+    old = {k: v for k, v in m.to_dict().items() if k not in ("mode", "host_per_call")}
+    assert Measurement.from_dict(old).mode == "warm"  # files from before the field still load

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import math
+import random
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import median_ci, summarize
+from pytest_gpuperf.measuring import median_ci, summarize, trend
 from pytest_gpuperf.measuring._stats import binomial_cdf, median_ci_ranks
 
 
@@ -66,3 +67,13 @@ def test_summary() -> None:
     assert s.ci.low == 1.0 and s.ci.high == 100.0
     with pytest.raises(ValueError, match="no samples"):
         summarize([])
+
+
+def test_trend_sees_a_monotone_drift_and_not_noise() -> None:
+    rng = random.Random(3)
+    rising = [1.0 + 0.001 * i + rng.gauss(0, 0.01) for i in range(300)]
+    t = trend(rising)
+    assert t.p_value < 1e-6 and 0.15 < t.change < 0.25
+    flat = trend([1.0 + rng.gauss(0, 0.01) for _ in range(300)])
+    assert flat.p_value > 0.001 and abs(flat.change) < 0.01
+    assert trend([1.0, 2.0]).p_value == 1.0  # too few samples to say

@@ -55,6 +55,7 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
         ),
         (["--gpuperf-inconclusive=maybe"], "ERROR: --gpuperf-inconclusive=maybe: must be one of: warn, fail"),
         (["--gpuperf-size=huge"], "ERROR: --gpuperf-size=huge: must be one of: auto, small, medium, large"),
+        (["--gpuperf-mode=hot"], "ERROR: --gpuperf-mode=hot: must be one of: warm, cold, graph"),
         (
             ["--gpuperf-min-time=10", "--gpuperf-max-time=1"],
             "ERROR: options: min_time 10 s is above max_time 1 s; raise --gpuperf-max-time or lower*",
@@ -409,3 +410,23 @@ def test_workload_run_uses_the_size_preset(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-size=medium", *FAST)
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=1)
+
+
+# ---------------------------------------------------------------- timing modes
+
+
+def test_cold_mode_is_recorded_and_shown(matmul: pytest.Pytester) -> None:
+    out = matmul.path / "out.json"
+    result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-mode=cold", f"--gpuperf-json={out}", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*test_mm*cpu*cold*"])
+    record = json.loads(out.read_text())["records"][0]
+    assert record["measurement"]["mode"] == "cold"
+
+
+def test_graph_mode_on_the_cpu_is_refused_with_the_reason(matmul: pytest.Pytester) -> None:
+    result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-mode=graph", "-rs", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on cpu"]
+    )
