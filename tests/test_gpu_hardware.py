@@ -54,3 +54,55 @@ def test_mps_times_device_work() -> None:
     one = backend.time_block(lambda: a @ a, 4)
     two = backend.time_block(lambda: a @ a, 8)
     assert two == pytest.approx(2 * one, rel=0.3)
+
+
+def spin_host(seconds: float) -> None:
+    """Host work that launches nothing (Python, zero_grad's bookkeeping), as busy time."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.cuda
+def test_host_work_before_the_first_kernel_is_not_in_the_block() -> None:
+    """50 us of host work before a ~1 ms kernel: the block must read the kernel's time, not kernel + 50 us."""
+    backend = CudaBackend(0)
+    cycles = 2_000_000  # about 1 ms at 2 GHz
+    backend.time_block(lambda: gpu_sleep(cycles), 1)
+    alone = min(backend.time_block(lambda: gpu_sleep(cycles), 1) for _ in range(5))
+
+    def step() -> None:
+        spin_host(50e-6)
+        gpu_sleep(cycles)
+
+    backend.time_block(step, 1)  # learns the host's launch time
+    with_host = min(backend.time_block(step, 1) for _ in range(5))
+    assert with_host == pytest.approx(alone, rel=0.01)
+    assert backend.last_host is not None and backend.last_host >= 50e-6
+
+
+@pytest.mark.cuda
+def test_modes_on_cuda_graph_replays_and_cold_flushes() -> None:
+    from pytest_gpuperf import ModeUnsupported, measure
+
+    a = torch.randn(2048, 2048, device="cuda:0")
+    warm = measure(lambda: a @ a, device="cuda", memory=False)
+    graph = measure(lambda: a @ a, device="cuda", mode="graph", memory=False)
+    cold = measure(lambda: a @ a, device="cuda", mode="cold", memory=False, max_time=1)
+    assert graph.mode == "graph" and cold.mode == "cold"
+    assert graph.median == pytest.approx(warm.median, rel=0.05)
+    assert cold.median > 0.9 * warm.median
+    with pytest.raises(ModeUnsupported, match="cannot be captured in a CUDA graph"):
+        measure(lambda: (a @ a).sum().item(), device="cuda", mode="graph", memory=False)
+
+
+@pytest.mark.cuda
+def test_a_launch_bound_step_and_a_step_left_on_the_cpu_are_flagged() -> None:
+    from pytest_gpuperf import NoDeviceWorkWarning, measure
+
+    tiny = torch.zeros(1, device="cuda:0")
+    m = measure(lambda: tiny.add_(1.0), device="cuda", memory=False)
+    assert m.launch_bound and m.host_per_call is not None
+    on_cpu = torch.zeros(16)
+    with pytest.warns(NoDeviceWorkWarning, match="ran no work on cuda:0"):
+        measure(lambda: on_cpu.add_(1.0), device="cuda", memory=False)
