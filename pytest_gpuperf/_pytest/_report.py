@@ -22,6 +22,8 @@ def flags(record: Record) -> str:
         out.append("not converged")
     if not m.warmup.steady:
         out.append("warmup capped")
+    if m.clocks is not None and m.clocks.throttled:
+        out.append(f"throttled {m.clocks.throttled}/{len(m.samples)}")
     for check in record.checks:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ._clocks import ClockSummary
 from ._judge import Check, judge
 from ._sampling import Warmup
 from ._stats import Interval, Summary, summarize
@@ -41,6 +42,8 @@ class Measurement:
     memory_method: str = "none"
     threads: int = 0
     timer: str = ""
+    #: the GPU's clocks over the samples, and which samples were throttled (None: not read, see ``_clocks.py``)
+    clocks: ClockSummary | None = None
     inconclusive: str = "warn"
     observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
 
@@ -220,6 +223,7 @@ class Measurement:
             "memory_method": self.memory_method,
             "threads": self.threads,
             "timer": self.timer,
+            "clocks": None if self.clocks is None else self.clocks.to_dict(),
         }
 
     @classmethod
@@ -248,6 +252,7 @@ class Measurement:
             memory_method=str(data.get("memory_method", "none")),
             threads=int(data.get("threads", 0)),
             timer=str(data.get("timer", "")),
+            clocks=ClockSummary.from_dict(data.get("clocks")),
         )
 
     def __str__(self) -> str:

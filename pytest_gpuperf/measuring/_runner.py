@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from ._backends import Backend
+from ._clocks import ClockSummary, clock_monitor, monitored
 from ._devices import open_device
 from ._judge import Check
 from ._measurement import Measurement
@@ -118,6 +119,7 @@ def measurement_of(
     stop_reason: str | None = None,
     memory: tuple[int | None, str] = (None, "off"),
     observer: Callable[[Check], None] | None = None,
+    clocks: ClockSummary | None = None,
 ) -> Measurement:
     """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
     (paired rounds keep one step's share of each round)."""
@@ -139,6 +141,7 @@ def measurement_of(
         memory_method=memory[1],
         threads=threads,
         timer=backend.timer,
+        clocks=clocks,
         inconclusive=settings.inconclusive,
         observer=observer,
     )
@@ -163,7 +166,8 @@ def measure_on(
         return backend.time_block(fn, iterations)
 
     block = run_block if coordinator is None else coordinator.wrap_block(run_block)
-    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused(), clock_monitor(backend) as monitor:
+        block = monitored(block, monitor)
         result = sample(block, plan, clock=clock, agree=coordinator.agree if coordinator else lambda f: f)
     memory = peak_memory(fn, backend, settings, device)
     return measurement_of(
@@ -177,6 +181,7 @@ def measure_on(
         threads=threads,
         memory=memory,
         observer=observer,
+        clocks=None if monitor is None else monitor.summary(len(result.samples)),
     )
 
 
