@@ -31,6 +31,8 @@ def flags(record: Record) -> str:
     drift = m.drift
     if drift is not None:
         out.append(f"drift {drift:+.1%}")
+    if m.clocks is not None and m.clocks.throttled:
+        out.append(f"throttled {m.clocks.throttled}/{len(m.samples)}")
     for check in record.checks:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
+from ._clocks import ClockSummary
 from ._judge import Check, judge
 from ._sampling import Warmup
 from ._stats import Interval, Summary, Trend, summarize, trend
@@ -53,6 +54,8 @@ class Measurement:
     memory_method: str = "none"
     threads: int = 0
     timer: str = ""
+    #: the GPU's clocks over the samples, and which samples were throttled (None: not read, see ``_clocks.py``)
+    clocks: ClockSummary | None = None
     inconclusive: str = "warn"
     #: timing mode: warm, cold or graph (``MeasureSettings.mode``)
     mode: str = "warm"
@@ -270,6 +273,7 @@ class Measurement:
             "timer": self.timer,
             "mode": self.mode,
             "host_per_call": self.host_per_call,
+            "clocks": None if self.clocks is None else self.clocks.to_dict(),
         }
 
     @classmethod
@@ -301,6 +305,7 @@ class Measurement:
             timer=str(data.get("timer", "")),
             mode=str(data.get("mode", "warm")),
             host_per_call=None if data.get("host_per_call") is None else float(data["host_per_call"]),
+            clocks=ClockSummary.from_dict(data.get("clocks")),
         )
 
     def __str__(self) -> str:

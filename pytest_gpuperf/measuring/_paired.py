@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from ._backends import Backend, block_timer
+from ._clocks import clock_monitor, monitored
 from ._judge import Check
 from ._measurement import Measurement
 from ._runner import Coordinator, gc_paused, measurement_of, peak_memory, torch_threads
@@ -287,9 +288,10 @@ def measure_paired(
     rule = PairedStopRule(plan, times)
     agree = coordinator.agree if coordinator is not None else _same
     runner = RoundRunner(rounds, timed, plan, lambda: backend.last_host, times)
-    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
-        result = sample(runner, plan, stop_rule=rule, agree=agree)
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused(), clock_monitor(backend) as monitor:
+        result = sample(monitored(runner, monitor), plan, stop_rule=rule, agree=agree)
     n = len(result.samples)
+    clocks = None if monitor is None else monitor.summary(n)  # one reading per round, shared by its steps
     sampled = {name: times[name][-n:] for name in steps}
     measurements = {
         name: measurement_of(
@@ -306,6 +308,7 @@ def measure_paired(
             memory=peak_memory(rounds.current[name].fn, backend, settings, device),
             observer=(observers or {}).get(name),
             host=runner.host.get(name, ()),
+            clocks=clocks,
         )
         for name in steps
     }

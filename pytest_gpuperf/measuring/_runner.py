@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from ._backends import Backend, block_timer
+from ._clocks import ClockSummary, clock_monitor, monitored
 from ._devices import open_device
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
@@ -123,6 +124,7 @@ def measurement_of(
     memory: tuple[int | None, str] = (None, "off"),
     observer: Callable[[Check], None] | None = None,
     host: Sequence[float] = (),
+    clocks: ClockSummary | None = None,
 ) -> Measurement:
     """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
     (paired rounds keep one step's share of each round); ``host`` are host launch seconds per call of the
@@ -146,6 +148,7 @@ def measurement_of(
         memory_method=memory[1],
         threads=threads,
         timer=backend.timer,
+        clocks=clocks,
         inconclusive=settings.inconclusive,
         mode=settings.mode,
         host_per_call=median(host[-len(kept) :]) if host and kept else None,
@@ -195,9 +198,10 @@ def measure_on(
 ) -> Measurement:
     """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
     plan = settings.plan(backend.min_block_time)
-    with torch_threads(settings.threads_for(device)) as threads:
+    with torch_threads(settings.threads_for(device)) as threads, clock_monitor(backend) as monitor:
         host = HostTimes(backend, block_timer(backend, fn, settings.mode))
         block = host if coordinator is None else coordinator.wrap_block(host)
+        block = monitored(block, monitor)
         with gc_paused():
             result = sample(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
@@ -215,6 +219,7 @@ def measure_on(
         memory=memory,
         observer=observer,
         host=host.per_call,
+        clocks=None if monitor is None else monitor.summary(len(result.samples)),
     )
 
 

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
+    from ..measuring import throttle_names
     from ._comparable import (
         MUST_MATCH,
         RECORD_KEYS,
+        RECORDED_SINCE,
         SHOWN,
         Difference,
         Incomparable,
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
         parse_mismatch_keys,
     )
     from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
-    from ._fingerprint import collect, throttle_names
+    from ._fingerprint import collect
     from ._record import (
         SCHEMA,
         SCHEMA_VERSION,
@@ -40,6 +42,7 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "MAX_RUNS",
     "MUST_MATCH",
+    "RECORDED_SINCE",
     "RECORD_KEYS",
     "SCHEMA",
     "SCHEMA_VERSION",

@@ -1,16 +1,20 @@
 """The comparability rule: which fingerprint differences refuse a comparison, and which are only shown.
 
 Two runs are compared only when they agree on the keys of ``MUST_MATCH``: the hardware
-(CPU model and count, architecture, GPU models with their capability and memory) and
-the software that decides which kernels run (torch major.minor, its CUDA or ROCm
-major.minor, the Python implementation). The keys of ``SHOWN`` are listed under the
-verdicts when they differ but do not stop a comparison: host name (identical machines
-in a CI fleet compare), Python version, torch patch release, cuDNN, the CUDA and NVIDIA
-drivers, the OS, thread defaults and the git commit. NVML's clocks, power and throttle
-reasons are stored with the run, not compared. Per record, the gate also requires the
-same device, thread count, timing mode, parameters and work per call (``RECORD_KEYS``).
-``--gpuperf-allow-mismatch=KEY,...`` (or ``all``) overrides the rule for those keys.
-``check_comparable`` is the one check every route makes before comparing.
+(CPU model and count, architecture, GPU models with their capability and memory, and
+the GPUs' MIG mode) and the software that decides which kernels run (torch major.minor,
+its CUDA or ROCm major.minor, the Python implementation, torch's precision flags). The
+keys of ``SHOWN`` are listed under the verdicts when they differ but do not stop a
+comparison: host name (identical machines in a CI fleet compare), Python version, torch
+patch release, cuDNN, the CUDA and NVIDIA drivers, the OS, thread defaults, the git
+commit, the GPUs' maximum SM clock and throttle reasons when the fingerprint was taken,
+and the allocator and NCCL environment variables. The keys of ``RECORDED_SINCE`` are
+compared only when both fingerprints hold them: older files and machines without NVML
+lack them, and a fact one side did not record is no difference. Per record, the gate
+also requires the same device, thread count, timing mode, parameters and work per call
+(``RECORD_KEYS``). ``--gpuperf-allow-mismatch=KEY,...`` (or ``all``) overrides the rule
+for those keys. ``check_comparable`` is the one check every route makes before
+comparing.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any, Final
 
 __all__ = [
     "MUST_MATCH",
+    "RECORDED_SINCE",
     "RECORD_KEYS",
     "SHOWN",
     "Difference",
@@ -42,6 +47,8 @@ MUST_MATCH: Final[dict[str, str]] = {
     "cuda": "CUDA version torch was built with",
     "hip": "ROCm version torch was built with",
     "implementation": "Python implementation",
+    "mig": "GPU MIG mode",
+    "precision": "torch precision flags",
 }
 
 #: Keys shown when they differ, never blocking.
@@ -56,7 +63,13 @@ SHOWN: Final[dict[str, str]] = {
     "threads": "torch threads",
     "commit": "git commit",
     "dirty": "uncommitted changes",
+    "max_sm_clock": "max SM clock (MHz)",
+    "throttle_reasons": "GPU throttle reasons",
+    "env": "environment",
 }
+
+#: Keys compared only when both fingerprints record them (added after the first files; NVML's need nvidia-ml-py).
+RECORDED_SINCE: Final = frozenset({"mig", "precision", "max_sm_clock", "throttle_reasons", "env"})
 
 #: Per-record keys that the gate requires to match; also accepted by ``--gpuperf-allow-mismatch``.
 RECORD_KEYS: Final[dict[str, str]] = {
@@ -105,8 +118,47 @@ def _gpus(fingerprint: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _mig(fingerprint: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Each CUDA device's MIG mode (``on``, ``off``, ``?``); None when no device's mode was recorded."""
+    devices = [d for d in fingerprint.get("cuda_devices") or [] if isinstance(d, Mapping)]
+    modes = [d.get("mig_mode") for d in devices]
+    if all(mode is None for mode in modes):
+        return None
+    return tuple("?" if mode is None else "on" if mode else "off" for mode in modes)
+
+
+def _nvml_of_cuda(fingerprint: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The NVML entries of the CUDA devices, in CUDA's order; None when none is known to be a CUDA device."""
+    nvml = fingerprint.get("nvml")
+    gpus = nvml.get("gpus") if isinstance(nvml, Mapping) else None
+    matched = [g for g in gpus or [] if isinstance(g, Mapping) and isinstance(g.get("cuda_index"), int)]
+    return sorted(matched, key=lambda g: int(g["cuda_index"])) or None
+
+
+def _max_sm_clock(fingerprint: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    gpus = _nvml_of_cuda(fingerprint)
+    return None if gpus is None else tuple(g.get("max_sm_clock_mhz") for g in gpus)
+
+
+def _throttle_reasons(fingerprint: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Each CUDA device's throttle reasons when the fingerprint was taken; ``gpu_idle`` is a state, not a reason."""
+    gpus = _nvml_of_cuda(fingerprint)
+    if gpus is None:
+        return None
+    reasons = ([r for r in g.get("throttle_reasons") or () if r != "gpu_idle"] for g in gpus)
+    return tuple("+".join(r) or "none" for r in reasons)
+
+
+def _flags(fingerprint: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """A recorded mapping of names to values (unreadable ones, None, left out); None when not recorded."""
+    value = fingerprint.get(key)
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): v for k, v in value.items() if v is not None}
+
+
 def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
-    """The fingerprint reduced to the keys of MUST_MATCH and SHOWN, in comparable form."""
+    """The fingerprint reduced to the keys of MUST_MATCH and SHOWN, in comparable form (None: not recorded)."""
     git = fingerprint.get("git") if isinstance(fingerprint.get("git"), Mapping) else {}
     nvml = fingerprint.get("nvml") if isinstance(fingerprint.get("nvml"), Mapping) else {}
     assert isinstance(git, Mapping) and isinstance(nvml, Mapping)
@@ -119,6 +171,8 @@ def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
         "cuda": _minor(fingerprint.get("torch_cuda")),
         "hip": _minor(fingerprint.get("torch_hip")),
         "implementation": fingerprint.get("implementation"),
+        "mig": _mig(fingerprint),
+        "precision": _flags(fingerprint, "precision"),
         "hostname": fingerprint.get("hostname"),
         "python": fingerprint.get("python"),
         "torch": fingerprint.get("torch"),
@@ -129,7 +183,25 @@ def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
         "threads": fingerprint.get("threads"),
         "commit": str(git.get("commit", ""))[:10] or None,
         "dirty": git.get("dirty"),
+        "max_sm_clock": _max_sm_clock(fingerprint),
+        "throttle_reasons": _throttle_reasons(fingerprint),
+        "env": _flags(fingerprint, "env"),
     }
+
+
+def _mapping_change(
+    base: Mapping[str, Any], head: Mapping[str, Any], *, common_only: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The entries that differ, as ``name=value`` on each side; None when none does. ``common_only``: names
+    recorded on one side only are no difference (precision flags another torch version lacks)."""
+    names = [n for n in dict.fromkeys([*base, *head]) if not common_only or (n in base and n in head)]
+    changed = [n for n in names if base.get(n) != head.get(n)]
+    if not changed:
+        return None
+    return (
+        tuple(f"{n}={base[n]}" for n in changed if n in base),
+        tuple(f"{n}={head[n]}" for n in changed if n in head),
+    )
 
 
 def differences(base: Mapping[str, Any], head: Mapping[str, Any], allow: Collection[str] = ()) -> list[Difference]:
@@ -137,9 +209,18 @@ def differences(base: Mapping[str, Any], head: Mapping[str, Any], allow: Collect
     a, b = matching_view(base), matching_view(head)
     out = []
     for key, what in {**MUST_MATCH, **SHOWN}.items():
-        if a[key] != b[key]:
-            blocking = key in MUST_MATCH and key not in allow and "all" not in allow
-            out.append(Difference(key, what, a[key], b[key], blocking))
+        old, new = a[key], b[key]
+        if key in RECORDED_SINCE and (old is None or new is None):
+            continue
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            change = _mapping_change(old, new, common_only=key == "precision")
+            if change is None:
+                continue
+            old, new = change
+        elif old == new:
+            continue
+        blocking = key in MUST_MATCH and key not in allow and "all" not in allow
+        out.append(Difference(key, what, old, new, blocking))
     return out
 
 

@@ -12,7 +12,9 @@ Schema history (bump the version and say why here; files are read and written in
 * results 1 - first version: run fingerprint, settings, records with raw samples.
   Optional keys added while 1 was unreleased, absent in older files: a record's
   ``"gate"`` (its Evidence: ``tolerance``, ``noise_floor``, ``load``,
-  ``quiet_wait_s``, ``rounds``, ``runs``) and a run's ``"interrupted"``.
+  ``quiet_wait_s``, ``rounds``, ``runs``) and a run's ``"interrupted"``; a measurement's
+  ``"clocks"`` (NVML's clocks over its samples and which were throttled, ``null`` without
+  NVML) and the fingerprint's ``"precision"``, ``"env"`` and NVML's UUID and MIG keys.
 * baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
 """
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_gpuperf._pytest._report import device_free_key, percent_of_peak, results_table, speedup_table, speedups
+from pytest_gpuperf._pytest._report import (
+    device_free_key,
+    flags,
+    percent_of_peak,
+    results_table,
+    speedup_table,
+    speedups,
+)
+from pytest_gpuperf.measuring import ClockReading, ClockSummary
 from pytest_gpuperf.results import Record
 from tests.synthetic import make_measurement
 
@@ -26,8 +36,10 @@ def record(
 
 
 def around(center: float, n: int = 21, spread: float = 0.01) -> list[float]:
-    """``n`` samples evenly spread within +-``spread`` of ``center``."""
-    return [center * (1 - spread + 2 * spread * i / (n - 1)) for i in range(n)]
+    """``n`` samples evenly spread within +-``spread`` of ``center``, in a shuffled (trendless) order."""
+    values = [center * (1 - spread + 2 * spread * i / (n - 1)) for i in range(n)]
+    random.Random(n).shuffle(values)
+    return values
 
 
 CPU_MM = record("test_mm", "cpu", around(0.1), {"FLOP": 2e9}, params={"n": "1024"})
@@ -94,3 +106,17 @@ def test_percent_of_peak_column_appears_only_with_peaks() -> None:
     assert "% peak" in with_peaks[0] and with_peaks[0].index("throughput") < with_peaks[0].index("% peak")
     assert " 50% " in with_peaks[2]
     assert "% peak" not in results_table([CPU_MM]).splitlines()[0]
+
+
+def test_throttled_samples_are_flagged_with_their_count() -> None:
+    clocks = ClockSummary.of([reading(1980)] * 18 + [reading(1980, 0x8)] * 3, 1980)
+    record = dataclasses.replace(GPU_MM, measurement=dataclasses.replace(GPU_MM.measurement, clocks=clocks))
+    assert flags(record) == "throttled 3/21"
+    assert "throttled 3/21" in results_table([record])
+    powered = ClockSummary.of([reading(1980, 0x4)] * 21, 1980)  # power-capped at full clock: not throttled
+    record = dataclasses.replace(GPU_MM, measurement=dataclasses.replace(GPU_MM.measurement, clocks=powered))
+    assert flags(record) == "" and flags(GPU_MM) == ""
+
+
+def reading(sm: int, reasons: int = 0) -> ClockReading:
+    return ClockReading(sm_clock_mhz=sm, mem_clock_mhz=2619, temperature_c=60, power_w=500.0, reasons=reasons)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf.measuring import ClockSummary
 from pytest_gpuperf.results import (
     MAX_RUNS,
     Evidence,
@@ -52,6 +54,33 @@ def test_results_files_of_schema_1_without_the_newer_keys_still_read(tmp_path: P
     path.write_text(json.dumps(data))
     run = load_run(path)
     assert not run.interrupted and run.records[0].evidence == Evidence()
+
+
+def test_a_records_gpu_clocks_round_trip_and_older_records_have_none(tmp_path: Path) -> None:
+    clocks = ClockSummary(
+        readings=41,
+        sm_clock_mhz_min=1425,
+        sm_clock_mhz_median=1755.0,
+        sm_clock_mhz_max=1980,
+        mem_clock_mhz_min=2619,
+        mem_clock_mhz_max=2619,
+        temperature_c_max=71,
+        power_w_max=612.5,
+        max_sm_clock_mhz=1980,
+        reasons=("sw_power_cap", "hw_slowdown"),
+        throttled_samples=(3, 17),
+        source="nvml 5 (uuid)",
+    )
+    record = make_record(1e-3)
+    record = dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, clocks=clocks))
+    path = tmp_path / "run.json"
+    save_run(path, make_run(record))
+    (again,) = load_run(path).records
+    assert again.measurement.clocks == clocks and again.measurement.clocks.throttled == 2
+    data = make_run(make_record(1e-3)).to_dict()
+    del data["records"][0]["measurement"]["clocks"]
+    path.write_text(json.dumps(data))
+    assert load_run(path).records[0].measurement.clocks is None
 
 
 def test_every_run_gets_its_own_file(tmp_path: Path) -> None:
