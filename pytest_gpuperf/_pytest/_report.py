@@ -10,7 +10,7 @@ from tabulate import tabulate
 from ..measuring import format_bytes, format_duration
 from ..results import Record, short_test
 
-__all__ = ["Speedup", "flags", "results_table", "speedup_table", "speedups"]
+__all__ = ["Speedup", "flags", "peak_memory_cell", "results_table", "speedup_table", "speedups"]
 
 HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
 
@@ -37,6 +37,13 @@ def flags(record: Record) -> str:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")
     return ", ".join(out)
+
+
+def peak_memory_cell(peak: int | None, method: str) -> str:
+    """The bytes; ``unknown`` where the probe could not tell (the method says why), ``-`` where it was off."""
+    if peak is not None:
+        return format_bytes(peak)
+    return "unknown" if method.startswith("unknown") else "-"
 
 
 def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
@@ -66,7 +73,7 @@ def results_table(
         if peaks:
             row.append(percent_of_peak(record, peaks))
         row += [
-            "-" if m.peak_memory is None else format_bytes(m.peak_memory),
+            peak_memory_cell(m.peak_memory, m.memory_method),
             f"{len(m.samples)}x{m.iterations}",
             flags(record),
         ]

@@ -14,6 +14,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Final, Protocol, final
 
+from ._cpu_memory import allocator_probe
 from ._devices import DeviceError, DeviceSlot, cpu_model, torch_of
 
 __all__ = [
@@ -27,21 +28,34 @@ __all__ = [
     "backend_for",
     "block_timer",
     "cpu_cache_bytes",
-    "peak_of_allocation_events",
 ]
 
 
 class MemoryProbe(Protocol):
-    """Filled in by a backend's ``track_memory`` context: peak bytes above the level at entry."""
+    """Filled in by a backend's ``track_memory`` context: peak bytes of a call above the level at its start.
+
+    Run the step once per item of ``calls()`` inside the context (a probe may need more
+    than one call, or none); ``peak_bytes`` is then set, or None with ``reason`` saying
+    why the peak is unknown.
+    """
 
     peak_bytes: int | None
     method: str
+    reason: str | None
+
+    def calls(self) -> Iterator[int]: ...
 
 
 @dataclass
 class _Memory:
     peak_bytes: int | None = None
     method: str = "none"
+    reason: str | None = None
+    #: how many times ``calls()`` has the step run
+    runs: int = 1
+
+    def calls(self) -> Iterator[int]:
+        yield from range(self.runs)
 
 
 class ModeUnsupported(ValueError):
@@ -121,38 +135,20 @@ class CpuBackend:
     def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
         raise ModeUnsupported("graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on cpu")
 
-    @contextmanager
-    def track_memory(self) -> Iterator[MemoryProbe]:
-        """Peak of the CPU allocator's live bytes during the block, above its level at entry.
+    def track_memory(self) -> AbstractContextManager[MemoryProbe]:
+        """Peak of the CPU allocator's live bytes in a call, above its level at the call's start.
 
         Process RSS and ``ru_maxrss`` miss short-lived peaks and count the allocator's
-        caches; tracemalloc does not see torch's allocator. The profiler's memory
-        events are every allocation and free that torch's CPU allocator makes, so
-        their running sum in time order is the live-bytes curve and its maximum is
-        the step's peak working memory.
+        caches; tracemalloc does not see torch's allocator. The profiler's memory events
+        are every allocation and free of torch's CPU allocator (``_cpu_memory.py``):
+        ``calls()`` runs the step three times, one to settle and two to measure. A block
+        run once is measured as it is: right unless it frees older memory before its peak.
         """
-        from torch.profiler import ProfilerActivity, profile
-
-        probe = _Memory(method="torch.profiler CPU allocator events")
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            yield probe
-        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-        probe.peak_bytes = peak_of_allocation_events(
-            (e.start_ns(), int(e.nbytes())) for e in events if str(e.device_type()).endswith("CPU")
-        )
+        return allocator_probe()
 
     def describe(self) -> dict[str, object]:
         torch = torch_of(self.torch_module)
         return {"device": "cpu", "name": cpu_model(), "threads": int(torch.get_num_threads())}
-
-
-def peak_of_allocation_events(events: Iterator[tuple[int, int]] | list[tuple[int, int]]) -> int:
-    """Maximum of the running sum of (time, +alloc/-free bytes) events, taken in time order."""
-    live = peak = 0
-    for _, nbytes in sorted(events, key=lambda e: e[0]):
-        live += nbytes
-        peak = max(peak, live)
-    return peak
 
 
 #: Host launch time is covered by a spin kernel this much longer than the last block's launch time took.
@@ -384,14 +380,9 @@ class MpsBackend:
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
-        # torch.mps has no peak statistic; the growth over the block is the honest lower bound.
-        mps = torch_of(self.torch_module).mps
-        probe = _Memory(method="torch.mps.current_allocated_memory growth (no peak API)")
-        mps.synchronize()
-        base = int(mps.current_allocated_memory())
-        yield probe
-        mps.synchronize()
-        probe.peak_bytes = max(0, int(mps.current_allocated_memory()) - base)
+        # torch.mps has current_allocated_memory but no peak: the growth over a call is not its
+        # peak (a warm step's is 0), so nothing is reported and the step is not run for it.
+        yield _Memory(method="torch.mps", reason="unknown: torch.mps has no peak statistic", runs=0)
 
     def describe(self) -> dict[str, object]:
         return {"device": "mps", "name": "Apple MPS", "host": cpu_model()}

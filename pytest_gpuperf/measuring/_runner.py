@@ -100,12 +100,16 @@ def gc_paused() -> Iterator[None]:
 def peak_memory(
     fn: Callable[[], object], backend: Backend, settings: MeasureSettings, device: str
 ) -> tuple[int | None, str]:
-    """Peak memory of one more call of ``fn`` under the backend's probe, and how it was read; ``off`` if disabled."""
+    """Peak memory of a call of ``fn`` under the backend's probe and how it was read, or None and why not:
+    ``off`` if disabled, ``unknown: ...`` where the probe cannot tell."""
     if not settings.memory:
         return None, "off"
-    with torch_threads(settings.threads_for(device)), backend.track_memory() as probe:
-        fn()
-        backend.synchronize()
+    with torch_threads(settings.threads_for(device)), gc_paused(), backend.track_memory() as probe:
+        for _ in probe.calls():
+            fn()
+            backend.synchronize()
+    if probe.peak_bytes is None:
+        return None, probe.reason or f"unknown: {probe.method} gave no peak"
     return probe.peak_bytes, probe.method
 
 

@@ -30,6 +30,10 @@ from pytest_gpuperf.measuring._paired import SPACER_BYTES, WARM_CALLS, PairedSto
 class _Probe:
     peak_bytes: int | None = None
     method: str = "fake"
+    reason: str | None = None
+
+    def calls(self) -> Iterator[int]:
+        yield 0
 
 
 @dataclass
