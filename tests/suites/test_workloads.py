@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 import torch
@@ -13,7 +14,17 @@ import torch
 from pytest_gpuperf.measuring import Step, WorkloadUnsupported
 from suites.models import DeepStack, ResNetStyle, SmallCNN, mlp
 from suites.test_amp import amp_gain_expected
-from suites.training import Gemm, LossLog, adam, amp_dtype, census, count_flops, large_gemm_share, training_step
+from suites.training import (
+    Gemm,
+    LossLog,
+    _backoffs,
+    adam,
+    amp_dtype,
+    census,
+    count_flops,
+    large_gemm_share,
+    training_step,
+)
 from suites.workloads import (
     MATMUL_SIZES,
     MATMUL_SWEEP,
@@ -277,3 +288,31 @@ def test_host_buffers_are_pinned_in_the_devices_context_and_every_byte_written(p
     # Pinned inside cuda:1's context (no context on GPU 0); pageable memory needs no device.
     assert stand_in.calls == ([("empty pinned", device)] if pinned else [("empty", None)])
     assert bool((buffer == 0xA5).all())  # every page written: none left to the shared zero page
+
+
+class _ScalerAfterTwoSkips:
+    """A GradScaler's public state after two skipped steps: 65536 -> 16384."""
+
+    def get_scale(self) -> float:
+        return 16384.0
+
+    def get_backoff_factor(self) -> float:
+        return 0.5
+
+    def get_growth_interval(self) -> int:
+        return 2000
+
+
+def test_the_scalers_calibration_skips_are_allowed_however_few_steps_ran_and_no_others() -> None:
+    scaler = cast(torch.amp.GradScaler, _ScalerAfterTwoSkips())
+    assert _backoffs(scaler, 65536.0, taken=13) == 2  # the H100's 13 of 15 steps: explained
+    assert _backoffs(scaler, 16384.0, taken=4000) == 2  # two growths could hide two more back-offs
+    model = mlp((8, 4, 2))
+    x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    step = training_step(model, x, y, precision="fp32", params={"model": "tiny"})
+    assert step.check is not None
+    log = next(c.cell_contents for c in step.check.__closure__ or () if isinstance(c.cell_contents, LossLog))
+    _run(step, 3)
+    log.calls += 1  # a step the optimizer did not apply, and no scaler to explain it
+    with pytest.raises(AssertionError, match="applied 3 of 4 steps"):
+        step.check()
