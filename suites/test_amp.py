@@ -47,8 +47,8 @@ def amp_gain_expected(device: torch.device, large_gemm_share: float) -> str | No
         if large_gemm_share < GEMM_BOUND_SHARE:
             return (
                 f"{large_gemm_share:.0%} of the step's GEMM FLOPs are in GEMMs with every dimension >= {LARGE_GEMM} "
-                f"(asserted from {GEMM_BOUND_SHARE:.0%}): a step of smaller layers is launch- or memory-bound, "
-                "and whether fp16 pays there depends on the device"
+                f"(asserted from {GEMM_BOUND_SHARE:.0%}): a step of smaller layers can be launch- or memory-bound, "
+                "and whether fp16 pays there, and how much, depends on the device"
             )
         return None
     if device.type == "cpu":
