@@ -1,4 +1,4 @@
-"""Suite-wide sampling defaults and the per-device matmul reference peak."""
+"""Suite-wide sampling defaults, the torch the suites need, and the per-device matmul reference peak."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Final
 
 import pytest
+import torch
 
 from pytest_gpuperf import Gpuperf, Quantity
 
+from .compat import check_torch
 from .support import paired
 from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
 
@@ -18,6 +20,13 @@ from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsuppor
 #: A test module may raise these for its own tests with a module-level ``SAMPLING`` dict.
 SUITE_SAMPLING: Final = {"max_time": "2 s", "warmup_time": "0.5 s", "target": "3%"}
 _HERE: Final = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse, with the fix, a torch older than the suites need (a --no-deps install can bring one)."""
+    why = check_torch(str(torch.__version__))
+    if why:
+        raise pytest.UsageError(why)
 
 
 def _chosen(config: pytest.Config, key: str) -> bool:

@@ -12,6 +12,7 @@ Sizes: ``small`` keeps a CPU run of the whole suite to a few minutes on two core
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -20,6 +21,7 @@ import torch
 from pytest_gpuperf import Step, Workload, WorkloadUnsupported
 
 from .models import DeepStack, ResNetStyle, SmallCNN, mlp
+from .precision import pin_fn, pin_step
 from .training import count_flops, training_step
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "MATMUL_SIZES",
     "MATMUL_SWEEP",
     "WORKLOADS",
+    "host_buffer",
     "matmul_step",
     "matmul_unsupported",
 ]
@@ -119,23 +122,13 @@ def matmul_step(device: torch.device, dtype: str, n: int) -> Step:
     def fn() -> None:
         torch.mm(a, b, out=c)
 
-    if dtype == "tf32":
-        plain = fn
-
-        def fn() -> None:
-            # The flag is read when the kernel is chosen, so setting it around the call suffices.
-            before = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = True
-            try:
-                plain()
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = before
-
     def check() -> None:
         if not bool(torch.isfinite(c[:4, :4].float()).all()):
             raise AssertionError(f"matmul {dtype} n={n} on {device} produced non-finite values")
 
-    return Step(fn, work={"FLOP": 2.0 * n**3}, params={"n": n, "dtype": dtype}, check=check)
+    # The TF32 flag is read when the kernel is chosen, so pinning it around each call suffices.
+    step = Step(fn, work={"FLOP": 2.0 * n**3}, params={"n": n, "dtype": dtype}, check=check)
+    return pin_step(step, "tf32" if dtype == "tf32" else "ieee")
 
 
 def matmul(dtype: str) -> Workload:
@@ -237,7 +230,9 @@ def _stack(mode: str) -> Workload:
             with torch.enable_grad():
                 model(x)
 
-        return Step(forward, work={"samples": float(batch), "FLOP": count_flops(forward)}, params=params)
+        run = pin_fn(forward, "ieee")
+        work = {"samples": float(batch), "FLOP": count_flops(run)}
+        return Step(run, work=work, params={**params, "fp32_precision": "ieee"})
 
     names = {"full": "stack_train", "checkpointed": "stack_train_checkpointed", "forward": "stack_forward"}
     return Workload(names[mode], build, f"deep stack of expansion blocks: {mode}")
@@ -252,14 +247,29 @@ def _copy_unsupported(device: Any) -> str | None:
     return None
 
 
+def host_buffer(nbytes: int, device: torch.device, *, pinned: bool, torch_module: Any = torch) -> Any:
+    """``nbytes`` of host memory, every page written, pinned for ``device`` when asked.
+
+    Written, because a page never written is not backed by memory of its own: every such
+    page reads the one shared zero page, which sits in the CPU's cache, and a copy from it
+    measures more than the memory can give. Pinned inside ``device``'s context, because
+    pinning (like any CUDA call) creates a context on the current device, GPU 0 unless
+    set: a test of cuda:1 would otherwise hold memory on GPU 0 and pin for GPU 0.
+    """
+    context = torch_module.cuda.device(device) if pinned else contextlib.nullcontext()
+    with context:
+        buffer = torch_module.empty(nbytes, dtype=torch_module.uint8, pin_memory=pinned)
+    # Any value: what counts is that every page is written (0.05 s for 256 MiB, where random bytes take 0.8 s).
+    buffer.fill_(0xA5)
+    return buffer
+
+
 def _copy(pinned: bool) -> Workload:
     def build(device: Any, size: str) -> Step:
         dev = torch.device(device)
         _require(workload, dev)
         nbytes = COPY_BYTES[size]
-        src = torch.empty(nbytes, dtype=torch.uint8)
-        if pinned:
-            src = src.pin_memory()
+        src = host_buffer(nbytes, dev, pinned=pinned)
         dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
         def fn() -> None:

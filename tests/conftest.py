@@ -1,9 +1,12 @@
-"""Test-wide setup: real-hardware markers, and pytester inner runs that behave the same in any test order."""
+"""Test-wide setup: warnings as errors, real-hardware markers, and pytester inner runs that behave the same in any
+test order."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
+from typing import Final
 
 import pytest
 import torch
@@ -22,6 +25,27 @@ for _module in pkgutil.walk_packages(pytest_gpuperf.__path__, "pytest_gpuperf.")
         importlib.import_module(_module.name)
 
 
+_TESTS: Final = Path(__file__).parent
+
+#: Warning filters of the project's own tests: every warning is an error, except the plugin's
+#: InconclusiveWarning, a verdict some tests expect. They are marks on the tests below this folder,
+#: not pyproject's ``filterwarnings`` ini, which would apply to ``pytest suites/`` too, where a torch,
+#: cuDNN or NCCL warning must not fail a measurement, and to other plugins' configure-time warnings
+#: (pytest-benchmark's under xdist), which pytest then turns into an INTERNALERROR.
+STRICT_WARNINGS: Final = ("error", "default::pytest_gpuperf.InconclusiveWarning")
+
+
+def strict_warnings(items: list[pytest.Item], root: Path) -> None:
+    """Give every item below ``root`` the ``STRICT_WARNINGS`` filters, weaker than the test's own filters."""
+    for item in items:
+        if item.path.is_relative_to(root):
+            # A later filter wins; pytest applies an item's own marks in order, before its class's
+            # and module's. Inserted at the front, in reverse: error, then the exception to it, then
+            # whatever the test itself says.
+            for spec in reversed(STRICT_WARNINGS):
+                item.add_marker(pytest.mark.filterwarnings(spec), append=False)
+
+
 def _absent(kind: str) -> str:
     """Why a test marked ``kind`` cannot run here, or '' when it can."""
     if kind == "cuda" and not torch.cuda.is_available():
@@ -32,7 +56,9 @@ def _absent(kind: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``@pytest.mark.cuda`` and ``@pytest.mark.mps`` tests need real hardware; elsewhere they skip with the reason."""
+    """Warnings are errors in the project's tests; ``@pytest.mark.cuda`` and ``@pytest.mark.mps`` tests need real
+    hardware, and elsewhere they skip with the reason."""
+    strict_warnings(items, _TESTS)
     for item in items:
         for kind in ("cuda", "mps"):
             if item.get_closest_marker(kind):

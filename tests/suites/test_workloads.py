@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
+from collections.abc import Iterator
+from typing import cast
 
 import pytest
 import torch
 
 from pytest_gpuperf.measuring import Step, WorkloadUnsupported
-from suites.models import DeepStack, mlp
-from suites.training import LossLog, amp_dtype, count_flops, training_step
-from suites.workloads import MATMUL_SIZES, MATMUL_SWEEP, WORKLOADS, matmul_step, matmul_unsupported
+from suites.models import DeepStack, ResNetStyle, SmallCNN, mlp
+from suites.test_amp import amp_gain_expected
+from suites.training import (
+    Gemm,
+    LossLog,
+    _backoffs,
+    adam,
+    amp_dtype,
+    census,
+    count_flops,
+    large_gemm_share,
+    training_step,
+)
+from suites.workloads import (
+    MATMUL_SIZES,
+    MATMUL_SWEEP,
+    MLP_BATCH,
+    RESNET,
+    SMALL_CNN,
+    WIDE_MLP,
+    WORKLOADS,
+    host_buffer,
+    matmul_step,
+    matmul_unsupported,
+)
 
 CPU = torch.device("cpu")
 
@@ -59,7 +84,7 @@ def test_fp16_is_never_run_on_cpu_but_bf16_and_fp32_are() -> None:
 def test_matmul_step_counts_2n3_flop_and_writes_the_product() -> None:
     step = matmul_step(CPU, "float32", 64)
     assert step.work == {"FLOP": 2.0 * 64**3}
-    assert step.params == {"n": 64, "dtype": "float32"}
+    assert step.params == {"n": 64, "dtype": "float32", "fp32_precision": "ieee"}
     step.fn()
     assert step.check is not None
     step.check()
@@ -97,11 +122,11 @@ def test_training_check_fails_when_the_optimizer_did_not_step() -> None:
     x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
     step = training_step(model, x, y, precision="fp32", params={"model": "tiny"})
     _run(step, 12)
-    optimizer_state_steps = [s for s in step.fn.__closure__ or () if isinstance(s.cell_contents, torch.optim.Adam)]
-    assert optimizer_state_steps, "the step closes over its optimizer"
-    optimizer = optimizer_state_steps[0].cell_contents
-    optimizer.state.clear()  # as if every step had been skipped
     assert step.check is not None
+    cells = [s for s in step.check.__closure__ or () if isinstance(s.cell_contents, torch.optim.Adam)]
+    assert cells, "the check closes over the step's optimizer"
+    optimizer = cells[0].cell_contents
+    optimizer.state.clear()  # as if every step had been skipped
     with pytest.raises(AssertionError, match="optimizer applied"):
         step.check()
 
@@ -154,3 +179,140 @@ def test_checkpointing_expansion_blocks_keeps_far_fewer_activations_and_the_same
     for a, b in zip(full.parameters(), ckpt.parameters(), strict=True):
         assert a.grad is not None and b.grad is not None
         torch.testing.assert_close(a.grad, b.grad)
+
+
+# ---------------------------------------------------------------- the GEMMs of a step, and where AMP is asserted
+
+
+def test_census_sees_every_gemm_with_its_dimensions_and_the_same_flops_as_torchs_counter() -> None:
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.Flatten(), torch.nn.Linear(8 * 16 * 16, 4)
+    )
+    x = torch.randn(2, 3, 32, 32)
+
+    def step() -> None:
+        torch.autograd.backward(model(x).sum())
+
+    flops, gemms = census(step)
+    assert flops == sum(g.flops for g in gemms)
+    # Forward; backward: the linear's input and weight gradients, the conv's weight gradient (x needs none).
+    # A backward GEMM has its forward's dimensions in another order.
+    conv, linear = (2 * 16 * 16, 8, 3 * 9), (2, 4, 8 * 16 * 16)  # conv: N x output pixels, C_out, C_in x kernel
+    assert sorted(sorted((g.m, g.n, g.k)) for g in gemms) == sorted(sorted(d) for d in [conv] * 2 + [linear] * 3)
+    big, small = Gemm(1024, 4096, 2048), Gemm(4096, 10, 1024)  # the second has a dimension below 1024
+    assert large_gemm_share([big, small]) == pytest.approx(big.flops / (big.flops + small.flops))
+    assert large_gemm_share([]) == 0.0
+
+
+def _share(model: torch.nn.Module, x: torch.Tensor) -> float:
+    model = model.to("meta")  # shapes only: the large presets' GEMMs without their arithmetic
+
+    def step() -> None:
+        torch.autograd.backward(model(x.to("meta")).sum())
+
+    return large_gemm_share(census(step)[1])
+
+
+@pytest.mark.parametrize("size", ["small", "medium", "large"])
+def test_amp_speed_is_asserted_on_tensor_cores_only_for_steps_of_large_gemms(
+    size: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    batch, widths = WIDE_MLP[size]
+    shares = {
+        "mlp": _share(mlp((1000, 512, 256, 2)), torch.empty(MLP_BATCH[size], 1000)),
+        "mlp_wide": _share(mlp(widths), torch.empty(batch, widths[0])),
+        "cnn": _share(SmallCNN(SMALL_CNN[size][1]), torch.empty(SMALL_CNN[size][0], 3, 32, 32)),
+        "resnet": _share(ResNetStyle(*RESNET[size][1:]), torch.empty(RESNET[size][0], 3, 32, 32)),
+    }
+    asserted = {name for name, share in shares.items() if amp_gain_expected(torch.device("cuda"), share) is None}
+    # Only the wide MLP's layers are all >= 1024 wide (and its batch too, from the medium preset).
+    assert asserted == (set() if size == "small" else {"mlp_wide"}), shares
+    why = amp_gain_expected(torch.device("cuda"), shares["mlp"])
+    assert why is not None and "0% of the step's GEMM FLOPs are in GEMMs with every dimension >= 1024" in why
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (6, 1))
+    assert "no tensor cores" in str(amp_gain_expected(torch.device("cuda"), 1.0))
+    assert "bf16 autocast on a CPU" in str(amp_gain_expected(CPU, 1.0))
+
+
+def test_training_steps_use_fused_adam_or_say_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    step = WORKLOADS["mlp_train"].build(CPU, "small")
+    assert step.params["optimizer"] == "Adam fused"  # torch 2.4+ has a fused CPU Adam
+    real = torch.optim.Adam
+
+    def no_fused(params: object, lr: float, fused: bool = False) -> torch.optim.Optimizer:
+        if fused:
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+        return real(params, lr=lr)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.optim, "Adam", no_fused)
+    optimizer, name = adam(mlp((4, 2)).parameters(), 1e-3)
+    assert isinstance(optimizer, real)
+    assert (
+        name
+        == "Adam (not fused: `fused=True` requires all the params to be floating point Tensors of supported devices)"
+    )
+
+
+# ---------------------------------------------------------------- host buffers of the copy workloads
+
+
+class _CudaStandIn:
+    """Records whether host memory is allocated inside ``torch.cuda.device(...)`` and whether it is written."""
+
+    uint8 = torch.uint8
+
+    def __init__(self) -> None:
+        self.current: object = None
+        self.calls: list[tuple[str, object]] = []
+        self.cuda = self
+
+    @contextlib.contextmanager
+    def device(self, device: object) -> Iterator[None]:
+        self.current = device
+        try:
+            yield
+        finally:
+            self.current = None
+
+    def empty(self, nbytes: int, *, dtype: torch.dtype, pin_memory: bool) -> torch.Tensor:
+        self.calls.append(("empty pinned" if pin_memory else "empty", self.current))
+        return torch.empty(nbytes, dtype=dtype)  # plain memory: no CUDA here
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+def test_host_buffers_are_pinned_in_the_devices_context_and_every_byte_written(pinned: bool) -> None:
+    stand_in = _CudaStandIn()
+    device = torch.device("cuda", 1)
+    buffer = host_buffer(4096 * 3, device, pinned=pinned, torch_module=stand_in)
+    # Pinned inside cuda:1's context (no context on GPU 0); pageable memory needs no device.
+    assert stand_in.calls == ([("empty pinned", device)] if pinned else [("empty", None)])
+    assert bool((buffer == 0xA5).all())  # every page written: none left to the shared zero page
+
+
+class _ScalerAfterTwoSkips:
+    """A GradScaler's public state after two skipped steps: 65536 -> 16384."""
+
+    def get_scale(self) -> float:
+        return 16384.0
+
+    def get_backoff_factor(self) -> float:
+        return 0.5
+
+    def get_growth_interval(self) -> int:
+        return 2000
+
+
+def test_the_scalers_calibration_skips_are_allowed_however_few_steps_ran_and_no_others() -> None:
+    scaler = cast(torch.amp.GradScaler, _ScalerAfterTwoSkips())
+    assert _backoffs(scaler, 65536.0, taken=13) == 2  # the H100's 13 of 15 steps: explained
+    assert _backoffs(scaler, 16384.0, taken=4000) == 2  # two growths could hide two more back-offs
+    model = mlp((8, 4, 2))
+    x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    step = training_step(model, x, y, precision="fp32", params={"model": "tiny"})
+    assert step.check is not None
+    log = next(c.cell_contents for c in step.check.__closure__ or () if isinstance(c.cell_contents, LossLog))
+    _run(step, 3)
+    log.calls += 1  # a step the optimizer did not apply, and no scaler to explain it
+    with pytest.raises(AssertionError, match="applied 3 of 4 steps"):
+        step.check()
