@@ -159,6 +159,21 @@ LEAD_BASE: Final = 50e-6
 LEAD_CAP: Final = 0.1
 #: Cycles of ``torch.cuda._sleep`` timed once to learn the spin rate.
 CALIBRATION_CYCLES: Final = 2_000_000
+#: Lead states kept per backend (one per step timed); beyond this they start afresh.
+MAX_LEADS: Final = 64
+
+
+@dataclass
+class _Lead:
+    """What the CUDA backend knows of one step's launch: its host time per call, and whether it synchronizes."""
+
+    fn: Callable[[], object]
+    host_per_call: float = 20e-6
+    #: the last block outlasted its lead
+    short: bool = False
+    #: a block has been timed, so the next lead is sized from a measured host time (not the first guess)
+    measured: bool = False
+    syncs: bool = False
 
 
 @final
@@ -175,6 +190,13 @@ class CudaBackend:
     The host time to launch each block is kept (``last_host``): when it is longer than
     the device time, the step is launch-bound (see ``docs/writing-tests.md``).
 
+    Each step has a lead of its own (paired rounds alternate steps of different host
+    cost). A step that waits for the device inside a call (``.item()``, a pageable copy)
+    would wait behind the spin too, so its host time grows with the lead: when a block
+    outlasts a lead sized from the block before it, the step is taken to synchronize,
+    gets no lead from then on, and reports no host time (``last_host`` None): its host
+    time is not a launch time.
+
     Timing is on the current stream of the device: work a step queues on other streams
     must be joined to it (``current_stream().wait_stream(side)``) to be inside the time.
     """
@@ -186,12 +208,12 @@ class CudaBackend:
     # Event resolution is about 0.5 us; with launch latency kept out of the block, 1 ms keeps it under 0.1%.
     min_block_time: float = 1e-3
     clock: Callable[[], float] = field(default=time.perf_counter)
-    #: host seconds spent launching the last timed block (None before the first)
+    #: host seconds spent launching the last timed block (None before the first, and for a step that synchronizes)
     last_host: float | None = None
     #: blocks whose launch outlasted their lead (the GPU may have idled inside them)
     short_leads: int = 0
     _spin_rate: float | None = field(default=None, repr=False)
-    _host_per_call: float = field(default=20e-6, repr=False)
+    _leads: dict[int, _Lead] = field(default_factory=dict, repr=False)
     _flush: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -212,13 +234,14 @@ class CudaBackend:
             start = cuda.Event(enable_timing=True)
             end = cuda.Event(enable_timing=True)
             stream.synchronize()
-            lead = self._lead(iterations)
+            state = self._lead_of(fn)
+            lead = self._lead(state, iterations)
             start.record(stream)
             began = self.clock()
             for _ in repeat(None, iterations):
                 fn()
             end.record(stream)
-            self._launched(self.clock() - began, iterations, lead)
+            self._launched(state, self.clock() - began, iterations, lead)
             end.synchronize()
             return float(start.elapsed_time(end)) * 1e-3
 
@@ -230,17 +253,17 @@ class CudaBackend:
             flush = self._flush_buffer()
             pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(iterations)]
             stream.synchronize()
-            host = 0.0
+            state = self._lead_of(fn)
+            host: float | None = 0.0
             for start, end in pairs:
                 flush.zero_()
-                lead = self._lead(1)
+                lead = self._lead(state, 1)
                 start.record(stream)
                 began = self.clock()
                 fn()
                 end.record(stream)
-                launch = self.clock() - began
-                self._launched(launch, 1, lead)
-                host += launch
+                self._launched(state, self.clock() - began, 1, lead)
+                host = None if host is None or self.last_host is None else host + self.last_host
             self.last_host = host
             pairs[-1][1].synchronize()
             return sum(float(start.elapsed_time(end)) for start, end in pairs) * 1e-3
@@ -271,20 +294,36 @@ class CudaBackend:
         replay: Callable[[], object] = graph.replay
         return replay
 
-    def _lead(self, iterations: int) -> float:
+    def _lead_of(self, fn: Callable[[], object]) -> _Lead:
+        """The lead state of the step ``fn`` (kept with ``fn`` itself, so an id is never reused under it)."""
+        state = self._leads.get(id(fn))
+        if state is None or state.fn is not fn:
+            if len(self._leads) >= MAX_LEADS:
+                self._leads.clear()
+            state = self._leads[id(fn)] = _Lead(fn)
+        return state
+
+    def _lead(self, state: _Lead, iterations: int) -> float:
         """Queue a spin kernel long enough to cover the host's launch of ``iterations`` calls; its seconds."""
         rate = self._rate()
-        if not rate:
+        if not rate or state.syncs:
             return 0.0
-        seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * self._host_per_call * iterations)
+        seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * state.host_per_call * iterations)
         self._cuda._sleep(int(seconds * rate))
         return seconds
 
-    def _launched(self, host: float, iterations: int, lead: float) -> None:
-        self.last_host = host
-        self._host_per_call = host / iterations
-        if lead and host > lead:
+    def _launched(self, state: _Lead, host: float, iterations: int, lead: float) -> None:
+        short = bool(lead) and host > lead
+        if short:
             self.short_leads += 1
+            # This lead was sized from the last block's host time, which also outlasted its lead: the host
+            # waited for the spin, so the step synchronizes with the device. (A capped lead proves nothing.)
+            if state.short and state.measured and lead < LEAD_CAP:
+                state.syncs = True
+        state.short = short
+        state.measured = True
+        state.host_per_call = host / iterations
+        self.last_host = None if state.syncs else host
 
     def _rate(self) -> float | None:
         """Cycles per second of ``torch.cuda._sleep`` on this device, timed once (None: torch has no _sleep)."""

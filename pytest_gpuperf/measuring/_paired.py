@@ -212,7 +212,7 @@ class RoundRunner:
     plan: SamplingPlan
     last_host: Callable[[], float | None]
     times: dict[str, list[float]]
-    host: dict[str, list[float]] = field(default_factory=dict)
+    host: dict[str, list[float | None]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     cheapest: dict[str, float] = field(default_factory=dict)
     count: int = 0
@@ -232,8 +232,7 @@ class RoundRunner:
             elapsed = self.block(steps[name], calls)
             host = self.last_host()
             self.times[name].append(elapsed / calls)
-            if host is not None:
-                self.host.setdefault(name, []).append(host / calls)
+            self.host.setdefault(name, []).append(None if host is None else host / calls)
             self._resize(name, max(elapsed, host or 0.0) / calls, index)
             total += elapsed / calls * iterations
         return total

@@ -127,7 +127,7 @@ def measurement_of(
     stop_reason: str | None = None,
     memory: tuple[int | None, str] = (None, "off"),
     observer: Callable[[Check], None] | None = None,
-    host: Sequence[float] = (),
+    host: Sequence[float | None] = (),
     clocks: ClockSummary | None = None,
 ) -> Measurement:
     """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
@@ -155,7 +155,7 @@ def measurement_of(
         clocks=clocks,
         inconclusive=settings.inconclusive,
         mode=settings.mode,
-        host_per_call=median(host[-len(kept) :]) if host and kept else None,
+        host_per_call=_host_per_call(host, len(kept)),
         observer=observer,
     )
     if measurement.no_device_work:
@@ -169,19 +169,26 @@ def measurement_of(
     return measurement
 
 
+def _host_per_call(host: Sequence[float | None], kept: int) -> float | None:
+    """Median host launch seconds per call of the last ``kept`` blocks; None unless every one of them has one."""
+    last = host[-kept:] if kept else []
+    if len(last) < kept or not last or any(h is None for h in last):
+        return None
+    return median([h for h in last if h is not None])
+
+
 class HostTimes:
-    """Host launch seconds per call of every block timed through it, where the backend reports them."""
+    """Host launch seconds per call of every block timed through it (None where the backend reports none)."""
 
     def __init__(self, backend: Backend, run_block: Callable[[int], float]) -> None:
         self.backend = backend
         self.run_block = run_block
-        self.per_call: list[float] = []
+        self.per_call: list[float | None] = []
 
     def __call__(self, iterations: int) -> float:
         seconds = self.run_block(iterations)
         host = self.backend.last_host
-        if host is not None:
-            self.per_call.append(host / iterations)
+        self.per_call.append(None if host is None else host / iterations)
         return seconds
 
     def last(self) -> float | None:

@@ -105,3 +105,31 @@ def test_paired_rounds_size_a_fast_step_beside_a_slow_one() -> None:
     paired = measure_paired(steps, backend, settings, device="cpu")
     assert paired.measurements["n=4096"].median == pytest.approx(0.2e-3, rel=1e-3)
     assert paired.measurements["peak"].median == pytest.approx(12e-3, rel=1e-3)
+
+
+def test_a_step_that_synchronizes_gets_no_lead_and_no_host_time() -> None:
+    """A step that waits for the device (``.item()``, a pageable copy) would wait behind the spin too."""
+    gpu = FakeGpu()
+
+    def syncs() -> None:
+        gpu.kernel("k", 100e-6)
+        gpu.drain()  # the host waits for the device
+
+    backend = backend_on(gpu)
+    m = measure_on(syncs, backend, FAST, name="syncs", device="cuda:0", work={}, clock=gpu.clock)
+    assert m.host_per_call is None and not m.launch_bound  # its host time is no launch time
+    assert backend.short_leads <= 3  # found out within the first blocks, then no more spinning
+    spins = [k for k in gpu.kernels if k[0] == "sleep"]
+    assert len(spins) <= 4
+    assert 100e-6 <= m.median <= 106e-6  # each call's own launch gap, as in any loop of it
+
+
+def test_each_step_has_a_lead_of_its_own_in_paired_rounds() -> None:
+    """Steps of different host cost alternate: a lead sized for one must not be used for the other."""
+    gpu = FakeGpu()
+    steps = {"heavy host": Step(step(gpu, 400e-6, [1e-3]), {}), "light host": Step(step(gpu, 0.0, [1e-3]), {})}
+    backend = backend_on(gpu)
+    settings = MeasureSettings(max_time=1.0, min_time=0.05, warmup_time=0.05, min_samples=10, memory=False)
+    paired = measure_paired(steps, backend, settings, device="cpu")
+    for name in steps:
+        assert paired.measurements[name].median == pytest.approx(1e-3, rel=1e-4), name
