@@ -25,6 +25,8 @@ class FakeGpu:
     launch: float = 5e-6
     #: host seconds to record an event
     record_cost: float = 2e-6
+    #: device seconds between a launched kernel (or graph) and the one before it, when queued back to back
+    device_gap: float = 0.0
     host: float = 0.0
     #: when the stream's last queued work ends on the device
     stream_end: float = 0.0
@@ -49,7 +51,7 @@ class FakeGpu:
         if self.capturing:
             self.captured.append((name, seconds))
             return
-        begin = max(self.stream_end, self.host)
+        begin = max(self.stream_end + (self.device_gap if self.kernels else 0.0), self.host)
         self.stream_end = begin + seconds
         self.kernels.append((name, begin, self.stream_end))
 

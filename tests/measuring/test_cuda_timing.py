@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuperf.measuring import CudaBackend, MeasureSettings, ModeUnsupported, Step, measure_on, measure_paired
-from pytest_gpuperf.measuring._backends import block_timer
+from pytest_gpuperf.measuring._backends import block_timer, graph_calls
 
 from .fake_gpu import FakeGpu, step
 
@@ -133,3 +133,18 @@ def test_each_step_has_a_lead_of_its_own_in_paired_rounds() -> None:
     paired = measure_paired(steps, backend, settings, device="cpu")
     for name in steps:
         assert paired.measurements[name].median == pytest.approx(1e-3, rel=1e-4), name
+
+
+def test_graph_mode_spreads_the_graph_launch_over_enough_calls() -> None:
+    """Every launch costs the device a gap (1.6 us here); a graph of one 50 us call would carry it whole (+3.2%)."""
+    gpu = FakeGpu(device_gap=1.6e-6)
+    fn = step(gpu, 0.0, [50e-6])
+    warm = measure_on(fn, backend_on(gpu), FAST, name="warm", device="cuda:0", work={}, clock=gpu.clock)
+    assert warm.median == pytest.approx(51.6e-6, rel=1e-3)  # what a stream of such launches costs
+    one_call = backend_on(gpu)
+    replay = one_call.capture(fn)
+    assert one_call.time_block(replay, 10) / 10 == pytest.approx(51.6e-6, rel=1e-3)
+    graph_settings = FAST.with_values({"mode": "graph"})
+    graph = measure_on(fn, backend_on(gpu), graph_settings, name="graph", device="cuda:0", work={}, clock=gpu.clock)
+    assert graph.median == pytest.approx(50e-6, rel=0.01)  # 4 calls a graph: 50.4 us
+    assert graph_calls(50e-6) == 4 and graph_calls(1e-6) == 64 and graph_calls(1e-3) == 1

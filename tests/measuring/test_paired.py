@@ -54,7 +54,7 @@ class FakeBackend:
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported("no cold mode on the fake")
 
-    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+    def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
         raise ModeUnsupported("no graph mode on the fake")
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
