@@ -31,6 +31,10 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
         "torch 2.3 docs: torch.cuda.amp.GradScaler subclasses torch.amp.GradScaler; in 2.2 it is the implementation",
     ),
     "torch.utils.flop_counter.FlopCounterMode": ((2, 1), "added by pytorch/pytorch#95751, after the 2.0 branch cut"),
+    "torch._C._profiler._ExtraFields_Allocation": (
+        (2, 0),
+        "private; imported by torch/profiler/_memory_profiler.py, which ships from torch 2.0",
+    ),
     **{
         name: (_OLD, "")
         for name in (
@@ -40,6 +44,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.as_tensor",
             "torch.autocast",
             "torch.autograd.backward",
+            "torch.autograd.profiler.profile",
             "torch.backends",
             "torch.bfloat16",
             "torch.cuda",

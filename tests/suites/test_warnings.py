@@ -80,15 +80,18 @@ def test_pytest_suites_reports_warnings_and_a_plugins_configure_time_warning_is_
     project: pytest.Pytester,
 ) -> None:
     result = project.runpytest("-p", "noisy", "suites")
-    result.assert_outcomes(passed=1, warnings=2)  # the test's and the plugin's, both reported
+    result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
+    # The test's and the plugin's, both reported (the count may hold pytest's own, such as an assert-rewrite one).
+    result.stdout.fnmatch_lines(["*UserWarning: Benchmarks are automatically disabled*", "*UserWarning: cuDNN says*"])
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
 
 
 @pytest.mark.filterwarnings("default")
 def test_in_one_session_with_both_only_the_project_tests_are_strict(project: pytest.Pytester) -> None:
     result = project.runpytest("-p", "noisy", "tests", "suites")
-    result.assert_outcomes(failed=1, passed=3, warnings=3)
+    result.assert_outcomes(failed=1, passed=3)
+    result.stdout.fnmatch_lines(["*UserWarning: Benchmarks are automatically disabled*", "*UserWarning: cuDNN says*"])
 
 
 def test_this_session_turns_a_warning_into_an_error() -> None:
