@@ -34,6 +34,7 @@ import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
 from ._session import GpuperfSession, local_ranks
+from ._xdist import export
 
 # The results and gate packages are imported where first used: most pytest sessions neither
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
@@ -88,7 +89,7 @@ class GatePlugin:
 
     @property
     def _active(self) -> bool:
-        return self.session.rank == 0
+        return self.session.reports
 
     # ------------------------------------------------------------ start
 
@@ -162,13 +163,15 @@ class GatePlugin:
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
         alone = local_ranks() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
-        if not (self._active and alone) or session.shouldfail or session.shouldstop:
+        if not alone or self.session.rank != 0 or session.shouldfail or session.shouldstop:
             return result
-        measured = {record.test for record in self.session.records}
-        for _ in range(self.settings.rounds - 1):
-            for item in [item for item in session.items if item.nodeid in measured]:
-                self._measure_again(item)
-        if self.baseline is not None:
+        # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
+        if not self.session.controller:
+            measured = {record.test for record in self.session.records}
+            for _ in range(self.settings.rounds - 1):
+                for item in [item for item in session.items if item.nodeid in measured]:
+                    self._measure_again(item)
+        if self._active and self.baseline is not None:
             self._confirm(session)
         return result
 
@@ -194,7 +197,7 @@ class GatePlugin:
 
         config = session.config
         for _ in range(self.settings.confirm):
-            suspects = [item.nodeid for item in self._suspects(session)]
+            suspects = self._suspects()
             if not suspects:
                 return
             try:
@@ -212,8 +215,8 @@ class GatePlugin:
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
 
-    def _suspects(self, session: pytest.Session) -> list[pytest.Item]:
-        """Tests with a record that could fail the gate, or looks slower without a verdict yet."""
+    def _suspects(self) -> list[str]:
+        """Tests with a record that could fail the gate, or looks slower without a verdict yet, in run order."""
         from ..gate import Verdict, compare_runs
         from ..results import Run
 
@@ -227,12 +230,15 @@ class GatePlugin:
             if row.estimate is not None
             and (row.verdict.value in fail_on or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0))
         }
-        return [item for item in session.items if item.nodeid in tests]
+        return list(dict.fromkeys(record.test for record in self.session.records if record.test in tests))
 
     # ------------------------------------------------------------ end
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.session.worker is not None:
+            export(self.session, self.failures)  # the controller saves, compares and reports
+            return
         if not self._active or not (self.session.records or self.settings.save or self.baseline):
             return
         self.store = self.store or self._store()

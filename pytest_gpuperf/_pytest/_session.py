@@ -22,6 +22,7 @@ import pytest
 from ..measuring import DeviceSlot, Inventory, probe_inventory, resolve_devices
 from ._markers import bad_requirement, unmet_requirement
 from ._settings import SettingError, Settings
+from ._xdist import check_devices, is_controller, sharing, worker_index, workers
 
 # What only a session that measures needs is imported where it is first used: pytest imports
 # the plugin at every start, and most sessions run tests that never measure (bench/startup.py).
@@ -63,7 +64,7 @@ class GpuperfSession:
         self._slots: list[DeviceSlot] | None = None
         self._backends: dict[str, Backend] = {}
         self._fingerprint: dict[str, Any] | None = None
-        self._device_descriptions: dict[str, dict[str, Any]] = {}
+        self.device_descriptions: dict[str, dict[str, Any]] = {}
         #: device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)
         self.reference_peaks: dict[str, ReferencePeak] = {}
         #: (test node id, text) lines for the terminal summary: ratios, and why something was not asserted
@@ -76,6 +77,14 @@ class GpuperfSession:
         self.round_sink: list[Record] | None = None
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
+        # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
+        self.worker = worker_index(config)
+        self.controller = is_controller(config)
+
+    @property
+    def reports(self) -> bool:
+        """Does this process write results and print the table? Rank 0, and not an xdist worker."""
+        return self.rank == 0 and self.worker is None
 
     # ------------------------------------------------------------ devices
 
@@ -87,12 +96,41 @@ class GpuperfSession:
             self._slots = resolve_devices(self.settings.device, self._inventory)
         return self._slots
 
+    @property
+    def inventory(self) -> Inventory | None:
+        """The devices this machine has, probed with the requested ones."""
+        _ = self.slots
+        return self._inventory
+
+    def physical(self, slot: DeviceSlot) -> DeviceSlot:
+        """The device a test parametrized on ``slot`` measures on: for ``cuda``, a torchrun rank's
+        ``cuda:LOCAL_RANK`` or an xdist worker's ``cuda:<worker index>``.
+
+        Test ids keep the requested device, so that they and the baselines keyed by them are the
+        same with and without torchrun or ``-n``; the records name the device measured on.
+        """
+        if self.worker is not None and slot.available:
+            why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
+            if why:
+                pytest.fail(f"gpuperf: {why}", pytrace=False)
+        index = self.worker if self.worker is not None else _local_rank()
+        if slot.kind != "cuda" or index is None or slot.index == index or not slot.available:
+            return slot
+        gpus = self.inventory.cuda_count if self.inventory is not None else 0
+        if index >= gpus:
+            pytest.fail(
+                f"gpuperf: torchrun's LOCAL_RANK={index} measures on cuda:{index}, and this machine has {gpus} "
+                f"GPUs; run torchrun with --nproc-per-node at most {gpus}",
+                pytrace=False,
+            )
+        return DeviceSlot(f"cuda:{index}", "cuda", index, True)
+
     def backend(self, slot: DeviceSlot) -> Backend:
         from ..measuring import backend_for
 
         if slot.id not in self._backends:
             self._backends[slot.id] = backend_for(slot)
-            self._device_descriptions[slot.id] = dict(self._backends[slot.id].describe())
+            self.device_descriptions[slot.id] = dict(self._backends[slot.id].describe())
         return self._backends[slot.id]
 
     def item_settings(self, node: pytest.Item | pytest.Function) -> Settings:
@@ -140,8 +178,9 @@ class GpuperfSession:
         return Evidence(
             tolerance=tolerance,
             noise_floor=noise_floor,
-            # Under torchrun the other local ranks are part of the measurement, not background load.
-            load=load if local_ranks() == 1 else None,
+            # Under torchrun the other local ranks, and under xdist the other workers (each on its own GPU), are
+            # part of the run, not background load.
+            load=load if local_ranks() == 1 and self.worker is None else None,
             quiet_wait_s=round(self._waited, 2) if self._waited else None,
         )
 
@@ -180,7 +219,7 @@ class GpuperfSession:
             records=list(self.records),
             devices={
                 device: {**description, **_peak_description(self.reference_peaks.get(device))}
-                for device, description in self._device_descriptions.items()
+                for device, description in self.device_descriptions.items()
             },
         )
 
@@ -188,6 +227,8 @@ class GpuperfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.controller:
+            check_devices(self)
         if self.settings.missing_device == "error":
             missing = [s for s in self.slots if not s.available]
             if missing:
@@ -196,9 +237,9 @@ class GpuperfSession:
                     f"--gpuperf-missing-device=error: {reasons}. Run on a machine with that device, "
                     "or pass --gpuperf-missing-device=skip to skip its tests"
                 )
-        if self.settings.json and self.rank == 0:
+        if self.settings.json and self.reports:
             _check_writable(Path(self.settings.json), "--gpuperf-json")
-        if self.settings.asv and self.rank == 0:
+        if self.settings.asv and self.reports:
             from ..history import AsvError, AsvTarget
 
             try:
@@ -263,7 +304,7 @@ class GpuperfSession:
         return needed_cores(kind, threads)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.records or self.rank != 0:
+        if not self.records or not self.reports:
             return
         from ._report import results_table, speedup_table
 
@@ -287,7 +328,7 @@ class GpuperfSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.rank != 0 or not (self.settings.json or self._asv):
+        if not self.reports or not (self.settings.json or self._asv):
             return
         from ..results import ResultsError, save_run
 
@@ -300,6 +341,14 @@ class GpuperfSession:
         except ResultsError as exc:
             session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _local_rank() -> int | None:
+    """This process's LOCAL_RANK under torchrun (the world it describes), or None outside one."""
+    from ..measuring import World
+
+    world = World.from_env("gloo")  # the backend is not used here
+    return None if world is None else world.local_rank
 
 
 def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:

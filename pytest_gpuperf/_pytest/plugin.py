@@ -13,6 +13,7 @@ from ._markers import MARKERS
 from ._options import OPTIONS
 from ._session import SESSION_KEY, GpuperfSession
 from ._settings import SettingError, Settings
+from ._xdist import XdistController
 
 if TYPE_CHECKING:
     from ..measuring import DeviceSlot
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "gpuperf-session"
 GATE_PLUGIN_NAME = "gpuperf-gate"
+XDIST_PLUGIN_NAME = "gpuperf-xdist"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,13 +53,18 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GpuperfSession(config, settings)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
-    config.pluginmanager.register(GatePlugin(session), GATE_PLUGIN_NAME)
+    gate = GatePlugin(session)
+    config.pluginmanager.register(gate, GATE_PLUGIN_NAME)
+    if session.controller:
+        config.pluginmanager.register(XdistController(session, gate.failures), XDIST_PLUGIN_NAME)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
+        if config.pluginmanager.has_plugin(XDIST_PLUGIN_NAME):
+            config.pluginmanager.unregister(name=XDIST_PLUGIN_NAME)
         config.pluginmanager.unregister(session)
         del config.stash[SESSION_KEY]
 
@@ -67,7 +74,7 @@ def gpuperf_device(request: pytest.FixtureRequest) -> Any:
     """The ``torch.device`` this test instance runs on (tests run once per ``--gpuperf-device``)."""
     import torch
 
-    slot: DeviceSlot = request.param
+    slot: DeviceSlot = request.config.stash[SESSION_KEY].physical(request.param)
     return torch.device(slot.id)
 
 
@@ -77,5 +84,5 @@ def gpuperf(request: pytest.FixtureRequest, gpuperf_device: Any) -> Gpuperf:
     from ._fixture import Gpuperf
 
     session = request.config.stash[SESSION_KEY]
-    slot = request.node.callspec.params["gpuperf_device"]
+    slot = session.physical(request.node.callspec.params["gpuperf_device"])
     return Gpuperf(request.node, session, slot)

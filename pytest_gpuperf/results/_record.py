@@ -263,11 +263,20 @@ class MeasuredTest(Protocol):
 
 
 def short_test(item: MeasuredTest) -> str:
-    """The test id without its file part and device parameter, which have their own column."""
+    """The test id without its file part and device parameter, which have their own column.
+
+    Under pytest-xdist a test id keeps the GPU asked for (``cuda:0``) while the record names the
+    worker's (``cuda:1``): a ``cuda:N`` parameter goes too when the record is on a CUDA device.
+    """
     function = item.test.split("::")[-1]
     base, bracket, params = function.partition("[")
+    on_cuda = item.device.startswith("cuda")
     if bracket:
-        kept = [p for p in params.rstrip("]").split("-") if p != item.device]
+        kept = [
+            p
+            for p in params.rstrip("]").split("-")
+            if p != item.device and not (on_cuda and p.startswith("cuda:") and p[5:].isdigit())
+        ]
         base = f"{base}[{'-'.join(kept)}]" if kept else base
     suffix = item.key[len(item.test) :]  # "::name" when a test measures more than once
     return base + suffix

@@ -1,0 +1,139 @@
+"""pytest-xdist: one GPU per worker, and every worker's records gathered by the controller.
+
+Under ``pytest -n N`` the controller runs no test: N workers do. Each worker measures on
+``cuda:<its index>`` (``gw1`` on ``cuda:1``) while the test ids keep the device that was
+asked for, so that ids, and the baselines keyed by them, are the same with and without
+``-n``. At the end each worker sends its records, notes, reference peaks and failed tests
+to the controller through xdist's ``workeroutput``; the controller writes the one run,
+the one ``--gpuperf-json`` file and the one table, saves the baseline once and runs the
+gate over every record.
+
+Workers that would share a device (the CPU, MPS, one GPU named for all, or more workers
+than GPUs) would disturb each other's timings, so that is refused with the fix: by the
+controller when the session asks to measure (a ``--gpuperf-*`` device or results option
+is given), else by each measuring test in a worker.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..measuring import DeviceSlot, Inventory
+    from ._session import GpuperfSession
+
+__all__ = [
+    "OUTPUT_KEY",
+    "XdistController",
+    "check_devices",
+    "export",
+    "is_controller",
+    "sharing",
+    "worker_index",
+    "workers",
+]
+
+#: The key of this plugin's data in xdist's ``workeroutput``.
+OUTPUT_KEY: Final = "gpuperf"
+
+
+def worker_index(config: pytest.Config) -> int | None:
+    """This worker's index (``gw3`` is 3), or None outside an xdist worker."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    return int(str(workerinput["workerid"]).lstrip("gw"))
+
+
+def workers(config: pytest.Config) -> int:
+    """Workers of this run (0 without ``-n``): a worker is told the count; the controller has ``-n`` resolved."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return int(workerinput.get("workercount", 1))
+    count = getattr(config.option, "numprocesses", None)
+    return count if isinstance(count, int) else 0
+
+
+def is_controller(config: pytest.Config) -> bool:
+    return worker_index(config) is None and workers(config) > 0 and config.pluginmanager.hasplugin("xdist")
+
+
+def sharing(slots: list[DeviceSlot], count: int, inventory: Inventory | None) -> str | None:
+    """Why ``count`` workers measuring on ``slots`` would share a device, or None when each gets a GPU."""
+    available = [slot for slot in slots if slot.available]
+    others = [slot.id for slot in available if slot.kind != "cuda"]
+    gpus = inventory.cuda_count if inventory is not None else 0
+    fix = (
+        "run the measuring tests without -n, or give each worker a GPU of its own: --gpuperf-device=cuda with "
+        f"-n at most the number of GPUs (this machine has {gpus})"
+    )
+    if others and count > 1:
+        on = ", ".join(others)
+        return f"-n {count} would run {count} workers measuring on {on} at once, disturbing each other's timings; {fix}"
+    cuda = [slot for slot in available if slot.kind == "cuda"]
+    if len(cuda) > 1:
+        return (
+            f"-n {count} with --gpuperf-device naming {len(cuda)} GPUs ({', '.join(s.id for s in cuda)}) would have "
+            f"every worker measure on each of them; name the kind alone, --gpuperf-device=cuda: worker gwN then "
+            f"measures on cuda:N"
+        )
+    if cuda and count > gpus:
+        return f"-n {count} needs {count} GPUs, one per worker, and this machine has {gpus}; {fix}"
+    return None
+
+
+def check_devices(session: GpuperfSession) -> None:
+    """The controller's refusal of workers that would share a device, when the session asks to measure."""
+    config = session.config
+    count = workers(config)
+    settings = session.settings
+    asked = config.getoption("gpuperf_device") is not None or config.getini("gpuperf_device") not in (None, "")
+    if not (asked or settings.save or settings.compare or settings.json or settings.asv):
+        return  # tests that do not measure may use -n freely; a measuring test refuses in its worker
+    why = sharing(session.slots, count, session.inventory)
+    if why:
+        raise pytest.UsageError(f"gpuperf: {why}")
+
+
+def export(session: GpuperfSession, failures: dict[str, str]) -> None:
+    """A worker's records, notes, reference peaks, devices and failed tests, for the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is None:
+        return
+    output[OUTPUT_KEY] = json.dumps(
+        {
+            "records": [record.to_dict() for record in session.records],
+            "notes": session.notes,
+            "peaks": {device: [p.flops_per_second, p.how] for device, p in session.reference_peaks.items()},
+            "devices": session.device_descriptions,
+            "failures": failures,
+        }
+    )
+
+
+class XdistController:
+    """Registered on the controller: gathers what each worker sends when it goes down."""
+
+    def __init__(self, session: GpuperfSession, failures: dict[str, str]) -> None:
+        self.session = session
+        self.failures = failures
+        self.received = 0
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        from ..results import Record
+
+        raw = getattr(node, "workeroutput", {}).get(OUTPUT_KEY)
+        if raw is None:
+            return  # the worker crashed, or measured nothing
+        data = json.loads(raw)
+        self.received += 1
+        session = self.session
+        session.records.extend(Record.from_dict(record) for record in data["records"])
+        session.notes.extend((nodeid, text) for nodeid, text in data["notes"])
+        for device, (flops, how) in data["peaks"].items():
+            session.offer_reference_peak(device, float(flops), str(how))
+        session.device_descriptions.update(data["devices"])
+        self.failures.update(data["failures"])
