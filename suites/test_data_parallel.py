@@ -105,6 +105,11 @@ def _report(gpuperf: Gpuperf, result: ScalingResult) -> None:
 @pytest.mark.gpuperf_requires("cuda", count=2)
 def test_dataparallel(gpuperf: Gpuperf) -> None:
     """torch.nn.DataParallel over every visible GPU against one GPU, same per-GPU batch."""
+    if World.from_env(backend="gloo") is not None:
+        pytest.skip(
+            "running under torchrun: DataParallel is one process driving every GPU, so each rank would run it on "
+            "all GPUs at once; run it without torchrun"
+        )
     steps = {
         "one_gpu": WORKLOADS["mlp_wide_train"].build(gpuperf.device, gpuperf.size),
         "dataparallel": WORKLOADS["mlp_wide_train_dataparallel"].build(gpuperf.device, gpuperf.size),

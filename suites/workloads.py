@@ -300,13 +300,22 @@ def _dataparallel() -> Workload:
         dev = torch.device(device)
         _require(workload, dev)
         batch, widths = WIDE_MLP[size]
-        batch *= torch.cuda.device_count()
+        count = torch.cuda.device_count()
+        batch *= count
+        # The test's device first: DataParallel keeps the module and gathers the output on device_ids[0].
+        first = dev.index if dev.index is not None else torch.cuda.current_device()
+        device_ids = [first, *(i for i in range(count) if i != first)]
         _seeded()
-        model = torch.nn.DataParallel(mlp(widths).to(dev))
-        x = torch.randn(batch, widths[0], device=dev)
-        y = torch.randint(0, widths[-1], (batch,), device=dev)
-        params = {"model": "mlp_wide", "batch": batch, "devices": torch.cuda.device_count()}
-        return training_step(model, x, y, precision="fp32", params=params)
+        module = mlp(widths).to(torch.device("cuda", first))
+        x = torch.randn(batch, widths[0], device=torch.device("cuda", first))
+        y = torch.randint(0, widths[-1], (batch,), device=torch.device("cuda", first))
+        params = {"model": "mlp_wide", "batch": batch, "devices": count, "device_ids": device_ids}
+        # torch's FLOP counter does not see the replicas' threads: count the same step without DataParallel,
+        # which does the same FLOPs over the whole batch.
+        flops = training_step(module, x, y, precision="fp32", params=params).work["FLOP"]
+        model = torch.nn.DataParallel(module, device_ids=device_ids, output_device=first)
+        step = training_step(model, x, y, precision="fp32", params=params)
+        return Step(step.fn, work={**step.work, "FLOP": flops}, params=step.params, check=step.check)
 
     workload = Workload(
         "mlp_wide_train_dataparallel",

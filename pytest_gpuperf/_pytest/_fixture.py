@@ -71,15 +71,18 @@ class Gpuperf:
         except SettingError as exc:
             raise ValueError(f"gpuperf.measure(): {exc}") from None
         record_checks: list[Check] = []
+        label = name or self._item.nodeid
         try:
             measurement = measure_on(
                 fn,
                 self._session.backend(self.slot),
                 settings.measure,
-                name=name or self._item.nodeid,
+                name=label,
                 device=self.slot.id,
                 work=work_from(flops, bytes, samples, items, work),
                 observer=record_checks.append,
+                # Under torchrun: barrier per block, the slowest rank counts, agreed stops (docs/multi-gpu.md).
+                coordinator=self._session.coordinator(self.slot, f"{self._item.nodeid} {label}"),
             )
         except ModeUnsupported as exc:
             pytest.skip(str(exc))

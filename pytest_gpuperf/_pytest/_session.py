@@ -28,7 +28,7 @@ from ._xdist import check_devices, is_controller, sharing, worker_index, workers
 # the plugin at every start, and most sessions run tests that never measure (bench/startup.py).
 if TYPE_CHECKING:
     from ..history import AsvTarget
-    from ..measuring import Backend, Measurement, Monitor
+    from ..measuring import Backend, Coordinator, Measurement, Monitor
     from ..results import Evidence, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_ranks"]
@@ -77,6 +77,7 @@ class GpuperfSession:
         self.round_sink: list[Record] | None = None
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
+        self._group_started = False  # a torch.distributed process group this session started (coordinator)
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
         self.controller = is_controller(config)
@@ -124,6 +125,38 @@ class GpuperfSession:
                 pytrace=False,
             )
         return DeviceSlot(f"cuda:{index}", "cuda", index, True)
+
+    def coordinator(self, slot: DeviceSlot, what: str) -> Coordinator | None:
+        """Under torchrun (2 or more ranks), the rank coordinator for a measurement named ``what``.
+
+        The process group is started here when the test has not started one (and ended with
+        the session). Every rank must measure the same thing at the same time, or the
+        collectives inside the coordinator pair up wrongly and hang: the ranks first compare
+        ``what`` and refuse, with the fix, when they differ.
+        """
+        from ..measuring import DistributedError, TorchDistCoordinator, World, backend_for_kind
+
+        world = World.from_env(backend_for_kind(slot.kind))
+        if world is None or world.size < 2:
+            return None
+        import torch.distributed as dist
+
+        if world.backend == "nccl" and slot.index is not None:
+            import torch
+
+            torch.cuda.set_device(slot.index)  # NCCL's object collectives use the current device
+        if not dist.is_initialized():
+            dist.init_process_group(world.backend)
+            self._group_started = True
+        names: list[object] = [None] * world.size
+        dist.all_gather_object(names, what)
+        if len(set(map(str, names))) > 1:
+            listed = "; ".join(f"rank {rank}: {name}" for rank, name in enumerate(names))
+            raise DistributedError(
+                f"the ranks are measuring different things at once ({listed}); every rank must run the same tests "
+                "in the same order: run torchrun with -p no:randomly (or the same --randomly-seed on every rank)"
+            )
+        return TorchDistCoordinator(device="cpu" if world.backend == "gloo" else slot.id)
 
     def backend(self, slot: DeviceSlot) -> Backend:
         from ..measuring import backend_for
@@ -328,6 +361,12 @@ class GpuperfSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._group_started:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            self._group_started = False
         if not self.reports or not (self.settings.json or self._asv):
             return
         from ..results import ResultsError, save_run

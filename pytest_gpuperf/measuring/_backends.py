@@ -363,12 +363,14 @@ class CudaBackend:
     def track_memory(self) -> Iterator[MemoryProbe]:
         cuda = self._cuda
         probe = _Memory(method="torch.cuda.max_memory_allocated")
-        cuda.synchronize(self.index)
-        base = int(cuda.memory_allocated(self.index))
-        cuda.reset_peak_memory_stats(self.index)
-        yield probe
-        cuda.synchronize(self.index)
-        probe.peak_bytes = int(cuda.max_memory_allocated(self.index)) - base
+        # Inside the device's context, so that a step using the current device allocates where it is probed.
+        with cuda.device(self.index):
+            cuda.synchronize(self.index)
+            base = int(cuda.memory_allocated(self.index))
+            cuda.reset_peak_memory_stats(self.index)
+            yield probe
+            cuda.synchronize(self.index)
+            probe.peak_bytes = int(cuda.max_memory_allocated(self.index)) - base
 
     def describe(self) -> dict[str, object]:
         cuda = self._cuda

@@ -162,7 +162,8 @@ def test_cuda_peak_memory_is_measured_above_the_level_at_entry() -> None:
         fake.peak = 1000 + 4096  # the step allocated 4 KiB at its peak
     assert probe.peak_bytes == 4096
     assert fake.log.index("reset_peak_memory_stats") > fake.log.index("cuda.synchronize")
-    assert fake.log[-1] == "cuda.synchronize"  # synchronized before the peak was read
+    assert fake.log[-2:] == ["cuda.synchronize", "exit device"]  # synchronized before the peak was read
+    assert fake.log[0] == "enter device 0"  # probed inside the device's context
     assert backend.describe()["capability"] == "9.0"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -43,3 +45,59 @@ def test_more_ranks_than_gpus_fail_with_the_fix(pytester: pytest.Pytester) -> No
     done = torchrun(pytester, 3, "--gpuperf-device=cuda", "-rE")
     assert done.returncode != 0
     assert "torchrun's LOCAL_RANK=2 measures on cuda:2, and this machine has 2 GPUs; run torchrun with " in done.stdout
+
+
+RANKS_MEASURE = """
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_ranks(gpuperf):
+    rank = os.environ["RANK"]
+    cost = 600e-6 if rank == "1" else 300e-6  # rank 1 is the slow one
+    name = os.environ.get("GPUPERF_TEST_NAME_" + rank, "step")
+    m = gpuperf.measure(lambda: spin(cost), name=name)
+    Path(f"rank{rank}.json").write_text(json.dumps({"median": m.median, "samples": len(m.samples)}))
+"""
+
+FAST = ("--gpuperf-min-time=0.05", "--gpuperf-max-time=0.5", "--gpuperf-warmup-time=0.05", "--gpuperf-memory=off")
+
+
+def test_a_users_measurement_under_torchrun_is_rank_aware(pytester: pytest.Pytester) -> None:
+    """Barrier per block, the slowest rank counts, agreed stops: both ranks report rank 1's time, with one table."""
+    pytester.makepyfile(test_ranks=RANKS_MEASURE)
+    done = torchrun(pytester, 2, "--gpuperf-device=cpu", *FAST)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ranks = [json.loads((pytester.path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0] == ranks[1], "the same blocks, the same stop, the same (slowest) times on every rank"
+    assert ranks[0]["median"] == pytest.approx(600e-6, rel=0.1)
+    assert done.stdout.count("gpuperf results") == 1  # only rank 0 reports
+
+
+def test_ranks_measuring_different_things_are_refused_not_hung(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ranks=RANKS_MEASURE)
+    env_name = {"GPUPERF_TEST_NAME_1": "other"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    command += ["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "--gpuperf-device=cpu", *FAST]
+    done = subprocess.run(
+        command,
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env_name},
+    )
+    assert done.returncode != 0
+    assert "measuring different things at once (rank 0: test_ranks.py::test_ranks[cpu] step; rank 1: " in done.stdout
+    assert "run torchrun with -p no:randomly" in done.stdout

@@ -48,6 +48,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.backends",
             "torch.bfloat16",
             "torch.cuda",
+            "torch.cuda.current_device",
             "torch.cuda.device",
             "torch.cuda.device_count",
             "torch.cuda.get_device_capability",
