@@ -91,10 +91,11 @@ def _benchmark_class(workload: Any, slots: Mapping[str, Any], size: str, setting
         from pytest_gpuperf.measuring import backend_for, measure_on
 
         slot = slots[device]
-        step = workload.build(torch.device(device), resolve_size(size, slot.kind))
-        measurement = measure_on(
-            step.fn, backend_for(slot), settings, name=workload.name, device=device, work=dict(step.work)
-        )
+        backend = backend_for(slot)
+        memory = backend.describe().get("memory_bytes") if slot.kind == "cuda" else None
+        preset = resolve_size(size, slot.kind, int(memory) if isinstance(memory, int) else None)
+        step = workload.build(torch.device(device), preset)
+        measurement = measure_on(step.fn, backend, settings, name=workload.name, device=device, work=dict(step.work))
         if step.check is not None:
             step.check()
         # asv's timing-result form: it derives median, ci_99 and quartiles from the samples.

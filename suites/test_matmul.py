@@ -37,7 +37,10 @@ def test_matmul_peak(gpuperf: Gpuperf, matmul_peak: PeakOp) -> None:
     device_name = str(gpuperf.backend.describe().get("name", gpuperf.slot.id))
     floors = expectations().for_device(device_name)
     if floors is None:
-        gpuperf.note(f"no datasheet floors for {device_name!r} in {expectations().path}; nothing asserted")
+        why = (
+            expectations().why_none(device_name) or f"no datasheet floors for {device_name!r} in {expectations().path}"
+        )
+        gpuperf.note(f"{why}; nothing asserted")
         return
     if not gpuperf.records:
         gpuperf.note("no datasheet floor checked: another test measured the reference peak before this one")

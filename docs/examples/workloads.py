@@ -14,7 +14,7 @@ import torch
 from pytest_gpuperf import Step, Workload, WorkloadUnsupported
 
 #: (batch, width) of the layer for each size preset; ``auto`` is resolved before ``build``
-#: is called (small on cpu and mps, large on cuda).
+#: is called (small on cpu and mps; medium or large on cuda, by its memory).
 SIZES: Final = {"small": (512, 512), "medium": (2048, 2048), "large": (8192, 8192)}
 
 

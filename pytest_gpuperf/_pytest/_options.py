@@ -170,8 +170,8 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "size",
         "auto",
         values.choice(*SIZES),
-        "workload size preset for the suites: auto (small on cpu and mps, large on cuda), small, medium, large "
-        "(default: auto)",
+        "workload size preset for the suites: auto (small on cpu and mps; on cuda, large with 24 GiB of memory or "
+        "more, else medium), small, medium, large (default: auto)",
         "PRESET",
         marker=False,
     ),

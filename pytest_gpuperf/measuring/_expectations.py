@@ -79,8 +79,11 @@ class Expectations:
     def for_device(self, device_name: str) -> DeviceFloors | None:
         """The entry whose key appears in ``device_name`` as whole words (case-insensitive); the longest key wins.
 
-        "NVIDIA A100-SXM4-80GB" matches "A100", not "A10"; "NVIDIA A10G" matches neither.
+        "NVIDIA A100-SXM4-80GB" matches "A100", not "A10"; "NVIDIA A10G" matches neither. A MIG
+        slice ("NVIDIA H100 80GB HBM3 MIG 1g.10gb") matches nothing (``why_none``).
         """
+        if self.why_none(device_name):
+            return None
         matches = [
             key
             for key in self.devices
@@ -89,6 +92,21 @@ class Expectations:
         if not matches:
             return None
         return self.devices[max(matches, key=len)]
+
+    @staticmethod
+    def why_none(device_name: str) -> str | None:
+        """Why a device gets no floors although its model is listed, or None.
+
+        A MIG slice has a share of the GPU's SMs and memory bandwidth (a 1g slice of an
+        H100: 16 of 132 SMs), so the full GPU's datasheet figure does not apply, and the
+        share of the figure a slice reaches is not on any datasheet: no floor is asserted.
+        """
+        if re.search(r"(?<![A-Za-z0-9])MIG(?![A-Za-z0-9])", device_name):
+            return (
+                f"{device_name!r} is a MIG slice: the full GPU's datasheet figures do not apply to a share of its "
+                "SMs, so no floor is asserted"
+            )
+        return None
 
 
 def _device(path: Path, key: str, entry: Any, fraction: float) -> DeviceFloors:

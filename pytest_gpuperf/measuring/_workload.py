@@ -12,10 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["SIZES", "Step", "Workload", "WorkloadUnsupported", "resolve_size"]
+__all__ = ["LARGE_MIN_MEMORY", "SIZES", "Step", "Workload", "WorkloadUnsupported", "resolve_size"]
 
-#: Size presets; ``auto`` means small on cpu and mps, large on cuda.
+#: Size presets; ``auto`` means small on cpu and mps, large on a CUDA device of LARGE_MIN_MEMORY or more, else medium.
 SIZES: Final = ("auto", "small", "medium", "large")
+#: ``auto`` picks the large preset only on a CUDA device with at least this much memory (a 10-16 GB GPU or a MIG
+#: slice gets medium: the large preset's biggest tests hold several GiB each, plus the allocator's cache).
+LARGE_MIN_MEMORY: Final = 24 << 30
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,13 @@ class Workload:
         return None if self.unsupported is None else self.unsupported(device)
 
 
-def resolve_size(size: str, device_kind: str) -> str:
-    """``auto`` becomes ``large`` on CUDA (fill the chip) and ``small`` elsewhere (a short CPU run)."""
+def resolve_size(size: str, device_kind: str, memory_bytes: int | None = None) -> str:
+    """``auto`` becomes ``large`` on a CUDA device with ``LARGE_MIN_MEMORY`` or more (fill the chip), ``medium`` on a
+    smaller one (or one whose memory is not known), and ``small`` elsewhere (a short CPU run)."""
     if size not in SIZES:
         raise ValueError(f"size preset {size!r} is not one of {', '.join(SIZES)}")
     if size != "auto":
         return size
-    return "large" if device_kind == "cuda" else "small"
+    if device_kind != "cuda":
+        return "small"
+    return "large" if memory_bytes is not None and memory_bytes >= LARGE_MIN_MEMORY else "medium"

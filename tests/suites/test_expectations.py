@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import Expectations
+from pytest_gpuperf.measuring import Expectations, resolve_size
 from suites.support import EXPECTATIONS_ENV, expectations
 
 SHIPPED = Path(__file__).parents[2] / "suites" / "expectations.json"
@@ -30,12 +30,30 @@ SHIPPED = Path(__file__).parents[2] / "suites" / "expectations.json"
         ("NVIDIA L40", "L40"),
         ("NVIDIA L4", "L4"),
         ("NVIDIA GeForce RTX 4090", None),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", None),  # a slice: the full GPU's floor does not apply
+        ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", None),
         ("Intel(R) Xeon(R) Processor", None),
     ],
 )
 def test_shipped_floors_match_device_names_by_whole_words_longest_first(device_name: str, key: str | None) -> None:
     floors = Expectations.load(SHIPPED).for_device(device_name)
     assert (floors.key if floors else None) == key
+
+
+def test_a_mig_slice_gets_no_floor_and_says_why() -> None:
+    why = Expectations.why_none("NVIDIA H100 80GB HBM3 MIG 1g.10gb")
+    assert why is not None and "is a MIG slice" in why and "no floor is asserted" in why
+    assert Expectations.why_none("NVIDIA H100 80GB HBM3") is None
+    assert Expectations.why_none("Migration GPU") is None  # a whole word only
+
+
+def test_auto_size_follows_the_device_memory() -> None:
+    gib = 1 << 30
+    assert resolve_size("auto", "cuda", 80 * gib) == "large"
+    assert resolve_size("auto", "cuda", 16 * gib) == "medium"  # a 10-16 GB GPU or a MIG slice
+    assert resolve_size("auto", "cuda", None) == "medium"
+    assert resolve_size("auto", "cpu", 80 * gib) == "small"
+    assert resolve_size("large", "cuda", 10 * gib) == "large"  # asked for: as asked
 
 
 def test_a_floor_is_the_stated_fraction_of_the_datasheet_figure() -> None:
