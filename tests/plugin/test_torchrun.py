@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -101,3 +102,28 @@ def test_ranks_measuring_different_things_are_refused_not_hung(pytester: pytest.
     assert done.returncode != 0
     assert "measuring different things at once (rank 0: test_ranks.py::test_ranks[cpu] step; rank 1: " in done.stdout
     assert "run torchrun with -p no:randomly" in done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_two_nodes_by_c10d_rendezvous_measure_as_one_world(pytester: pytest.Pytester) -> None:
+    """Multi-node torchrun, as two launches on 127.0.0.1 (one per "node"), gloo: one world, rank 0 reports."""
+    pytester.makepyfile(test_ranks=RANKS_MEASURE)
+    endpoint = f"127.0.0.1:{free_port()}"
+    launches = []
+    for node in (0, 1):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}"]
+        command += ["--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-id=gpuperf"]
+        command += ["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "--gpuperf-device=cpu", *FAST]
+        launches.append(
+            subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+    outputs = [launch.communicate(timeout=180)[0] for launch in launches]
+    assert [launch.returncode for launch in launches] == [0, 0], "\n".join(outputs)
+    ranks = [json.loads((pytester.path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0] == ranks[1] and ranks[0]["median"] == pytest.approx(600e-6, rel=0.1)
+    assert sum(out.count("gpuperf results") for out in outputs) == 1
