@@ -38,8 +38,8 @@ def _checked(raw: object, check: Callable[[str], Any]) -> Any:
 
 
 def _optional_name(raw: object) -> str | None:
-    text = "" if raw is None else str(raw).strip()
-    if not text:
+    text = values.given_text("a baseline name such as main")(raw)
+    if text is None:
         return None
     from ..results import check_name
 
@@ -178,7 +178,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "json",
         None,
-        values.optional_text,
+        values.given_text("a file path such as results.json"),
         "write every record of this run to PATH as versioned JSON (atomically)",
         "PATH",
         marker=False,
@@ -186,7 +186,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "asv",
         None,
-        values.optional_text,
+        values.given_text("an asv results directory such as .asv/results"),
         "also write this run as asv results for the checked-out commit into the asv results directory DIR "
         "(machine.json, benchmarks.json, per-commit results), for asv publish and asv compare",
         "DIR",
@@ -195,7 +195,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "asv_machine",
         None,
-        values.optional_text,
+        values.given_text("a machine name"),
         "machine name for --gpuperf-asv results (default: the host name)",
         "NAME",
         marker=False,
@@ -203,7 +203,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "results_dir",
         ".gpuperf",
-        values.optional_text,
+        values.given_text("a directory such as .gpuperf"),
         "directory for every run's results (runs/) and named baselines (baselines/), relative to the rootdir "
         "(default: .gpuperf)",
         "DIR",
@@ -221,7 +221,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "compare",
         None,
-        values.optional_text,
+        values.given_text("a baseline name or a results file path"),
         "compare this run with baseline NAME (or a results file PATH); the gate fails the session on a "
         "significant slowdown beyond the tolerance",
         "NAME|PATH",

@@ -58,6 +58,8 @@ def parse_device_option(text: str) -> tuple[str, ...]:
                 hint = " (for an NVIDIA GPU write cuda or cuda:N)"
             elif token.startswith("cuda:"):
                 hint = " (the index after cuda: is a whole number, as in cuda:0)"
+            elif _TOKEN.match(token.lower()) is not None:
+                hint = f" (device names are lowercase: write {token.lower()})"
             raise DeviceError(
                 f"{token!r} is not a device{hint}; "
                 "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda"

@@ -134,6 +134,21 @@ def optional_text(raw: object) -> str | None:
     return text or None
 
 
+def given_text(example: str) -> Callable[[object], str | None]:
+    """A text option that is off when left out (None), and refused when given empty: an empty value given on
+    purpose (``--gpuperf-save=``, from an unset shell variable) must not switch the feature off silently."""
+
+    def parse(raw: object) -> str | None:
+        if raw is None:
+            return None
+        text = str(raw).strip()
+        if not text:
+            raise SettingError(f"is empty; give {example}, or leave the option out")
+        return text
+
+    return parse
+
+
 def on_off(raw: object) -> bool:
     value = str(raw).strip().lower()
     if value in ("1", "true", "yes", "on"):

@@ -57,6 +57,17 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
         (["--gpuperf-size=huge"], "ERROR: --gpuperf-size=huge: must be one of: auto, small, medium, large"),
         (["--gpuperf-mode=hot"], "ERROR: --gpuperf-mode=hot: must be one of: warm, cold, graph"),
         (
+            ["--gpuperf-results-dir="],
+            "ERROR: --gpuperf-results-dir=: is empty; give a directory such as .gpuperf, or leave the option out",
+        ),
+        (["--gpuperf-save="], "ERROR: --gpuperf-save=: is empty; give a baseline name such as main, or leave*"),
+        (["--gpuperf-compare= "], "ERROR: --gpuperf-compare= : is empty; give a baseline name or a results file*"),
+        (["--gpuperf-json="], "ERROR: --gpuperf-json=: is empty; give a file path such as results.json, or*"),
+        (
+            ["--gpuperf-device=CPU"],
+            "ERROR: --gpuperf-device=CPU: 'CPU' is not a device (device names are lowercase: write cpu)*",
+        ),
+        (
             ["--gpuperf-min-time=10", "--gpuperf-max-time=1"],
             "ERROR: options: min_time 10 s is above max_time 1 s; raise --gpuperf-max-time or lower*",
         ),
