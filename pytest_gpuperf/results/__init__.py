@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
     from ._fingerprint import collect
     from ._record import (
+        BASELINE_SCHEMA,
         SCHEMA,
         SCHEMA_VERSION,
         Evidence,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "BASELINE_SCHEMA",
     "MAX_RUNS",
     "MUST_MATCH",
     "RECORDED_SINCE",

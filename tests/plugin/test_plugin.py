@@ -336,6 +336,29 @@ def test_json_path_that_cannot_be_written_is_refused_before_measuring(matmul: py
     assert (matmul.path / "afile").read_text() == "not a directory"
 
 
+def test_json_never_overwrites_a_file_that_is_not_our_results(matmul: pytest.Pytester) -> None:
+    ini = "[pytest]\naddopts = -q\n"
+    (matmul.path / "pytest.ini").write_text(ini)
+    result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-json=pytest.ini", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --gpuperf-json=pytest.ini: that file exists and is not a pytest-gpuperf results file, so writing*"]
+    )
+    assert (matmul.path / "pytest.ini").read_text() == ini
+    (matmul.path / "pytest.ini").unlink()
+    saved = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-save=base", *FAST)
+    assert saved.ret == pytest.ExitCode.OK
+    baseline = matmul.path / ".gpuperf" / "baselines" / "base.json"
+    before = baseline.read_bytes()
+    onto = matmul.runpytest("--gpuperf-device=cpu", f"--gpuperf-json={baseline}", *FAST)
+    assert onto.ret == pytest.ExitCode.USAGE_ERROR
+    onto.stderr.fnmatch_lines(["*that file exists and is a pytest-gpuperf baseline, so writing*"])
+    assert baseline.read_bytes() == before
+    out = matmul.path / "out.json"
+    assert matmul.runpytest("--gpuperf-device=cpu", f"--gpuperf-json={out}", *FAST).ret == pytest.ExitCode.OK
+    assert matmul.runpytest("--gpuperf-device=cpu", f"--gpuperf-json={out}", *FAST).ret == pytest.ExitCode.OK
+
+
 def test_hooks_add_metadata_and_observe(matmul: pytest.Pytester) -> None:
     matmul.makeconftest(
         """
