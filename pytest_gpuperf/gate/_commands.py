@@ -170,6 +170,12 @@ def compare_command(args: argparse.Namespace) -> int:
         fail_on=frozenset(args.fail_on),
         allow_mismatch=frozenset(args.allow_mismatch),
     )
+    if base.path.resolve() == head.path.resolve():
+        print(
+            f"warning: BASE and HEAD are the same file ({base.path}): every record is compared with itself, "
+            "which tells nothing; give the baseline and the run to judge",
+            file=sys.stderr,
+        )
     result = compare_runs(base.runs, head.runs, policy)
     print(f"base: {base.describe()}")
     print(f"head: {head.describe()}")

@@ -268,13 +268,14 @@ def short_test(item: MeasuredTest) -> str:
     Under pytest-xdist a test id keeps the GPU asked for (``cuda:0``) while the record names the
     worker's (``cuda:1``): a ``cuda:N`` parameter goes too when the record is on a CUDA device.
     """
-    function = item.test.split("::")[-1]
-    base, bracket, params = function.partition("[")
+    # The parameters may hold "::" or brackets of their own: split the node path before the first "[" only.
+    path, bracket, params = item.test.partition("[")
+    base = path.split("::")[-1]
     on_cuda = item.device.startswith("cuda")
     if bracket:
         kept = [
             p
-            for p in params.rstrip("]").split("-")
+            for p in params.removesuffix("]").split("-")
             if p != item.device and not (on_cuda and p.startswith("cuda:") and p[5:].isdigit())
         ]
         base = f"{base}[{'-'.join(kept)}]" if kept else base

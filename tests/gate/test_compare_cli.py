@@ -48,6 +48,12 @@ def test_same_code_exits_0(results: Path, capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().out.splitlines()[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
 
 
+def test_comparing_a_file_with_itself_warns(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "main", ".gpuperf/baselines/main.json"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: BASE and HEAD are the same file (.gpuperf/baselines/main.json)" in err
+
+
 def test_options_tolerance_fail_on_and_format(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(results / "head.json", 12e-3)
     assert main(["compare", "main", "head.json", "--tolerance=25%"]) == 0

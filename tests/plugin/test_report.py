@@ -17,7 +17,7 @@ from pytest_gpuperf._pytest._report import (
     speedups,
 )
 from pytest_gpuperf.measuring import ClockReading, ClockSummary
-from pytest_gpuperf.results import Record
+from pytest_gpuperf.results import Record, short_test
 from tests.synthetic import make_measurement
 
 
@@ -120,3 +120,13 @@ def test_throttled_samples_are_flagged_with_their_count() -> None:
 
 def reading(sm: int, reasons: int = 0) -> ClockReading:
     return ClockReading(sm_clock_mhz=sm, mem_clock_mhz=2619, temperature_c=60, power_w=500.0, reasons=reasons)
+
+
+def test_ids_with_colons_and_brackets_in_their_parameters_stay_whole() -> None:
+    m = record("test_mm", "cpu", around(0.1), {"FLOP": 1.0}).measurement
+    for test, short in (
+        ("suites/t.py::test_mm[cpu-x::y-[2]]", "test_mm[x::y-[2]]"),
+        ("t.py::TestX::test_y[cpu-a]", "test_y[a]"),
+    ):
+        named = dataclasses.replace(m, name=test)
+        assert short_test(Record(test=test, device="cpu", measurement=named, params={})) == short
