@@ -281,10 +281,13 @@ class GpuperfSession:
                 raise pytest.UsageError(f"--gpuperf-asv={self.settings.asv}: {exc}") from None
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        problem = None
         try:
             self.item_settings(metafunc.definition)
         except SettingError as exc:
-            pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+            problem = str(exc)
+        if problem:  # failed outside the except block, so that the message is not printed twice (chained)
+            pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
         if "gpuperf_device" not in metafunc.fixturenames:
             return
         requires = list(metafunc.definition.iter_markers("gpuperf_requires"))
