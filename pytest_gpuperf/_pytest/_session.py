@@ -9,6 +9,7 @@ a test again go to that round instead), and at the end writes ``--gpuperf-json``
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import sys
@@ -78,6 +79,7 @@ class GpuperfSession:
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
         self._group_started = False  # a torch.distributed process group this session started (coordinator)
+        self._json_written: int | None = None  # records written to --gpuperf-json (None: not written)
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
         self.controller = is_controller(config)
@@ -357,8 +359,8 @@ class GpuperfSession:
             terminalreporter.write_sep("-", "gpuperf notes")
             for nodeid, text in self.notes:
                 terminalreporter.write_line(f"{nodeid}: {text}")
-        if self.settings.json:
-            terminalreporter.write_line(f"gpuperf: wrote {len(self.records)} records to {self.settings.json}")
+        if self.settings.json and self._json_written is not None:
+            terminalreporter.write_line(f"gpuperf: wrote {self._json_written} records to {self.settings.json}")
         if self._asv_note:
             terminalreporter.write_line(self._asv_note)
 
@@ -374,14 +376,20 @@ class GpuperfSession:
             return
         from ..results import ResultsError, save_run
 
-        run = self.run()
+        run = dataclasses.replace(self.run(), interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         try:
             if self.settings.json:
                 save_run(Path(self.settings.json), run)
+                self._json_written = len(run.records)
             if self._asv is not None and self.records:
                 self._asv_note = self._asv.write(run)
         except ResultsError as exc:
-            session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.ensure_newline()  # not on the end of pytest's progress line
+                reporter.write_line(f"gpuperf: ERROR: {exc}", red=True)
+            else:
+                session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 

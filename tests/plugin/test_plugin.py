@@ -466,3 +466,46 @@ def test_graph_mode_on_the_cpu_is_refused_with_the_reason(matmul: pytest.Pyteste
     result.stdout.fnmatch_lines(
         ["SKIPPED*graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on cpu"]
     )
+
+
+# ---------------------------------------------------------------- interrupted and failed writes
+
+INTERRUPTED = """
+import shutil
+from pathlib import Path
+
+
+def test_a(gpuperf):
+    gpuperf.measure(lambda: sum(range(100)))
+
+
+def test_b(gpuperf):
+    gpuperf.measure(lambda: sum(range(100)))
+    if Path("break-the-json-dir").exists():
+        shutil.rmtree("out")
+        Path("out").write_text("now a file")
+    else:
+        raise KeyboardInterrupt
+"""
+
+
+def test_an_interrupted_session_says_so_in_its_json(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_i=INTERRUPTED)
+    (pytester.path / "out").mkdir()
+    # In a subprocess: an inner KeyboardInterrupt would stop this session too.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-json=out/run.json", *FAST
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    data = json.loads((pytester.path / "out" / "run.json").read_text())
+    assert data["interrupted"] is True and len(data["records"]) == 2
+
+
+def test_a_json_that_could_not_be_written_is_not_reported_as_written(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_i=INTERRUPTED)
+    (pytester.path / "out").mkdir()
+    (pytester.path / "break-the-json-dir").write_text("")
+    result = pytester.runpytest("-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-json=out/run.json", *FAST)
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(["gpuperf: ERROR: cannot write out/run.json*"])
+    result.stdout.no_fnmatch_line("*wrote * records to*")
