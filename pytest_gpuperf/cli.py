@@ -5,7 +5,8 @@
     pytest-gpuperf history record|publish|offline   the asv history of a repository
 
 Exit status: 0 done (the gate passed), 1 the gate failed (or a commit could not be
-recorded), 2 bad input; every error names the input and the fix.
+recorded), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM, after cleaning up); every
+error names the input and the fix.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from ._signals import terminate_as_interrupt
 from .gate._commands import add_parsers as add_gate_commands
 from .history._commands import add_parser as add_history_command
 
@@ -32,10 +34,20 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+#: The exit status of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        with terminate_as_interrupt():
+            return handler(args)
+    except KeyboardInterrupt as exc:
+        why = f" ({exc})" if str(exc) else ""
+        print(f"pytest-gpuperf {args.command}: interrupted{why}; nothing was judged", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -39,3 +39,16 @@ def test_python_dash_m_is_the_same_command() -> None:
         [sys.executable, "-m", "pytest_gpuperf", "--help"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "{compare,ab,history}" in done.stdout
+
+
+def test_an_interrupted_command_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_gpuperf.gate import _commands
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_commands, "compare_command", interrupted)
+    assert main(["compare", "a", "b"]) == 130
+    assert capsys.readouterr().err == "pytest-gpuperf compare: interrupted; nothing was judged\n"

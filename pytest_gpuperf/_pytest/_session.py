@@ -80,6 +80,7 @@ class GpuperfSession:
         self.rank = int(os.environ.get("RANK", "0"))
         self._group_started = False  # a torch.distributed process group this session started (coordinator)
         self._json_written: int | None = None  # records written to --gpuperf-json (None: not written)
+        self._sigterm: object | None = None  # SIGTERM's handler before this session's (_signals.py)
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
         self.controller = is_controller(config)
@@ -262,6 +263,10 @@ class GpuperfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from .._signals import install
+
+        # CI timeouts and cancels send SIGTERM: take the Ctrl-C path, so that the run is saved (interrupted).
+        self._sigterm = install()
         if self.controller:
             check_devices(self)
         if self.settings.missing_device == "error":
@@ -363,6 +368,11 @@ class GpuperfSession:
             terminalreporter.write_line(f"gpuperf: wrote {self._json_written} records to {self.settings.json}")
         if self._asv_note:
             terminalreporter.write_line(self._asv_note)
+
+    def pytest_unconfigure(self) -> None:
+        from .._signals import restore
+
+        restore(self._sigterm)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

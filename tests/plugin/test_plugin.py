@@ -509,3 +509,41 @@ def test_a_json_that_could_not_be_written_is_not_reported_as_written(pytester: p
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
     result.stdout.fnmatch_lines(["gpuperf: ERROR: cannot write out/run.json*"])
     result.stdout.no_fnmatch_line("*wrote * records to*")
+
+
+SIGTERMED = """
+import time
+from pathlib import Path
+
+
+def test_a(gpuperf):
+    gpuperf.measure(lambda: sum(range(100)))
+
+
+def test_b(gpuperf):
+    Path("started-b").write_text("")
+    time.sleep(60)
+"""
+
+
+def test_sigterm_is_handled_like_ctrl_c_and_the_run_is_saved(pytester: pytest.Pytester) -> None:
+    """CI timeouts and cancels send SIGTERM: the records measured so far are saved, marked interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytester.makepyfile(test_t=SIGTERMED)
+    command = [sys.executable, "-m", "pytest", "-p", "no:randomly", "--gpuperf-device=cpu", *FAST]
+    session = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not (pytester.path / "started-b").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    session.send_signal(signal.SIGTERM)
+    out, _ = session.communicate(timeout=60)
+    assert session.returncode == pytest.ExitCode.INTERRUPTED, out
+    runs = list((pytester.path / ".gpuperf" / "runs").glob("*.json"))
+    assert len(runs) == 1, out
+    data = json.loads(runs[0].read_text())
+    assert data["interrupted"] is True and len(data["records"]) == 1
+    assert "SIGTERM" in out
