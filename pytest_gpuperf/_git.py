@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -17,7 +18,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["TIMEOUT", "GitError", "commit_time", "git", "git_state", "repo_root", "resolve", "toplevel", "worktree"]
+__all__ = [
+    "OWNER_FILE",
+    "TIMEOUT",
+    "GitError",
+    "commit_time",
+    "git",
+    "git_state",
+    "prune_stale_worktrees",
+    "repo_root",
+    "resolve",
+    "toplevel",
+    "worktree",
+]
 
 #: Seconds any git command may take; a worktree of a large repository takes the longest.
 TIMEOUT: Final = 120.0
@@ -80,10 +93,49 @@ def git_state(root: Path) -> dict[str, Any]:
     return state
 
 
+#: In each scratch directory of ``worktree``: the pid of the process that made it.
+OWNER_FILE = "owner.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def prune_stale_worktrees(repo: Path, prefix: str) -> list[Path]:
+    """Remove the scratch directories of ``worktree`` (``prefix``) whose owner process is gone, and git's records
+    of worktrees whose directory is missing; returns the directories removed."""
+    removed = []
+    for scratch in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        owner = scratch / OWNER_FILE
+        try:
+            pid = int(owner.read_text().strip())
+        except (OSError, ValueError):
+            continue  # not ours, or being made right now
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(scratch, ignore_errors=True)
+            removed.append(scratch)
+    if removed:
+        with contextlib.suppress(GitError):
+            git(repo, "worktree", "prune")
+    return removed
+
+
 @contextmanager
 def worktree(repo: Path, commit: str, *, prefix: str = "gpuperf-") -> Iterator[Path]:
-    """A detached worktree of ``commit`` in a new temporary directory, removed (with the directory) at the end."""
+    """A detached worktree of ``commit`` in a new temporary directory, removed (with the directory) at the end.
+
+    A process killed outright (SIGKILL) cannot remove its worktree: each scratch directory
+    records its owner's pid, and the next call removes those whose owner is gone.
+    """
+    prune_stale_worktrees(repo, prefix)
     scratch = Path(tempfile.mkdtemp(prefix=f"{prefix}{commit[:8]}-"))
+    (scratch / OWNER_FILE).write_text(str(os.getpid()))
     tree = scratch / "tree"
     try:
         git(repo, "worktree", "add", "--detach", "--quiet", str(tree), commit)

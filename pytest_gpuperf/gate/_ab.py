@@ -157,6 +157,8 @@ def _workloads_path(repo: Path, given: Path) -> Path:
 def _check_json(path: Path | None) -> None:
     if path is None:
         return
+    if path.is_dir():
+        raise AbError(f"--json {path}: that is a directory; give a file path such as {path / 'ab.json'}")
     parent = path.resolve().parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise AbError(f"--json {path}: {parent} is not a writable directory; choose a writable location")

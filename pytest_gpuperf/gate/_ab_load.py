@@ -153,6 +153,11 @@ def load_workloads(tree: Tree, relative: Path, roots: Sequence[Path]) -> dict[st
     before = set(sys.modules)
     try:
         module = _import_aliased(path, tree.path, alias)
+    except SystemExit as exc:  # its own exit code would read as a verdict (1: slower)
+        raise AbError(
+            f"importing {where} called sys.exit({exc.code!r}); a workloads module must not exit when imported: "
+            "move that code under if __name__ == '__main__':"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any error in the user's module is bad input, reported with its cause
         raise AbError(f"importing {where} failed: {type(exc).__name__}: {exc}; fix the module") from None
     shared = _shared(set(sys.modules) - before, roots)

@@ -247,6 +247,14 @@ def test_a_module_that_does_not_import(repo: Path, capsys: pytest.CaptureFixture
     assert "failed: ModuleNotFoundError: No module named '_gpuperf_ab_head.nowhere'; fix the module" in err
 
 
+def test_a_module_that_exits_at_import_is_bad_input_not_a_verdict(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commit(repo, {"perf/workloads.py": "import sys\nsys.exit(1)\n"}, "exits at import")
+    err = bad(capsys, "--base", "base", *FAST)
+    assert "called sys.exit(1); a workloads module must not exit when imported" in err
+
+
 def test_an_absolute_import_from_the_tree_is_refused(
     repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,6 +275,8 @@ def test_bad_device_json_and_options(repo: Path, tmp_path: Path, capsys: pytest.
     )
     err = bad(capsys, "--base", "base", *FAST, "--json", str(tmp_path / "no" / "such" / "dir" / "ab.json"))
     assert "is not a writable directory; choose a writable location" in err
+    err = bad(capsys, "--base", "base", *FAST, "--json", str(tmp_path))
+    assert f"--json {tmp_path}: that is a directory; give a file path such as {tmp_path / 'ab.json'}" in err
     assert "matched none of the workloads (sleepy, steady)" in bad(capsys, "--base", "base", *FAST, "-k", "zzz")
     for args, message in (
         (["--max-time", "soon"], "write a time such as 0.5"),
