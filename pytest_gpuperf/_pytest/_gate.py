@@ -36,6 +36,9 @@ from _pytest.runner import runtestprotocol  # the documented way to run an item 
 from ._session import GpuperfSession, local_ranks
 from ._xdist import export
 
+#: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
+GATE_NODEID: Final = "gpuperf-gate"
+
 # The results and gate packages are imported where first used: most pytest sessions neither
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
 if TYPE_CHECKING:
@@ -173,7 +176,36 @@ class GatePlugin:
                     self._measure_again(item)
         if self._active and self.baseline is not None:
             self._confirm(session)
+            self._judge(session)
         return result
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        """The gate's report counts as failed, without a character on pytest's progress line (it is no test)."""
+        if report.nodeid == GATE_NODEID:
+            return "failed", "", ""
+        return None
+
+    def _judge(self, session: pytest.Session) -> None:
+        """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
+        so that JUnit XML, pytest's summary and anything else that reads test reports see it."""
+        from ..gate import compare_runs
+        from ..gate._report import gate_lines
+        from ..results import Run
+
+        assert self.baseline is not None
+        run = Run(created="", fingerprint=self.session.fingerprint(), settings={}, records=self.session.records)
+        self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+        if self.result.failed:
+            report = pytest.TestReport(
+                nodeid=GATE_NODEID,
+                location=(GATE_NODEID, None, "gpuperf gate"),
+                keywords={},
+                outcome="failed",
+                longrepr="\n".join(gate_lines(self.result)),
+                when="call",
+            )
+            session.config.hook.pytest_runtest_logreport(report=report)
 
     def _measure_again(self, item: pytest.Item) -> None:
         """One more round of ``item`` in this process, added to the evidence of its records."""
@@ -248,7 +280,8 @@ class GatePlugin:
         if self.baseline is not None:
             from ..gate import compare_runs
 
-            self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+            if self.result is None:  # not judged at the end of the test loop (interrupted, stopped)
+                self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if failed_to_save and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

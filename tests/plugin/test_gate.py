@@ -8,6 +8,7 @@ machine's noise; ``bench/gate_power.py`` measures the gate against real noise.
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import pytest
 
@@ -128,9 +129,15 @@ def test_a_planted_regression_fails_and_an_aa_rerun_passes(
     )
 
     monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
-    slower = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2")
+    junit = steps.path / "junit.xml"
+    slower = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2", f"--junitxml={junit}")
     assert slower.ret == pytest.ExitCode.TESTS_FAILED
-    slower.assert_outcomes(passed=2)  # the tests pass; the gate fails the session
+    # The tests pass; the gate fails the session, as one failed report that CI's JUnit reader sees too.
+    slower.assert_outcomes(passed=2, failed=1)
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    gate_case = [case for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert len(gate_case) == 1 and "gpuperf gate: FAILED (1 slower" in (gate_case[0].find("failure").text or "")  # type: ignore[union-attr]
     slower.stdout.fnmatch_lines(
         [
             "test_step *cpu*2 ms*2.5 ms*1.250 [[]1.2*, 1.2*[]]*3/3*SLOWER*+25.0%: significant and over the 5% *",
