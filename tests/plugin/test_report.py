@@ -120,3 +120,12 @@ def test_throttled_samples_are_flagged_with_their_count() -> None:
 
 def reading(sm: int, reasons: int = 0) -> ClockReading:
     return ClockReading(sm_clock_mhz=sm, mem_clock_mhz=2619, temperature_c=60, power_w=500.0, reasons=reasons)
+
+
+def test_too_few_samples_show_no_interval_in_the_table() -> None:
+    one = record("test_one", "cpu", [0.3002], {"FLOP": 1e9})
+    five = record("test_five", "cpu", [0.3, 0.301, 0.302, 0.303, 0.304], {"FLOP": 1e9})
+    six = record("test_six", "cpu", [0.3, 0.301, 0.302, 0.303, 0.304, 0.305], {"FLOP": 1e9})
+    lines = results_table([one, five, six]).splitlines()
+    assert "- (1 sample)" in lines[2] and "- (5 samples)" in lines[3] and "+-0.8%" in lines[4]
+    assert "+-0.0%" not in "\n".join(lines)
