@@ -78,6 +78,7 @@ def counted_as(count: int, counted: str) -> str:
 
 def check_bound(name: str, bound: float, *, positive: bool = False, noun: str = "number", example: str = "") -> None:
     """Refuse a bound that cannot be judged: not finite (nan, inf), or not positive where it must be."""
+    __tracebackhide__ = True
     if not math.isfinite(bound) or (positive and bound <= 0):
         rule = f"a positive, finite {noun}" if positive else f"a finite {noun}"
         raise ValueError(f"{name}: the bound must be {rule}{'' if not example else f', such as {example}'}")

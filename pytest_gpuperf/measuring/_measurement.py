@@ -328,6 +328,7 @@ def _bounds(
     method: str, kind: str, given: Mapping[str, str | float | Quantity | None], example: str
 ) -> list[tuple[str, Quantity]]:
     """Every bound given, parsed and checked (positive and finite) before any is judged."""
+    __tracebackhide__ = True
     out = []
     for name, raw in given.items():
         if raw is None:
