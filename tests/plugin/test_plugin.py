@@ -285,8 +285,13 @@ def test_slow(gpuperf):
     m.assert_latency(at_most="10 s")
 """
 # One call outlasts the time cap: sampling stops after the first sample.
-ONE_SAMPLE = ("--gpuperf-min-samples=1", "--gpuperf-min-time=0.01", "--gpuperf-max-time=0.05")
-ONE_SAMPLE += ("--gpuperf-warmup-time=0.01", "--gpuperf-memory=off")
+ONE_SAMPLE = (
+    "--gpuperf-min-samples=1",
+    "--gpuperf-min-time=0.01",
+    "--gpuperf-max-time=0.05",
+    "--gpuperf-warmup-time=0.01",
+    "--gpuperf-memory=off",
+)
 
 
 def test_a_single_sample_is_inconclusive_and_claims_no_interval(pytester: pytest.Pytester) -> None:
