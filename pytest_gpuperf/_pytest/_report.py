@@ -67,7 +67,7 @@ def results_table(
             short_test(record),
             record.device,
             format_duration(m.median),
-            f"+-{m.relative_ci:.1%}",
+            m.ci_text,
             throughput or "-",
         ]
         if peaks:

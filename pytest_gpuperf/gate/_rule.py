@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..measuring import Estimate, t_quantile
+from ..measuring import Estimate, min_samples_for, t_quantile
 from ._verdicts import Verdict
 
 __all__ = [
@@ -92,7 +92,9 @@ def estimate(
 
 
 def verdict_for(est: Estimate, tolerance: float) -> Verdict:
-    """Significance first, then the tolerance, both ways."""
+    """Significance first, then the tolerance, both ways; never a verdict from too few rounds for the interval."""
+    if est.falls_short:
+        return Verdict.INCONCLUSIVE
     above, below = est.value > 1.0 + tolerance, est.value < 1.0 / (1.0 + tolerance)
     if est.significant and above:
         return Verdict.SLOWER
@@ -115,6 +117,12 @@ def reason_for(verdict: Verdict, est: Estimate, tolerance: float, *, noise: str,
     "40 paired rounds"); ``remedy`` is what would narrow it ("raise --max-time").
     """
     change = f"{est.value - 1:+.1%}"
+    if est.falls_short and est.nominal is not None:
+        need = min_samples_for(est.nominal)
+        return (
+            f"{change}, but {noise} are too few: a distribution-free {est.nominal:.0%} interval needs at least "
+            f"{need}; {remedy}"
+        )
     if verdict in (Verdict.SLOWER, Verdict.FASTER):
         return f"{change}: significant and over the {tolerance:.0%} tolerance"
     if verdict is Verdict.UNCHANGED:

@@ -2,7 +2,8 @@
 
 Assertions go through the one interval judge (``_judge.py``): pass when the whole
 confidence interval of the median is on the right side of the bound, fail when it is
-wholly on the wrong side, inconclusive when it straddles the bound.
+wholly on the wrong side, inconclusive when it straddles the bound or when too few
+samples were taken for an interval at the confidence asked for (6 at 95%).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from functools import cached_property
 from typing import Any, Final
 
 from ._clocks import ClockSummary
-from ._judge import Check, judge
+from ._judge import Check, check_bound, counted_as, judge
 from ._sampling import Warmup
 from ._stats import Interval, Summary, Trend, summarize, trend
-from ._units import Quantity, format_bytes, format_duration, parse_quantity
+from ._units import Quantity, UnitError, format_bytes, format_duration, parse_quantity
 
 __all__ = ["DRIFT_MIN", "DRIFT_P", "Measurement", "NoDeviceWorkWarning"]
 
@@ -123,6 +124,18 @@ class Measurement:
         """Half-width of the CI relative to the median (0.01 is +-1%)."""
         return self.ci.relative_half_width(self.median)
 
+    @property
+    def too_few_samples(self) -> bool:
+        """Too few samples for an interval at ``confidence`` (6 at 95%): ``ci`` is their full range, covering less."""
+        return self.ci.falls_short(self.confidence)
+
+    @property
+    def ci_text(self) -> str:
+        """The CI as the tables show it: ``+-1.2%``, or ``- (3 samples)`` where too few samples claim none."""
+        if self.too_few_samples:
+            return f"- ({counted_as(len(self.samples), 'samples')})"
+        return f"+-{self.relative_ci:.1%}"
+
     def throughput(self, unit: str | None = None) -> Quantity:
         """Median throughput in ``unit``/s; the unit defaults to the only (or first) kind of work given."""
         work_unit = self._work_unit(unit)
@@ -162,10 +175,8 @@ class Measurement:
         __tracebackhide__ = True
         if at_least is None and at_most is None:
             raise ValueError("assert_throughput needs at_least= or at_most=, for example at_least='50 TFLOP/s'")
-        for relation, raw in ((">=", at_least), ("<=", at_most)):
-            if raw is None:
-                continue
-            bound = parse_quantity(raw, kind="rate")
+        bounds = _bounds("assert_throughput", "rate", {"at_least": at_least, "at_most": at_most}, "'50 TFLOP/s'")
+        for relation, bound in bounds:
             low, high = self.throughput_ci(bound.work_unit)
             median = self.throughput(bound.work_unit)
             self._judge("throughput", relation, bound, median, low, high)
@@ -178,10 +189,8 @@ class Measurement:
         __tracebackhide__ = True
         if at_least is None and at_most is None:
             raise ValueError("assert_latency needs at_most= or at_least=, for example at_most='3.2 ms'")
-        for relation, raw in ((">=", at_least), ("<=", at_most)):
-            if raw is None:
-                continue
-            bound = parse_quantity(raw, kind="time")
+        bounds = _bounds("assert_latency", "time", {"at_least": at_least, "at_most": at_most}, "'3.2 ms'")
+        for relation, bound in bounds:
             self._judge(
                 "latency",
                 relation,
@@ -204,8 +213,11 @@ class Measurement:
             low.value,
             high.value,
             confidence=self.confidence,
+            achieved=self.ci.confidence,
+            count=len(self.samples),
             evidence=(
-                f"from {len(self.samples)} samples x {self.iterations} calls on {self.device} ({self.device_name})"
+                f"from {counted_as(len(self.samples), 'samples')} x {self.iterations} calls "
+                f"on {self.device} ({self.device_name})"
             ),
             inconclusive=self.inconclusive,
             observer=self.observer,
@@ -221,7 +233,7 @@ class Measurement:
         """One line: median, CI, throughput, samples."""
         parts = [
             f"{self.name} on {self.device}: median {format_duration(self.median)}",
-            f"CI +-{self.relative_ci:.1%}",
+            f"CI {self.ci_text}",
         ]
         for unit in self.work:
             parts.append(str(self.throughput(unit)))
@@ -310,3 +322,22 @@ class Measurement:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _bounds(
+    method: str, kind: str, given: Mapping[str, str | float | Quantity | None], example: str
+) -> list[tuple[str, Quantity]]:
+    """Every bound given, parsed and checked (positive and finite) before any is judged."""
+    __tracebackhide__ = True
+    out = []
+    for name, raw in given.items():
+        if raw is None:
+            continue
+        call = f"{method}({name}={raw!r})"
+        try:
+            bound = parse_quantity(raw, kind=kind)
+        except UnitError as exc:
+            raise UnitError(f"{call}: {exc}") from None
+        check_bound(call, bound.value, positive=True, noun=kind, example=f"{name}={example}")
+        out.append((">=" if name == "at_least" else "<=", bound))
+    return out

@@ -21,9 +21,11 @@ __all__ = [
     "Trend",
     "binomial_cdf",
     "estimate_median",
+    "format_coverage",
     "median",
     "median_ci",
     "median_ci_ranks",
+    "min_samples_for",
     "summarize",
     "t_quantile",
     "trend",
@@ -46,6 +48,14 @@ class Interval:
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
 
+    def falls_short(self, nominal: float) -> bool:
+        """Is this interval's coverage below ``nominal`` (too few samples for the confidence asked for)?"""
+        return _short(self.confidence, nominal)
+
+
+def _short(achieved: float, nominal: float) -> bool:
+    return achieved < nominal - 1e-12
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -54,7 +64,9 @@ class Estimate:
     ``value`` is the median of per-round values (paired rounds, ``ab``) or the ratio of the
     geometric means of runs (the stored-baseline gate); ``count`` is how many rounds or runs
     it comes from. The gate also keeps the run-to-run ``spread`` (log units, about relative)
-    and the degrees of freedom ``df`` its interval used.
+    and the degrees of freedom ``df`` its interval used. ``nominal`` is the confidence asked
+    for where it may differ from the one achieved: an order-statistic interval from fewer
+    values than ``min_samples_for(nominal)`` covers less (see ``falls_short``).
     """
 
     what: str
@@ -65,17 +77,32 @@ class Estimate:
     count: int
     spread: float | None = None
     df: float | None = None
+    nominal: float | None = None
+
+    @property
+    def falls_short(self) -> bool:
+        """Too few values for the confidence asked for: the interval covers less, and decides nothing."""
+        return self.nominal is not None and _short(self.confidence, self.nominal)
 
     @property
     def significant(self) -> bool:
-        """Does the interval exclude 1 (for a ratio: is there a change at all)?"""
-        return self.low > 1.0 or self.high < 1.0
+        """Does the interval exclude 1 (for a ratio: is there a change at all)? Never from too few values."""
+        return not self.falls_short and (self.low > 1.0 or self.high < 1.0)
 
     def __str__(self) -> str:
-        return (
-            f"{self.what} {self.value:.3g} ({self.confidence:.0%} CI [{self.low:.3g}, {self.high:.3g}] "
-            f"from {self.count} paired rounds)"
-        )
+        rounds = f"{self.count} paired round{'' if self.count == 1 else 's'}"
+        if self.falls_short:
+            return (
+                f"{self.what} {self.value:.3g} (only {rounds}: their range [{self.low:.3g}, {self.high:.3g}] "
+                f"covers {format_coverage(self.confidence)}, short of the {self.nominal:.0%} asked for)"
+            )
+        interval = f"{self.confidence:.0%} CI [{self.low:.3g}, {self.high:.3g}]"
+        return f"{self.what} {self.value:.3g} ({interval} from {rounds})"
+
+
+def format_coverage(fraction: float) -> str:
+    """A coverage as a percentage without false rounding: 93.75%, 87.5%, 50%, 0%."""
+    return f"{fraction * 100:.4g}%"
 
 
 @dataclass(frozen=True)
@@ -120,8 +147,10 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
     The number of samples below the true median is Binomial(n, 1/2) whatever the
     distribution, so ``[x_(j), x_(n-1-j)]`` covers it with probability
     ``1 - 2 P(B <= j)``. We take the narrowest symmetric pair whose coverage is
-    at least ``confidence``; with too few samples (n < 6 at 95%) no pair reaches it
-    and the full range is returned with its lower coverage.
+    at least ``confidence``; with too few samples (fewer than ``min_samples_for``:
+    6 at 95%) no pair reaches it and the full range is returned with its lower coverage
+    (0 for one sample: a point is no interval). The judge and the reports call such an
+    interval too short to decide anything.
     """
     if n < 1:
         raise ValueError("need at least one sample")
@@ -136,6 +165,21 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
         j += 1
     coverage = 1.0 - 2.0 * binomial_cdf(j, n)
     return j, n - 1 - j, coverage
+
+
+@lru_cache(maxsize=64)
+def min_samples_for(confidence: float) -> int:
+    """The fewest samples whose full range covers the median with ``confidence``: 6 at 95%, 8 at 99%.
+
+    The range of n samples misses the median only when all n fall on one side of it,
+    which happens with probability 2 / 2**n whatever the distribution.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence!r} must be strictly between 0 and 1")
+    n = 1
+    while _short(1.0 - 2.0 * 0.5**n, confidence):
+        n += 1
+    return n
 
 
 def _sorted(samples: Iterable[float]) -> list[float]:
@@ -190,7 +234,7 @@ def estimate_median(what: str, values: Iterable[float], confidence: float = 0.95
     if not finite:
         raise ValueError(f"{what}: no finite per-round values to estimate from")
     ci = median_ci(finite, confidence)
-    return Estimate(what, median(finite), ci.low, ci.high, ci.confidence, len(finite))
+    return Estimate(what, median(finite), ci.low, ci.high, ci.confidence, len(finite), nominal=confidence)
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -17,10 +17,11 @@ from pytest_gpuperf.gate import (
     gate_lines,
     gate_table,
     parse_verdicts,
+    reason_for,
     verdict_for,
     work_difference,
 )
-from pytest_gpuperf.measuring import Estimate, t_quantile
+from pytest_gpuperf.measuring import Estimate, estimate_median, t_quantile
 from pytest_gpuperf.results import parse_mismatch_keys
 from tests.synthetic import BUSY, QUIET, make_record, make_run, with_fingerprint
 
@@ -81,6 +82,18 @@ def test_a_run_with_a_wide_own_interval_counts_with_its_own_variance() -> None:
 )
 def test_significance_first_then_tolerance_both_ways(ratio: float, low: float, high: float, verdict: Verdict) -> None:
     assert verdict_for(Estimate("ratio", ratio, low, high, 0.95, 8, spread=0.02), 0.05) is verdict
+
+
+@pytest.mark.parametrize("rounds", [[1.3, 1.4, 1.5], [1.0, 1.001, 0.999, 1.0005, 1.0]])
+def test_too_few_paired_rounds_give_no_verdict(rounds: list[float]) -> None:
+    """A range of 3 rounds all 30% slower (or 5 all unchanged) is no 95% evidence either way."""
+    est = estimate_median("time ratio", rounds)
+    assert verdict_for(est, 0.05) is Verdict.INCONCLUSIVE
+    reason = reason_for(
+        Verdict.INCONCLUSIVE, est, 0.05, noise=f"{len(rounds)} paired rounds", remedy="raise --max-time"
+    )
+    too_few = "are too few: a distribution-free 95% interval needs at least 6; raise --max-time"
+    assert reason.endswith(f"but {len(rounds)} paired rounds {too_few}")
 
 
 # ---------------------------------------------------------------- records

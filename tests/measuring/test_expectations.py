@@ -60,3 +60,27 @@ def test_interval_judgment_passes_fails_or_is_inconclusive() -> None:
         expect_interval("overhead", 2.0, 1.8, 2.2, at_most=1.5, evidence="e")
     with pytest.raises(ValueError, match="exactly one"):
         expect_interval("x", 1.0, 1.0, 1.0, evidence="e")
+
+
+def test_an_estimate_from_too_few_rounds_is_inconclusive_wherever_its_range_lies() -> None:
+    seen: list[Check] = []
+    for at_least in (1.1, 2.0):  # the range [1.3, 1.7] clears 1.1 and misses 2.0: neither decides
+        with pytest.warns(InconclusiveWarning, match=r"only 3 paired rounds, and a distribution-free 95% interval"):
+            expect_interval(
+                "speedup", 1.5, 1.3, 1.7, at_least=at_least, achieved=0.75, count=3, evidence="e", observer=seen.append
+            )
+    assert [c.outcome for c in seen] == ["inconclusive", "inconclusive"]
+    with pytest.raises(GpuperfAssertionError, match=r"the 75% interval \[1.3, 1.7\] e, on the right side of the bound"):
+        expect_interval(
+            "speedup", 1.5, 1.3, 1.7, at_least=1.1, achieved=0.75, count=3, evidence="e", inconclusive="fail"
+        )
+    # an interval that reaches the confidence asked for is judged as usual
+    assert (
+        expect_interval("speedup", 1.5, 1.3, 1.7, at_least=1.1, achieved=0.97, count=6, evidence="e").outcome == "pass"
+    )
+
+
+@pytest.mark.parametrize("bound", [float("nan"), float("inf"), float("-inf")])
+def test_an_estimate_bound_that_is_not_finite_is_bad_input(bound: float) -> None:
+    with pytest.raises(ValueError, match=rf"^speedup: at_least={bound!r}: the bound must be a finite number"):
+        expect_interval("speedup", 1.5, 1.3, 1.7, at_least=bound, evidence="e")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+import re
 import warnings
 
 import pytest
@@ -112,3 +114,84 @@ def test_mode_and_host_time_round_trip_and_flag_a_launch_bound_step() -> None:
     assert not make_measurement("big", [1e-3] * 12, host_per_call=9e-6).launch_bound
     old = {k: v for k, v in m.to_dict().items() if k not in ("mode", "host_per_call")}
     assert Measurement.from_dict(old).mode == "warm"  # files from before the field still load
+
+
+# ---------------------------------------------------------------- too few samples for the interval claimed
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_fewer_than_six_samples_decide_nothing(n: int) -> None:
+    """From n < 6 samples no interval reaches 95%: a bound the range meets is no pass, one it misses no fail."""
+    samples = [0.3 + 0.001 * i for i in range(n)]
+    checks: list[Check] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make(samples, checks=checks).assert_latency(at_most="0.31 s")  # the whole range is below
+        make(samples, checks=checks).assert_latency(at_most="0.1 s")  # the whole range is above
+        make(samples, checks=checks).assert_throughput(at_least="1 GFLOP/s")
+    assert [c.outcome for c in checks] == ["inconclusive"] * 3
+    assert [w.category for w in caught] == [InconclusiveWarning] * 3
+    messages = [str(w.message) for w in caught]
+    need = "a distribution-free 95% interval of the median needs at least 6"
+    assert all(f"only {n} sample{'s' if n > 1 else ''}, and {need}" in m for m in messages)
+    assert "on the right side of the bound" in messages[0] and "on the wrong side of the bound" in messages[1]
+    assert all("95% CI" not in m and "--gpuperf-min-samples=6" in m for m in messages)
+    if n == 1:
+        assert "one sample is a point, not an interval: 300 ms from 1 sample x 4 calls" in messages[0]
+    else:
+        coverage = f"{(1 - 2 * 0.5**n) * 100:.4g}%"  # 93.75% for 5: the full range's coverage
+        assert f"the {coverage} interval [300 ms, {300 + n - 1} ms] from {n} samples" in messages[0]
+
+
+def test_too_few_samples_fail_when_inconclusive_checks_fail() -> None:
+    with pytest.raises(GpuperfAssertionError, match="inconclusive: only 1 sample, and a distribution-free 95%"):
+        make([0.3002], inconclusive="fail").assert_latency(at_most="0.31 s")
+
+
+def test_six_samples_give_a_95_percent_interval() -> None:
+    m = make([0.3 + 0.001 * i for i in range(6)])
+    assert not m.too_few_samples and m.ci.confidence == pytest.approx(1 - 2 / 64)
+    m.assert_latency(at_most="0.31 s")  # filterwarnings=error: a warning would fail this test
+    assert m.ci_text.startswith("+-")
+
+
+def test_too_few_samples_show_no_interval_and_the_json_says_what_the_range_covers() -> None:
+    one, three = make([0.3002]), make([0.3, 0.31, 0.32])
+    assert one.ci_text == "- (1 sample)" and three.ci_text == "- (3 samples)"
+    assert "CI - (1 sample)" in one.describe() and "+-0.0%" not in one.describe()
+    assert one.to_dict()["stats"]["ci_confidence"] == 0.0  # a point covers the median with probability 0
+    assert three.to_dict()["stats"]["ci_confidence"] == pytest.approx(0.75)
+    assert Measurement.from_dict(three.to_dict()).too_few_samples
+
+
+@pytest.mark.parametrize(
+    ("method", "bound", "shown"),
+    [
+        ("assert_latency", {"at_most": math.nan}, "at_most=nan"),
+        ("assert_latency", {"at_most": math.inf}, "at_most=inf"),
+        ("assert_latency", {"at_most": "-3 ms"}, "at_most='-3 ms'"),
+        ("assert_latency", {"at_most": -1}, "at_most=-1"),
+        ("assert_latency", {"at_least": "0 s"}, "at_least='0 s'"),
+        ("assert_throughput", {"at_least": "0 TFLOP/s"}, "at_least='0 TFLOP/s'"),
+        ("assert_throughput", {"at_most": "-5 GFLOP/s"}, "at_most='-5 GFLOP/s'"),
+    ],
+)
+def test_a_bound_that_is_not_positive_and_finite_is_bad_input(
+    method: str, bound: dict[str, object], shown: str
+) -> None:
+    checks: list[Check] = []
+    kind = "time" if method == "assert_latency" else "rate"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # refused before judging: no warning, no check recorded
+        with pytest.raises(
+            ValueError, match=rf"^{method}\({re.escape(shown)}\): the bound must be a positive, finite {kind}, such as "
+        ):
+            getattr(make(SAMPLES, checks=checks), method)(**bound)
+    assert checks == []
+
+
+def test_a_bad_bound_is_refused_before_any_other_is_judged() -> None:
+    checks: list[Check] = []
+    with pytest.raises(ValueError, match="at_most='0 ms'"):
+        make(SAMPLES, checks=checks).assert_latency(at_least="1 ms", at_most="0 ms")
+    assert checks == []

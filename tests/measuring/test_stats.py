@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import median_ci, summarize, trend
+from pytest_gpuperf.measuring import estimate_median, median_ci, min_samples_for, summarize, trend
 from pytest_gpuperf.measuring._stats import binomial_cdf, median_ci_ranks
 
 
@@ -77,3 +77,25 @@ def test_trend_sees_a_monotone_drift_and_not_noise() -> None:
     flat = trend([1.0 + rng.gauss(0, 0.01) for _ in range(300)])
     assert flat.p_value > 0.001 and abs(flat.change) < 0.01
     assert trend([1.0, 2.0]).p_value == 1.0  # too few samples to say
+
+
+def test_the_fewest_samples_for_a_distribution_free_interval() -> None:
+    # The range of n samples misses the median when all fall on one side: 2 / 2**n.
+    assert [min_samples_for(c) for c in (0.5, 0.75, 0.9, 0.95, 0.99)] == [2, 3, 5, 6, 8]
+    assert median_ci_ranks(1) == (0, 0, 0.0)  # one sample is a point: it covers the median with probability 0
+    with pytest.raises(ValueError, match=r"confidence=1\.0 must be strictly between 0 and 1"):
+        min_samples_for(1.0)
+
+
+def test_an_estimate_from_too_few_rounds_says_so_and_is_never_significant() -> None:
+    short = estimate_median("speedup", [1.5, 1.6, 1.7])
+    assert short.falls_short and short.nominal == 0.95 and short.confidence == pytest.approx(0.75)
+    assert not short.significant  # the whole range is above 1, but 3 rounds cannot say so at 95%
+    assert (
+        str(short)
+        == "speedup 1.6 (only 3 paired rounds: their range [1.5, 1.7] covers 75%, short of the 95% asked for)"
+    )
+    enough = estimate_median("speedup", [1.5, 1.6, 1.7, 1.55, 1.65, 1.62])
+    assert not enough.falls_short and enough.significant
+    assert str(enough).endswith("97% CI [1.5, 1.7] from 6 paired rounds)")
+    assert not median_ci([1.0] * 6).falls_short(0.95) and median_ci([1.0] * 5).falls_short(0.95)

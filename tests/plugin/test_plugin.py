@@ -289,6 +289,70 @@ def test_straddling_interval_fails_when_configured(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(["E   *GpuperfAssertionError: *latency at most * is inconclusive*"])
 
 
+ONE_SLOW_SAMPLE = """
+import time
+
+def test_slow(gpuperf):
+    m = gpuperf.measure(lambda: time.sleep(0.06))
+    assert len(m.samples) == 1
+    m.assert_latency(at_most="10 s")
+"""
+# One call outlasts the time cap: sampling stops after the first sample.
+ONE_SAMPLE = (
+    "--gpuperf-min-samples=1",
+    "--gpuperf-min-time=0.01",
+    "--gpuperf-max-time=0.05",
+    "--gpuperf-warmup-time=0.01",
+    "--gpuperf-memory=off",
+)
+
+
+def test_a_single_sample_is_inconclusive_and_claims_no_interval(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=ONE_SLOW_SAMPLE)
+    result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-json=run.json", *ONE_SAMPLE)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*InconclusiveWarning: test_slow.py::test_slow[[]cpu[]]: latency at most 10 s is inconclusive: "
+            "only 1 sample, and a distribution-free 95% interval of the median needs at least 6; "
+            "one sample is a point, not an interval: * from 1 sample x 1 calls on cpu (*), "
+            "on the right side of the bound;*",
+            "*test_slow*cpu*- (1 sample)*latency inconclusive*",
+        ]
+    )
+    assert "95% CI [" not in result.stdout.str() and "+-0.0%" not in result.stdout.str()
+    (record,) = json.loads((pytester.path / "run.json").read_text())["records"]
+    stats = record["measurement"]["stats"]
+    assert stats["ci_confidence"] == 0.0 and stats["ci_low"] == stats["ci_high"] == stats["median"]
+    assert [c["outcome"] for c in record["checks"]] == ["inconclusive"]
+
+
+def test_a_single_sample_fails_when_inconclusive_checks_fail(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=ONE_SLOW_SAMPLE)
+    result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-inconclusive=fail", *ONE_SAMPLE)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E   *GpuperfAssertionError: *latency at most 10 s is inconclusive: only 1 sample*"])
+
+
+def test_a_bound_that_is_not_positive_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_bad(gpuperf):
+            gpuperf.measure(lambda: None).assert_latency(at_most="-3 ms")
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu", *FAST)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "E *ValueError: assert_latency(at_most='-3 ms'): the bound must be a positive, finite time, "
+            "such as at_most='3.2 ms'"
+        ]
+    )
+    assert "_measurement.py" not in result.stdout.str()  # the plugin's frames are hidden
+
+
 def test_measuring_twice_needs_names(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

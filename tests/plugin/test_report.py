@@ -130,3 +130,12 @@ def test_ids_with_colons_and_brackets_in_their_parameters_stay_whole() -> None:
     ):
         named = dataclasses.replace(m, name=test)
         assert short_test(Record(test=test, device="cpu", measurement=named, params={})) == short
+
+
+def test_too_few_samples_show_no_interval_in_the_table() -> None:
+    one = record("test_one", "cpu", [0.3002], {"FLOP": 1e9})
+    five = record("test_five", "cpu", [0.3, 0.301, 0.302, 0.303, 0.304], {"FLOP": 1e9})
+    six = record("test_six", "cpu", [0.3, 0.301, 0.302, 0.303, 0.304, 0.305], {"FLOP": 1e9})
+    lines = results_table([one, five, six]).splitlines()
+    assert "- (1 sample)" in lines[2] and "- (5 samples)" in lines[3] and "+-0.8%" in lines[4]
+    assert "+-0.0%" not in "\n".join(lines)
