@@ -126,6 +126,8 @@ def _lock(lock: Path, deadline: float, timeout: float) -> int | None:
         try:
             if not _flock(fd, lock, deadline, timeout):
                 os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)  # nobody can hold it on this file system: leave nothing behind
                 return None
             held = os.fstat(fd)
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import json
 import os
 import signal
@@ -104,6 +105,7 @@ _SAVER = textwrap.dedent(
 )
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="no flock on Windows: saves there are not locked")
 def test_sessions_saving_at_once_keep_every_run_and_every_run_file(tmp_path: Path) -> None:
     sessions, saves = 5, 2  # 10 runs: all fit in MAX_RUNS, so every one must be there
     assert sessions * saves == MAX_RUNS
@@ -132,6 +134,7 @@ def test_sessions_saving_at_once_keep_every_run_and_every_run_file(tmp_path: Pat
 # ---------------------------------------------------------------- the lock
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="no flock on Windows: saves there are not locked")
 def test_a_lock_held_too_long_names_the_lock_file(tmp_path: Path) -> None:
     path = tmp_path / "main.json"
     with _files.locked(path), pytest.raises(ResultsError) as info, _files.locked(path, timeout=0.05):
@@ -200,3 +203,16 @@ def test_a_new_file_never_replaces_one_that_exists(
         save_run(path, tagged("second"), new=True)
     assert json.loads(path.read_text())["settings"]["tag"] == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no flock on Windows")
+def test_a_file_system_that_cannot_lock_saves_unlocked_and_leaves_no_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr("pytest_gpuperf.results._files.fcntl.flock", no_locks)
+    store = ResultsDir(tmp_path)
+    assert store.save_baseline("main", tagged("nfs")).runs == 1
+    assert litter(tmp_path) == []
