@@ -80,7 +80,6 @@ class GatePlugin:
         self.result: GateResult | None = None
         #: test node id -> "failed" / "ran out of memory", to explain missing records
         self.failures: dict[str, str] = {}
-        self._existing: list[Run] = []
         self._release_after: str | None = None
         self._confirmed: dict[str, int] = {}  # test node id -> confirmation runs measured
         self._last_round: dict[str, float] = {}  # test node id -> when its last round ended
@@ -108,7 +107,7 @@ class GatePlugin:
             option = f"--gpuperf-save={self.settings.save}"
             try:
                 self.store.check_writable()
-                self._existing = self.store.existing(self.settings.save)
+                self.store.existing(self.settings.save)  # an unreadable baseline stops us before measuring
             except StorageError as exc:
                 raise pytest.UsageError(f"{option}: {exc}") from None
         if self.settings.compare:
@@ -309,7 +308,7 @@ class GatePlugin:
             self._lines.append((f"gpuperf: nothing was measured, so baseline {name!r} was left as it was", True))
             return False
         try:
-            outcome = self.store.save_baseline(name, run, self._existing)
+            outcome = self.store.save_baseline(name, run)
         except StorageError as exc:
             self._lines.append((f"gpuperf: ERROR: baseline {name!r} not saved: {exc}", True))
             return True

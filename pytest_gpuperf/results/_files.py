@@ -4,28 +4,56 @@ A results file is one Run (``--gpuperf-json``, ``runs/*.json``); a baseline file
 several runs of the same code (see ``_record.py`` for the schema and its history). A
 reader sees the old file or the new one, never half of one; a file that cannot be
 read is reported and left as it is.
+
+``locked(path)`` serialises the writers of one file across processes (see its docstring).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, Run
 
-__all__ = ["ResultsError", "atomic_write_text", "load_run", "load_runs", "save_baseline_file", "save_run"]
+if sys.platform != "win32":
+    import fcntl
+
+__all__ = [
+    "LOCK_TIMEOUT",
+    "ResultsError",
+    "atomic_write_text",
+    "load_run",
+    "load_runs",
+    "locked",
+    "save_baseline_file",
+    "save_run",
+]
+
+#: Seconds to wait for another process's lock. A holder keeps it for one read-merge-write
+#: (milliseconds), so a wait this long means that process is stuck, not busy.
+LOCK_TIMEOUT: Final = 60.0
+#: flock errors that mean "this file system cannot lock" (some network file systems), not "held".
+_CANNOT_LOCK: Final = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL})
 
 
 class ResultsError(Exception):
     """A results file that cannot be read or written; the message names the file and the fix."""
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never half of one."""
+def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never half of one.
+
+    ``new=True`` never replaces a file: if ``path`` exists (another process just wrote it),
+    FileExistsError is raised and nothing is written.
+    """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -37,7 +65,13 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if new:
+            _publish_new(Path(tmp), path)
+        else:
+            os.replace(tmp, path)
+    except FileExistsError:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
@@ -46,8 +80,92 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def save_run(path: Path, run: Run) -> None:
-    atomic_write_text(path, json.dumps(run.to_dict(), indent=1, sort_keys=False) + "\n")
+def _publish_new(tmp: Path, path: Path) -> None:
+    """Give the finished ``tmp`` the name ``path`` unless that name exists; the check and the naming are one step."""
+    try:
+        os.link(tmp, path)  # fails with FileExistsError rather than replace
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links on this file system (FAT, some network mounts): claim the name, then fill it
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        os.replace(tmp, path)
+    else:
+        tmp.unlink()
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold an exclusive lock for writing ``path``, against other processes, for the ``with`` block.
+
+    The lock is ``flock`` on a sibling file ``<name>.lock``, removed again on release. The
+    kernel releases a flock when its holder dies, so a crashed session never blocks the
+    next; its leftover lock file is harmless and the next holder removes it. A holder stuck
+    for ``timeout`` seconds raises ResultsError naming the lock file. Where there is no flock
+    (Windows, file systems that cannot lock), the block runs unlocked.
+    """
+    if sys.platform == "win32":
+        yield
+        return
+    lock = path.with_name(path.name + ".lock")
+    fd = _lock(lock, time.monotonic() + timeout, timeout)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            # Remove the file while still holding it: a waiter that then gets the lock sees the
+            # file it opened is gone (see _lock) and locks a fresh one, so two never both hold.
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+            os.close(fd)
+
+
+def _lock(lock: Path, deadline: float, timeout: float) -> int | None:
+    """Lock ``lock`` (created if absent) and return its descriptor; None where it cannot be locked."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not _flock(fd, lock, deadline, timeout):
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)  # nobody can hold it on this file system: leave nothing behind
+                return None
+            held = os.fstat(fd)
+            try:
+                now = os.stat(lock)
+            except FileNotFoundError:
+                now = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)  # the previous holder removed the file we opened: lock the current one
+
+
+def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:
+    pause = 0.005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            if exc.errno in _CANNOT_LOCK:
+                return False
+            raise
+        if time.monotonic() >= deadline:
+            raise ResultsError(
+                f"another process has held {lock} for over {timeout:g} s, while a save holds it only for a moment; "
+                f"find it with: fuser {lock} (or lsof), and end it if it is stuck"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
+def save_run(path: Path, run: Run, *, new: bool = False) -> None:
+    """Write one run; ``new=True`` raises FileExistsError rather than replace an existing file."""
+    atomic_write_text(path, json.dumps(run.to_dict(), indent=1, sort_keys=False) + "\n", new=new)
 
 
 def save_baseline_file(path: Path, name: str, runs: Sequence[Run]) -> None:

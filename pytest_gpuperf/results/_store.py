@@ -12,6 +12,11 @@ uncommitted diff, no blocking fingerprint difference), keeping the newest
 ``MAX_RUNS``; a run of other code or on another machine starts the baseline afresh.
 Rounds are what lets a comparison learn how much results vary from run to run.
 Every file is written atomically; a file that cannot be read is never overwritten.
+
+Sessions may save at the same time. A run file's name is taken only if free (never
+replaced), and a baseline is re-read, merged and written under a lock on that baseline
+(``_files.locked``), so each session adds its run to what the file holds at that moment
+and none is lost.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from ._comparable import blocking_differences
-from ._files import ResultsError, load_runs, save_baseline_file, save_run
+from ._files import ResultsError, load_runs, locked, save_baseline_file, save_run
 from ._record import Run
 
 __all__ = [
@@ -148,24 +153,25 @@ class ResultsDir:
     # ------------------------------------------------------------ history
 
     def save_run(self, run: Run) -> Path:
-        """Write ``run`` as a new file under runs/ and return its path."""
+        """Write ``run`` as a new file under runs/ and return its path; never replaces another session's file."""
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         commit = str(run.git.get("commit", ""))[:8] or "nogit"
         suffix = "-dirty" if run.git.get("dirty") else ""
-        path = self.runs_dir / f"{now}-{commit}{suffix}.json"
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise self._unwritable(self.runs_dir, exc) from None
+        path = self.runs_dir / f"{now}-{commit}{suffix}.json"
         counter = 1
-        while path.exists():  # two sessions in the same microsecond: never overwrite
-            counter += 1
-            path = self.runs_dir / f"{now}-{commit}{suffix}-{counter}.json"
-        try:
-            save_run(path, run)
-        except ResultsError as exc:
-            raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
-        return path
+        while True:
+            try:
+                save_run(path, run, new=True)
+                return path
+            except FileExistsError:  # another session took this name in the same microsecond
+                counter += 1
+                path = self.runs_dir / f"{now}-{commit}{suffix}-{counter}.json"
+            except ResultsError as exc:
+                raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
 
     # ------------------------------------------------------------ baselines
 
@@ -198,31 +204,49 @@ class ResultsDir:
         return Baseline(path, load_runs(path), name)
 
     def existing(self, name: str) -> list[Run]:
-        """The runs baseline ``name`` holds now ([] if none); an unreadable file raises, and is left alone."""
-        path = self.baseline_path(name)
-        if not path.exists():
-            return []
+        """The runs baseline ``name`` holds now ([] if none); an unreadable file raises, and is left alone.
+
+        A saving session calls this at its start, to stop before measuring for nothing.
+        """
         try:
-            return load_runs(path)
+            return self._runs_of(name)
         except ResultsError as exc:
             raise StorageError(
                 f"{exc}. --gpuperf-save={name} would replace it, so nothing was measured: "
-                f"move {path} away (or delete it), or save under another name"
+                f"move {self.baseline_path(name)} away (or delete it), or save under another name"
             ) from None
 
-    def save_baseline(self, name: str, run: Run, existing: list[Run]) -> SaveOutcome:
-        """Add ``run`` to baseline ``name`` as one more run, or start it afresh (see the module docstring)."""
-        same = [r for r in existing if same_code(r, run)]
-        replaced = len(existing) - len(same)
-        runs = [*same, run]
-        dropped = max(0, len(runs) - MAX_RUNS)
-        runs = runs[dropped:]
+    def _runs_of(self, name: str) -> list[Run]:
+        path = self.baseline_path(name)
+        return load_runs(path) if path.exists() else []
+
+    def save_baseline(self, name: str, run: Run) -> SaveOutcome:
+        """Add ``run`` to baseline ``name`` as one more run, or start it afresh (see the module docstring).
+
+        Decided on the file as it is now, read under the baseline's lock: a run saved by
+        another session since this one started is kept. An unreadable file is left as it is.
+        """
         path = self.baseline_path(name)
         try:
             self.baselines_dir.mkdir(parents=True, exist_ok=True)
-            save_baseline_file(path, name, runs)
+            with locked(path):
+                try:
+                    existing = self._runs_of(name)
+                except ResultsError as exc:
+                    raise StorageError(
+                        f"{exc}. It was left as it is, so this run was not added: "
+                        f"move {path} away (or delete it) and save again, or save under another name"
+                    ) from None
+                same = [r for r in existing if same_code(r, run)]
+                replaced = len(existing) - len(same)
+                runs = [*same, run]
+                dropped = max(0, len(runs) - MAX_RUNS)
+                runs = runs[dropped:]
+                save_baseline_file(path, name, runs)
         except OSError as exc:
             raise self._unwritable(self.baselines_dir, exc) from None
+        except StorageError:
+            raise
         except ResultsError as exc:
             raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
         return SaveOutcome(path, len(runs), replaced, dropped)

@@ -97,10 +97,10 @@ def test_every_run_gets_its_own_file(tmp_path: Path) -> None:
 def test_saving_the_same_code_adds_rounds_and_other_code_starts_afresh(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
     for i in range(3):
-        outcome = store.save_baseline("main", run_of(), store.existing("main"))
+        outcome = store.save_baseline("main", run_of())
         assert outcome.runs == i + 1 and outcome.replaced == 0
     assert "now holds 3 runs" in outcome.describe("main")
-    outcome = store.save_baseline("main", run_of("b" * 40), store.existing("main"))
+    outcome = store.save_baseline("main", run_of("b" * 40))
     assert outcome.runs == 1 and outcome.replaced == 3
     assert "replaced 3 run(s) of other code" in outcome.describe("main")
 
@@ -108,7 +108,7 @@ def test_saving_the_same_code_adds_rounds_and_other_code_starts_afresh(tmp_path:
 def test_a_baseline_keeps_the_newest_rounds(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
     for _ in range(MAX_RUNS + 2):
-        outcome = store.save_baseline("main", run_of(), store.existing("main"))
+        outcome = store.save_baseline("main", run_of())
     assert outcome.runs == MAX_RUNS and outcome.dropped == 1
     assert len(store.load("main").runs) == MAX_RUNS
 
@@ -124,7 +124,7 @@ def test_same_code_means_same_commit_same_diff_same_machine() -> None:
 
 def test_load_by_name_or_by_path(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path / ".gpuperf")
-    store.save_baseline("main", run_of(), [])
+    store.save_baseline("main", run_of())
     assert store.load("main").name == "main"
     run_file = store.save_run(run_of())
     by_path = store.load(str(run_file))
@@ -139,7 +139,7 @@ def test_load_by_name_or_by_path(tmp_path: Path) -> None:
 
 def test_unknown_baseline_name_lists_what_exists_and_how_to_record_one(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
-    store.save_baseline("main", run_of(), [])
+    store.save_baseline("main", run_of())
     with pytest.raises(StorageError) as info:
         store.load("mian")
     assert str(info.value) == (
@@ -175,7 +175,7 @@ def test_wrong_schema_version_says_which_version_reads_it(tmp_path: Path) -> Non
 
 def test_a_baseline_whose_runs_have_a_wrong_version(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
-    store.save_baseline("main", run_of(), [])
+    store.save_baseline("main", run_of())
     path = store.baseline_path("main")
     data = json.loads(path.read_text())
     data["runs"][0]["version"] = 0
