@@ -38,6 +38,8 @@ from ._xdist import export
 
 #: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
 GATE_NODEID: Final = "gpuperf-gate"
+#: Marks the report of a test that failed in an extra round (``--gpuperf-rounds``): "<node id> [gpuperf round N]".
+ROUND_MARK: Final = "[gpuperf round "
 
 # The results and gate packages are imported where first used: most pytest sessions neither
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
@@ -170,9 +172,9 @@ class GatePlugin:
         # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
         if not self.session.controller:
             measured = {record.test for record in self.session.records}
-            for _ in range(self.settings.rounds - 1):
+            for extra in range(2, self.settings.rounds + 1):
                 for item in [item for item in session.items if item.nodeid in measured]:
-                    self._measure_again(item)
+                    self._measure_again(item, extra)
         if self._active and self.baseline is not None:
             self._confirm(session)
             self._judge(session)
@@ -180,9 +182,10 @@ class GatePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
-        """The gate's report counts as failed, without a character on pytest's progress line (it is no test)."""
-        if report.nodeid == GATE_NODEID:
-            return "failed", "", ""
+        """The gate's report and a failed extra round count as failed, without a character on pytest's progress
+        line (their tests already have theirs)."""
+        if report.nodeid == GATE_NODEID or (ROUND_MARK in report.nodeid and report.failed):
+            return "failed", "", "FAILED"
         return None
 
     def _judge(self, session: pytest.Session) -> None:
@@ -206,8 +209,12 @@ class GatePlugin:
             )
             session.config.hook.pytest_runtest_logreport(report=report)
 
-    def _measure_again(self, item: pytest.Item) -> None:
-        """One more round of ``item`` in this process, added to the evidence of its records."""
+    def _measure_again(self, item: pytest.Item, round_number: int) -> None:
+        """One more round of ``item`` in this process, added to the evidence of its records.
+
+        A round in which the test fails keeps nothing of its measurements, and is reported as a
+        failed test of its own (``<node id> [gpuperf round N]``), so that the session fails.
+        """
         from ..results import with_repeats
 
         wait = self._last_round.get(item.nodeid, 0.0) + ROUND_SPACING - time.monotonic()
@@ -216,11 +223,18 @@ class GatePlugin:
         fresh: list[Record] = []
         self.session.round_sink = fresh
         try:
-            runtestprotocol(item, log=False, nextitem=None)
+            reports = runtestprotocol(item, log=False, nextitem=None)
         finally:
             self.session.round_sink = None
-        self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=False)
         self._last_round[item.nodeid] = time.monotonic()
+        failed = [report for report in reports if report.failed]
+        if failed:
+            for report in failed:
+                report.nodeid = f"{item.nodeid} {ROUND_MARK}{round_number}]"
+                item.config.hook.pytest_runtest_logreport(report=report)
+            self.failures[item.nodeid] = f"failed in round {round_number}"
+            return
+        self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=False)
 
     def _confirm(self, session: pytest.Session) -> None:
         from ..gate import _confirm as confirm

@@ -460,6 +460,27 @@ def test_measured_fires_once_per_record_kept_and_rounds_land_in_its_evidence(mat
     assert len(record["gate"]["rounds"]) == 2 and all(r["samples"] for r in record["gate"]["rounds"])
 
 
+def test_a_test_that_fails_in_a_later_round_fails_the_session_and_keeps_nothing_of_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        calls = []
+
+        def test_flaky(gpuperf):
+            calls.append(1)
+            gpuperf.measure(lambda: None)
+            assert len(calls) == 1, "broken from the second round"
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu", "--gpuperf-json=run.json", "--gpuperf-rounds=3", *FAST)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["FAILED *::test_flaky[[]cpu[]] [[]gpuperf round 2[]]*"])
+    (record,) = json.loads((pytester.path / "run.json").read_text())["records"]
+    assert not record["gate"].get("rounds"), "the failed rounds' samples are not kept"
+
+
 def test_a_tolerance_given_to_measure_travels_with_its_record(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
