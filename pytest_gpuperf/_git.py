@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from ._process import alive
+
 __all__ = [
     "OWNER_FILE",
     "TIMEOUT",
@@ -97,16 +99,6 @@ def git_state(root: Path) -> dict[str, Any]:
 OWNER_FILE = "owner.pid"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
-
-
 def prune_stale_worktrees(repo: Path, prefix: str) -> list[Path]:
     """Remove the scratch directories of ``worktree`` (``prefix``) whose owner process is gone, and git's records
     of worktrees whose directory is missing; returns the directories removed."""
@@ -117,7 +109,7 @@ def prune_stale_worktrees(repo: Path, prefix: str) -> list[Path]:
             pid = int(owner.read_text().strip())
         except (OSError, ValueError):
             continue  # not ours, or being made right now
-        if pid != os.getpid() and not _alive(pid):
+        if pid != os.getpid() and not alive(pid):
             shutil.rmtree(scratch, ignore_errors=True)
             removed.append(scratch)
     if removed:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from .._process import alive
 from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, Run
 
 if sys.platform != "win32":
@@ -57,7 +58,10 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_stale_temporaries(path.parent)
+        # The writer's pid is in the name, so that what a killed writer leaves can be told from a live one's.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a results file follows the umask like any other
     except OSError as exc:
         raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
     try:
@@ -78,6 +82,28 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporary files of ``atomic_write_text`` in ``directory`` whose writer is gone (SIGKILLed in the
+    middle of a write); a live writer's are kept. Returns what was removed."""
+    removed = []
+    for tmp in directory.glob(".*.tmp"):
+        parts = tmp.name[1 : -len(".tmp")].rsplit(".", 2)
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue  # not ours, or from before the pid was in the name
+        pid = int(parts[1])
+        if pid != os.getpid() and not alive(pid):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed.append(tmp)
+    return removed
 
 
 def _publish_new(tmp: Path, path: Path) -> None:
