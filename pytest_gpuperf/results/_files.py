@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import sys
 import tempfile
@@ -245,6 +246,11 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        if path.suffix != ".json":  # someone's source or config file: no advice to delete it
+            raise ResultsError(
+                f"{path} is not a results file (not JSON); point at a .json file written by --gpuperf-json, "
+                "--gpuperf-save or the results directory"
+            ) from None
         raise ResultsError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
             "delete or restore it, or save a new baseline under another name"
@@ -267,6 +273,19 @@ def _check_schema(path: Path, data: Any, schema: str, version: int, where: str =
 
 def _parse_run(path: Path, data: Mapping[str, Any]) -> Run:
     try:
-        return Run.from_dict(data)
+        run = Run.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"{path} is damaged: a record lacks or mangles {exc}; re-record it") from None
+    for record in run.records:
+        samples = record.measurement.samples
+        if not samples:
+            problem = "no samples"
+        elif not all(math.isfinite(x) and x > 0 for x in samples):
+            problem = "samples that are not positive finite times (NaN, infinite, zero or negative)"
+        else:
+            continue
+        raise ResultsError(
+            f"{path} is damaged: record {record.key} has {problem}; it was left as it is: re-record it, or restore "
+            "the file from a copy"
+        )
+    return run

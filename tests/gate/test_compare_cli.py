@@ -48,6 +48,19 @@ def test_same_code_exits_0(results: Path, capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().out.splitlines()[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
 
 
+def test_a_baseline_with_nan_samples_is_bad_input_not_a_crash(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged = write(results / "damaged.json", 10e-3)
+    data = json.loads(damaged.read_text())
+    data["records"][0]["measurement"]["samples"] = [float("nan")] * 3
+    damaged.write_text(json.dumps(data))
+    write(results / "head.json", 10e-3)
+    assert main(["compare", "damaged.json", "head.json"]) == 2
+    err = capsys.readouterr().err
+    assert "damaged.json is damaged: record test_x.py::test_step[cpu] has samples that are not positive finite" in err
+
+
 def test_comparing_a_file_with_itself_warns(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "main", ".gpuperf/baselines/main.json"]) == 0
     err = capsys.readouterr().err

@@ -211,6 +211,33 @@ def test_a_record_missing_its_measurement_is_damaged(tmp_path: Path) -> None:
         load_runs(path)
 
 
+@pytest.mark.parametrize(
+    ("samples", "problem"),
+    [
+        ([], "no samples"),
+        ([0.001, float("nan")], "samples that are not positive finite times"),
+        ([0.001, -0.002], "samples that are not positive finite times"),
+    ],
+)
+def test_a_record_with_no_or_impossible_samples_is_damaged(tmp_path: Path, samples: list[float], problem: str) -> None:
+    data = run_of().to_dict()
+    data["records"][0]["measurement"]["samples"] = samples
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))  # NaN as Python's json writes it
+    before = path.read_text()
+    with pytest.raises(ResultsError, match=rf"bad\.json is damaged: record .* has {problem}"):
+        load_runs(path)
+    assert path.read_text() == before
+
+
+def test_a_python_file_given_as_results_gets_no_advice_to_delete_it(tmp_path: Path) -> None:
+    source = tmp_path / "test_model.py"
+    source.write_text("def test_x():\n    pass\n")
+    with pytest.raises(ResultsError) as info:
+        load_runs(source)
+    assert "is not a results file (not JSON)" in str(info.value) and "delete" not in str(info.value)
+
+
 def test_missing_file_and_directory_paths(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match=r"nope\.json: no such results file"):
         load_runs(tmp_path / "nope.json")
