@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,15 +207,37 @@ class ResultsDir:
     def existing(self, name: str) -> list[Run]:
         """The runs baseline ``name`` holds now ([] if none); an unreadable file raises, and is left alone.
 
-        A saving session calls this at its start, to stop before measuring for nothing.
+        A saving session calls this at its start, to stop before measuring for nothing: a baseline
+        made read-only (its owner's write bit off) or immutable is refused here too, not replaced
+        at the end.
         """
         try:
-            return self._runs_of(name)
+            runs = self._runs_of(name)
         except ResultsError as exc:
             raise StorageError(
                 f"{exc}. --gpuperf-save={name} would replace it, so nothing was measured: "
                 f"move {self.baseline_path(name)} away (or delete it), or save under another name"
             ) from None
+        self._check_replaceable(name)
+        return runs
+
+    def _check_replaceable(self, name: str) -> None:
+        path = self.baseline_path(name)
+        if not path.exists():
+            return
+        why = None
+        if not path.stat().st_mode & stat.S_IWUSR:
+            why = "is read-only"
+        else:
+            try:  # an immutable file (chattr +i) refuses even root; opening it to append changes nothing
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+            except OSError as exc:
+                why = f"cannot be written ({exc.strerror or exc})"
+        if why:
+            raise StorageError(
+                f"baseline {path} {why}, so --gpuperf-save={name} would not add this run; nothing was measured: "
+                f"make it writable (chmod u+w {path}) if it may change, or save under another name"
+            )
 
     def _runs_of(self, name: str) -> list[Run]:
         path = self.baseline_path(name)

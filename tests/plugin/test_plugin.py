@@ -425,6 +425,19 @@ def test_json_never_overwrites_a_file_that_is_not_our_results(matmul: pytest.Pyt
     assert matmul.runpytest("--gpuperf-device=cpu", f"--gpuperf-json={out}", *FAST).ret == pytest.ExitCode.OK
 
 
+def test_a_read_only_baseline_is_refused_before_measuring(matmul: pytest.Pytester) -> None:
+    assert matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-save=base", *FAST).ret == pytest.ExitCode.OK
+    baseline = matmul.path / ".gpuperf" / "baselines" / "base.json"
+    before = baseline.read_bytes()
+    baseline.chmod(0o444)
+    result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-save=base", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --gpuperf-save=base: baseline */base.json is read-only, so *nothing was measured*"]
+    )
+    assert baseline.read_bytes() == before
+
+
 def test_hooks_add_metadata_and_observe(matmul: pytest.Pytester) -> None:
     matmul.makeconftest(
         """
