@@ -75,7 +75,12 @@ def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> lis
 def _is_disturbed(record: Record, load: Load | None) -> bool:
     if load is None:
         return False
-    return load.disturbs(needed_cores(record.device, record.measurement.threads))
+    m = record.measurement
+    if m.host_per_call is not None and not m.launch_bound and not m.no_device_work:
+        # Device-bound on an asynchronous device (its host launches faster than the device runs): other
+        # processes' CPU use does not change its device time, so busy cores do not explain a slowdown.
+        return False
+    return load.disturbs(needed_cores(record.device, m.threads))
 
 
 def disturbed(record: Record) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -22,7 +24,7 @@ from pytest_gpuperf.gate import (
     work_difference,
 )
 from pytest_gpuperf.measuring import Estimate, estimate_median, t_quantile
-from pytest_gpuperf.results import parse_mismatch_keys
+from pytest_gpuperf.results import Run, parse_mismatch_keys
 from tests.synthetic import BUSY, QUIET, make_record, make_run, with_fingerprint
 
 
@@ -139,6 +141,21 @@ def test_current_run_on_a_busy_machine_cannot_be_slower() -> None:
     (row,) = result.rows
     assert row.verdict is Verdict.INCONCLUSIVE and not result.failed
     assert "measured while busy: other processes used 1.0 of 2 CPUs" in row.reason
+
+
+def test_busy_cores_do_not_excuse_a_device_bound_gpu_slowdown() -> None:
+    """CPU load from other processes does not change a GPU-bound step's device time; a launch-bound step's it may."""
+
+    def on_gpu(median: float, host: float, load: Mapping[str, Any] | None) -> Run:
+        record = make_record(median, load=load)
+        measurement = dataclasses.replace(record.measurement, device="cuda:0", host_per_call=host)
+        return make_run(dataclasses.replace(record, device="cuda:0", measurement=measurement))
+
+    every_core = {**BUSY, "background_cores": 2.0}  # other processes on both CPUs
+    device_bound = compare_runs([on_gpu(10e-3, 50e-6, QUIET)], [on_gpu(30e-3, 50e-6, every_core)])
+    assert device_bound.rows[0].verdict is Verdict.SLOWER and device_bound.failed
+    launch_bound = compare_runs([on_gpu(10e-3, 12e-3, QUIET)], [on_gpu(30e-3, 36e-3, every_core)])
+    assert launch_bound.rows[0].verdict is Verdict.INCONCLUSIVE
 
 
 def test_busy_current_run_that_is_still_fast_is_unchanged() -> None:
