@@ -333,7 +333,9 @@ class GpuperfSession:
         wait = self.settings.quiet_wait
         if wait is None:
             wait = AUTO_QUIET_WAIT if (self.settings.save or self.settings.compare) else 0.0
-        return wait if local_ranks() == 1 else 0.0
+        # Under torchrun and xdist the other ranks or workers are the run itself: waiting for them to go quiet
+        # would only wait.
+        return wait if local_ranks() == 1 and self.worker is None else 0.0
 
     def _needed_cores(self, item: pytest.Item) -> float:
         from ..measuring import needed_cores
