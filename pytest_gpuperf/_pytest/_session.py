@@ -433,28 +433,15 @@ def _check_writable(path: Path, option: str) -> None:
     if not os.access(existing, os.W_OK):
         raise pytest.UsageError(f"{option}={path}: {existing} is not writable; choose a writable location")
     if path.is_file():
-        kind = _results_kind(path)
+        from ..results import file_kind
+
+        kind = file_kind(path)
         if kind != "results":
             what = "a pytest-gpuperf baseline" if kind == "baseline" else "not a pytest-gpuperf results file"
             raise pytest.UsageError(
                 f"{option}={path}: that file exists and is {what}, so writing the results there would destroy it; "
                 "choose another path (an existing results file of ours is replaced)"
             )
-
-
-def _results_kind(path: Path) -> str:
-    """``results`` or ``baseline`` when ``path`` holds one of our files, else ``other``."""
-    import json
-
-    from ..results import BASELINE_SCHEMA, SCHEMA
-
-    try:
-        with path.open("rb") as handle:
-            data = json.loads(handle.read(64 << 20))
-    except (OSError, ValueError):
-        return "other"
-    schema = data.get("schema") if isinstance(data, dict) else None
-    return {SCHEMA: "results", BASELINE_SCHEMA: "baseline"}.get(str(schema), "other")
 
 
 SESSION_KEY = pytest.StashKey[GpuperfSession]()

@@ -21,10 +21,17 @@ if TYPE_CHECKING:
         differences,
         parse_mismatch_keys,
     )
-    from ._files import ResultsError, atomic_write_text, load_run, load_runs, save_baseline_file, save_run
+    from ._files import (
+        ResultsError,
+        atomic_write_text,
+        file_kind,
+        load_run,
+        load_runs,
+        save_baseline_file,
+        save_run,
+    )
     from ._fingerprint import collect
     from ._record import (
-        BASELINE_SCHEMA,
         SCHEMA,
         SCHEMA_VERSION,
         Evidence,
@@ -41,7 +48,6 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
-    "BASELINE_SCHEMA",
     "MAX_RUNS",
     "MUST_MATCH",
     "RECORDED_SINCE",
@@ -68,6 +74,7 @@ __all__ = [
     "check_name",
     "collect",
     "differences",
+    "file_kind",
     "load_run",
     "load_runs",
     "parse_mismatch_keys",
