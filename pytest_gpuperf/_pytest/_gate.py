@@ -191,13 +191,9 @@ class GatePlugin:
     def _judge(self, session: pytest.Session) -> None:
         """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
         so that JUnit XML, pytest's summary and anything else that reads test reports see it."""
-        from ..gate import compare_runs
         from ..gate._report import gate_lines
-        from ..results import Run
 
-        assert self.baseline is not None
-        run = Run(created="", fingerprint=self.session.fingerprint(), settings={}, records=self.session.records)
-        self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+        self.result = self._compare_now()
         if self.result.failed:
             report = pytest.TestReport(
                 nodeid=GATE_NODEID,
@@ -260,14 +256,20 @@ class GatePlugin:
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
 
-    def _suspects(self) -> list[str]:
-        """Tests with a record that could fail the gate, or looks slower without a verdict yet, in run order."""
-        from ..gate import Verdict, compare_runs
+    def _compare_now(self) -> GateResult:
+        """The baseline against this session's records as they are now (for suspects, and the verdicts)."""
+        from ..gate import compare_runs
         from ..results import Run
 
         assert self.baseline is not None
         run = Run(created="", fingerprint=self.session.fingerprint(), settings={}, records=self.session.records)
-        rows = compare_runs(self.baseline.runs, [run], self._policy()).rows
+        return compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+
+    def _suspects(self) -> list[str]:
+        """Tests with a record that could fail the gate, or looks slower without a verdict yet, in run order."""
+        from ..gate import Verdict
+
+        rows = self._compare_now().rows
         fail_on = self.settings.fail_on
         tests = {
             row.test
