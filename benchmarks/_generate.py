@@ -92,9 +92,7 @@ def _benchmark_class(workload: Any, slots: Mapping[str, Any], size: str, setting
 
         slot = slots[device]
         backend = backend_for(slot)
-        memory = backend.describe().get("memory_bytes") if slot.kind == "cuda" else None
-        preset = resolve_size(size, slot.kind, int(memory) if isinstance(memory, int) else None)
-        step = workload.build(torch.device(device), preset)
+        step = workload.build(torch.device(device), resolve_size(size, slot.kind, backend))
         measurement = measure_on(step.fn, backend, settings, name=workload.name, device=device, work=dict(step.work))
         if step.check is not None:
             step.check()

@@ -149,8 +149,7 @@ class Gpuperf:
     @property
     def size(self) -> str:
         """The size preset for this test's device (``--gpuperf-size``, ``auto`` resolved)."""
-        memory = self.backend.describe().get("memory_bytes") if self.slot.kind == "cuda" else None
-        return resolve_size(self.settings.size, self.slot.kind, int(memory) if isinstance(memory, int) else None)
+        return resolve_size(self.settings.size, self.slot.kind, self.backend)
 
     def run(self, workload: Workload, *, name: str | None = None, **overrides: Any) -> Measurement:
         """Build ``workload`` on this test's device at its size preset, measure one step, run its check.

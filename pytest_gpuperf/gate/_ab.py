@@ -130,9 +130,7 @@ def _bench(options: AbOptions) -> Bench:
         threads=options.threads,
         memory=False,
     )
-    memory = backend.describe().get("memory_bytes") if slot.kind == "cuda" else None
-    size = resolve_size(options.size, slot.kind, int(memory) if isinstance(memory, int) else None)
-    return Bench(slot, backend, size, settings, options.tolerance)
+    return Bench(slot, backend, resolve_size(options.size, slot.kind, backend), settings, options.tolerance)
 
 
 def _selected(names: Iterable[str], patterns: Sequence[str]) -> list[str]:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ._backends import Backend
 
 __all__ = ["LARGE_MIN_MEMORY", "SIZES", "Step", "Workload", "WorkloadUnsupported", "resolve_size"]
 
@@ -52,13 +55,15 @@ class Workload:
         return None if self.unsupported is None else self.unsupported(device)
 
 
-def resolve_size(size: str, device_kind: str, memory_bytes: int | None = None) -> str:
+def resolve_size(size: str, device_kind: str, backend: Backend | None = None) -> str:
     """``auto`` becomes ``large`` on a CUDA device with ``LARGE_MIN_MEMORY`` or more (fill the chip), ``medium`` on a
-    smaller one (or one whose memory is not known), and ``small`` elsewhere (a short CPU run)."""
+    smaller one (or one whose memory is not known: no ``backend`` to ask), and ``small`` elsewhere (a short CPU
+    run). Only ``auto`` on CUDA asks the backend for its memory."""
     if size not in SIZES:
         raise ValueError(f"size preset {size!r} is not one of {', '.join(SIZES)}")
     if size != "auto":
         return size
     if device_kind != "cuda":
         return "small"
-    return "large" if memory_bytes is not None and memory_bytes >= LARGE_MIN_MEMORY else "medium"
+    memory = backend.describe().get("memory_bytes") if backend is not None else None
+    return "large" if isinstance(memory, int) and memory >= LARGE_MIN_MEMORY else "medium"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -49,11 +51,15 @@ def test_a_mig_slice_gets_no_floor_and_says_why() -> None:
 
 def test_auto_size_follows_the_device_memory() -> None:
     gib = 1 << 30
-    assert resolve_size("auto", "cuda", 80 * gib) == "large"
-    assert resolve_size("auto", "cuda", 16 * gib) == "medium"  # a 10-16 GB GPU or a MIG slice
-    assert resolve_size("auto", "cuda", None) == "medium"
-    assert resolve_size("auto", "cpu", 80 * gib) == "small"
-    assert resolve_size("large", "cuda", 10 * gib) == "large"  # asked for: as asked
+
+    def gpu(memory: int) -> Any:
+        return SimpleNamespace(describe=lambda: {"memory_bytes": memory})
+
+    assert resolve_size("auto", "cuda", gpu(80 * gib)) == "large"
+    assert resolve_size("auto", "cuda", gpu(16 * gib)) == "medium"  # a 10-16 GB GPU or a MIG slice
+    assert resolve_size("auto", "cuda") == "medium"  # memory not known
+    assert resolve_size("auto", "cpu", gpu(80 * gib)) == "small"
+    assert resolve_size("large", "cuda", gpu(10 * gib)) == "large"  # asked for: as asked
 
 
 def test_a_floor_is_the_stated_fraction_of_the_datasheet_figure() -> None:
