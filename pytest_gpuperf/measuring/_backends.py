@@ -262,7 +262,7 @@ class CudaBackend:
             pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(iterations)]
             stream.synchronize()
             state = self._lead_of(fn)
-            host: float | None = 0.0
+            host = 0.0
             for start, end in pairs:
                 flush.zero_()
                 lead = self._lead(state, 1)
@@ -270,9 +270,10 @@ class CudaBackend:
                 began = self.clock()
                 fn()
                 end.record(stream)
-                self._launched(state, self.clock() - began, 1, lead)
-                host = None if host is None or self.last_host is None else host + self.last_host
-            self.last_host = host
+                launch = self.clock() - began
+                self._launched(state, launch, 1, lead)
+                host += launch
+            self.last_host = None if state.syncs else host  # the block's launch time, as time_block gives it
             pairs[-1][1].synchronize()
             return sum(float(start.elapsed_time(end)) for start, end in pairs) * 1e-3
 
