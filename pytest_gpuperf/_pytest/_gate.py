@@ -106,10 +106,14 @@ class GatePlugin:
         config = session.config
         self.store = self._store()
         if self.settings.save:
+            from ..results import collect
+
             option = f"--gpuperf-save={self.settings.save}"
             try:
                 self.store.check_writable()
-                self.store.existing(self.settings.save)  # an unreadable baseline stops us before measuring
+                # An unreadable baseline, or one of other code without --gpuperf-replace, stops us before measuring.
+                fingerprint = collect(config.rootpath) if self.store.baseline_path(self.settings.save).exists() else {}
+                self.store.check_save(self.settings.save, fingerprint, replace=self.settings.replace)
             except StorageError as exc:
                 raise pytest.UsageError(f"{option}: {exc}") from None
         if self.settings.compare:
@@ -291,7 +295,7 @@ class GatePlugin:
         self.store = self.store or self._store()
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         run = dataclasses.replace(self.session.run(), interrupted=interrupted)
-        failed_to_save = self._save(run, interrupted)
+        save_status = self._save(run, interrupted)
         if self.baseline is not None:
             from ..gate import compare_runs
 
@@ -299,12 +303,13 @@ class GatePlugin:
                 self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if failed_to_save and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        if save_status is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = save_status
 
-    def _save(self, run: Run, interrupted: bool) -> bool:
-        """Save the run, and the baseline when asked; return True if a requested baseline was not saved."""
-        from ..results import StorageError
+    def _save(self, run: Run, interrupted: bool) -> pytest.ExitCode | None:
+        """Write the run file and, when asked, the baseline; the exit status a failed save calls for, else None
+        (4 when the baseline holds other code and --gpuperf-replace was not given: bad input, as at the start)."""
+        from ..results import ReplaceRefused, StorageError
 
         assert self.store is not None
         if run.records:
@@ -316,20 +321,20 @@ class GatePlugin:
                 self._lines.append((f"gpuperf: could not save this run: {exc}", True))
         name = self.settings.save
         if not name:
-            return False
+            return None
         if interrupted:
             self._lines.append((f"gpuperf: interrupted, so baseline {name!r} was left as it was", True))
-            return False
+            return None
         if not run.records:
             self._lines.append((f"gpuperf: nothing was measured, so baseline {name!r} was left as it was", True))
-            return False
+            return None
         try:
-            outcome = self.store.save_baseline(name, run)
+            outcome = self.store.save_baseline(name, run, replace=self.settings.replace)
         except StorageError as exc:
             self._lines.append((f"gpuperf: ERROR: baseline {name!r} not saved: {exc}", True))
-            return True
+            return pytest.ExitCode.USAGE_ERROR if isinstance(exc, ReplaceRefused) else pytest.ExitCode.INTERNAL_ERROR
         self._lines.append((f"gpuperf: {outcome.describe(name)}", False))
-        return False
+        return None
 
     def _policy(self) -> Policy:
         from ..gate import Policy

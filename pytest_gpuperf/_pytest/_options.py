@@ -71,6 +71,7 @@ class OptionSpec:
     help: str
     metavar: str = "VALUE"
     marker: bool = True  # may @pytest.mark.gpuperf(...) set it per test?
+    switch: bool = False  # a flag given without a value (its ini form takes on/off)
 
     @property
     def flag(self) -> str:
@@ -213,10 +214,20 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "save",
         None,
         _optional_name,
-        "save this run as baseline NAME: one more run if NAME holds runs of the same code on this machine, "
-        "else a fresh baseline",
+        "save this run as baseline NAME: one more run if NAME is new or holds runs of the same code on this "
+        "machine; a baseline of other code or another machine is refused unless --gpuperf-replace is given",
         "NAME",
         marker=False,
+    ),
+    OptionSpec(
+        "replace",
+        "off",
+        values.on_off,
+        "let --gpuperf-save replace a baseline holding runs of other code or another machine; the old file is "
+        "kept beside it as NAME.json.<time>.bak",
+        "",
+        marker=False,
+        switch=True,
     ),
     OptionSpec(
         "compare",

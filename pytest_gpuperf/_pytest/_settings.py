@@ -21,7 +21,10 @@ __all__ = ["SettingError", "Settings"]
 
 #: Options that belong to one session, not to a confirmation run measuring its tests again.
 _SESSION_ONLY: Final = frozenset(
-    {"save", "compare", "json", "asv", "asv_machine", "confirm", "rounds", "results_dir", "fail_on", "quiet_wait"}
+    {
+        *("save", "replace", "compare", "json", "asv", "asv_machine"),
+        *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait"),
+    }
 )
 
 
@@ -36,6 +39,7 @@ class Settings:
     asv_machine: str | None = None
     results_dir: str = ".gpuperf"
     save: str | None = None
+    replace: bool = False
     compare: str | None = None
     tolerance: float = 0.05
     noise_floor: float = 0.02

@@ -27,12 +27,9 @@ XDIST_PLUGIN_NAME = "gpuperf-xdist"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpuperf", "pytest-gpuperf: deep-learning performance tests")
     for spec in OPTIONS:
+        shape: dict[str, Any] = {"action": "store_true"} if spec.switch else {"metavar": spec.metavar}
         group.addoption(
-            spec.flag,
-            dest=f"gpuperf_{spec.field}",
-            metavar=spec.metavar,
-            default=None,
-            help=spec.help.replace("%", "%%"),
+            spec.flag, dest=f"gpuperf_{spec.field}", default=None, help=spec.help.replace("%", "%%"), **shape
         )
         parser.addini(spec.ini, help=f"ini form of {spec.flag}", default=None)
 

@@ -43,7 +43,16 @@ if TYPE_CHECKING:
         short_test,
         with_repeats,
     )
-    from ._store import MAX_RUNS, Baseline, ResultsDir, SaveOutcome, StorageError, check_name, same_code
+    from ._store import (
+        MAX_RUNS,
+        Baseline,
+        ReplaceRefused,
+        ResultsDir,
+        SaveOutcome,
+        StorageError,
+        check_name,
+        same_code,
+    )
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -61,6 +70,7 @@ __all__ = [
     "Incomparable",
     "MeasuredTest",
     "Record",
+    "ReplaceRefused",
     "Rerun",
     "ResultsDir",
     "ResultsError",

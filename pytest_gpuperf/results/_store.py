@@ -9,7 +9,10 @@ Layout (``.gpuperf/`` in the rootdir unless ``--gpuperf-results-dir`` or the ini
 ``--gpuperf-save=NAME`` adds the run to baseline NAME as one more run when it was
 measured from the same code on the same kind of machine (same git commit and
 uncommitted diff, no blocking fingerprint difference), keeping the newest
-``MAX_RUNS``; a run of other code or on another machine starts the baseline afresh.
+``MAX_RUNS``. A baseline holding runs of other code or another machine is replaced
+only when asked (``--gpuperf-replace``), and then its old file is kept beside it as
+``NAME.json.<time>.bak``; otherwise the save is refused (``ReplaceRefused``), before
+measuring when the difference can be seen then.
 Rounds are what lets a comparison learn how much results vary from run to run.
 Every file is written atomically; a file that cannot be read is never overwritten.
 
@@ -26,17 +29,19 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ._comparable import blocking_differences
-from ._files import ResultsError, load_runs, locked, save_baseline_file, save_run
+from ._files import ResultsError, atomic_write_text, load_runs, locked, save_baseline_file, save_run
 from ._record import Run
 
 __all__ = [
     "MAX_RUNS",
     "Baseline",
+    "ReplaceRefused",
     "ResultsDir",
     "SaveOutcome",
     "StorageError",
@@ -52,6 +57,10 @@ class StorageError(ResultsError):
     """The results directory or a baseline cannot be used; the message names the path and the fix."""
 
 
+class ReplaceRefused(StorageError):
+    """``--gpuperf-save`` would replace a baseline of other code or another machine without ``--gpuperf-replace``."""
+
+
 def check_name(raw: str) -> str:
     """A baseline name: letters, digits, ``.``, ``_`` and ``-``, not a path. Raises ValueError with the fix."""
     name = raw.strip()
@@ -63,11 +72,15 @@ def check_name(raw: str) -> str:
     return name
 
 
-def _code(run: Run) -> tuple[str, str] | None:
-    git = run.git
-    if not git.get("commit"):
+def _code(fingerprint: Mapping[str, Any]) -> tuple[str, str] | None:
+    git = fingerprint.get("git")
+    if not isinstance(git, Mapping) or not git.get("commit"):
         return None
     return str(git["commit"]), str(git.get("diff_sha", "")) if git.get("dirty") else ""
+
+
+def _same_origin(a: Mapping[str, Any], b: Mapping[str, Any], allow: Collection[str] = ()) -> bool:
+    return _code(a) == _code(b) and not blocking_differences([a], [b], allow)
 
 
 def same_code(a: Run, b: Run) -> bool:
@@ -75,9 +88,7 @@ def same_code(a: Run, b: Run) -> bool:
 
     Outside git the code cannot be told apart, so runs count as the same code.
     """
-    if _code(a) != _code(b):
-        return False
-    return not blocking_differences([a.fingerprint], [b.fingerprint])
+    return _same_origin(a.fingerprint, b.fingerprint)
 
 
 def _describe_code(run: Run) -> str:
@@ -85,6 +96,26 @@ def _describe_code(run: Run) -> str:
     if not git.get("commit"):
         return "code outside git"
     return f"commit {str(git['commit'])[:10]}" + (" with uncommitted changes" if git.get("dirty") else "")
+
+
+def _describe_fingerprint(fingerprint: Mapping[str, Any]) -> str:
+    code = _code(fingerprint)
+    if code is None:
+        return "code outside git"
+    return f"commit {code[0][:10]}" + (" with uncommitted changes" if code[1] else "")
+
+
+def _keep_backup(path: Path) -> Path:
+    """Keep the baseline file about to be replaced as ``NAME.json.<time>.bak`` (a hard link, else a copy)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    backup = path.with_name(f"{path.name}.{stamp}.bak")
+    try:
+        os.link(path, backup)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here: copy it, atomically like every results file
+        atomic_write_text(backup, path.read_text(encoding="utf-8"), new=True)
+    return backup
 
 
 @dataclass(frozen=True)
@@ -108,11 +139,14 @@ class SaveOutcome:
     runs: int
     replaced: int  # runs of other code (or another machine) dropped to start afresh
     dropped: int  # oldest runs dropped beyond MAX_RUNS
+    backup: Path | None = None  # where the replaced file was kept
 
     def describe(self, name: str) -> str:
         text = f"baseline {name!r} ({self.path}) now holds {self.runs} run{'s' if self.runs != 1 else ''}"
         if self.replaced:
             text += f"; replaced {self.replaced} run(s) of other code or another machine"
+            if self.backup is not None:
+                text += f" (the old file is kept as {self.backup})"
         if self.dropped:
             text += f"; dropped the oldest {self.dropped} beyond {MAX_RUNS}"
         if self.runs < 3:
@@ -221,6 +255,34 @@ class ResultsDir:
         self._check_replaceable(name)
         return runs
 
+    def check_save(self, name: str, fingerprint: Mapping[str, Any], *, replace: bool) -> None:
+        """Stop a saving session before it measures: the baseline unreadable or unwritable (see ``existing``),
+        or holding runs of other code or another machine while ``replace`` was not asked for.
+
+        ``fingerprint`` is taken at the start, before the tests ran, so torch's precision flags (which a test
+        may set) are left to the check made again when saving.
+        """
+        runs = self.existing(name)
+        if not replace:
+            allow = ("precision",)
+            other = [r for r in runs if not _same_origin(r.fingerprint, fingerprint, allow)]
+            if other:
+                now = f"this session runs {_describe_fingerprint(fingerprint)}"
+                raise self._refusal(name, other, now, fingerprint, allow)
+
+    def _refusal(
+        self, name: str, other: list[Run], now: str, fingerprint: Mapping[str, Any], allow: Collection[str] = ()
+    ) -> ReplaceRefused:
+        runs = f"{len(other)} run{'s' if len(other) != 1 else ''}"
+        diffs = blocking_differences([other[-1].fingerprint], [fingerprint], allow)
+        machine = f" on another machine ({'; '.join(str(d) for d in diffs)})" if diffs else ""
+        return ReplaceRefused(
+            f"baseline {name!r} ({self.baseline_path(name)}) holds {runs} of {_describe_code(other[-1])}{machine}, "
+            f"and {now}: saving would replace them. "
+            f"Add --gpuperf-replace to replace it (the old file is kept as "
+            f"{self.baseline_path(name).name}.<time>.bak), or save under another name"
+        )
+
     def _check_replaceable(self, name: str) -> None:
         path = self.baseline_path(name)
         if not path.exists():
@@ -243,8 +305,9 @@ class ResultsDir:
         path = self.baseline_path(name)
         return load_runs(path) if path.exists() else []
 
-    def save_baseline(self, name: str, run: Run) -> SaveOutcome:
-        """Add ``run`` to baseline ``name`` as one more run, or start it afresh (see the module docstring).
+    def save_baseline(self, name: str, run: Run, *, replace: bool = False) -> SaveOutcome:
+        """Add ``run`` to baseline ``name`` as one more run, or (``replace``) start it afresh (see the module
+        docstring); runs of other code without ``replace`` raise ReplaceRefused and change nothing.
 
         Decided on the file as it is now, read under the baseline's lock: a run saved by
         another session since this one started is kept. An unreadable file is left as it is.
@@ -262,6 +325,12 @@ class ResultsDir:
                     ) from None
                 same = [r for r in existing if same_code(r, run)]
                 replaced = len(existing) - len(same)
+                backup = None
+                if replaced:
+                    if not replace:
+                        other = [r for r in existing if not same_code(r, run)]
+                        raise self._refusal(name, other, f"this run is {_describe_code(run)}", run.fingerprint)
+                    backup = _keep_backup(path)
                 runs = [*same, run]
                 dropped = max(0, len(runs) - MAX_RUNS)
                 runs = runs[dropped:]
@@ -272,4 +341,4 @@ class ResultsDir:
             raise
         except ResultsError as exc:
             raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
-        return SaveOutcome(path, len(runs), replaced, dropped)
+        return SaveOutcome(path, len(runs), replaced, dropped, backup)

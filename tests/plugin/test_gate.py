@@ -454,3 +454,47 @@ def test_cli_reads_what_pytest_saved(steps: pytest.Pytester, monkeypatch: pytest
     monkeypatch.chdir(steps.path)
     assert main(["compare", "main", "head.json"]) == 1  # +40%: test_step over 5%, test_lenient within its 50%
     assert main(["compare", "main", "head.json", "--tolerance=60%"]) == 0
+
+
+def test_saving_over_a_baseline_of_other_code_needs_replace_and_keeps_a_backup(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.history.repo import git
+
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    git(steps.path, "init", "-q", "-b", "main")
+    (steps.path / ".gitignore").write_text(".gpuperf/\n")
+    git(steps.path, "add", "-A")
+    git(steps.path, "commit", "-q", "-m", "base")
+    save_rounds(steps, rounds=2)
+    baseline = steps.path / ".gpuperf" / "baselines" / "main.json"
+    before = baseline.read_bytes()
+
+    steps.makepyfile(test_more="def test_more(gpuperf):\n    gpuperf.measure(lambda: 1e-3, flops=1)\n")
+    git(steps.path, "add", "-A")
+    git(steps.path, "commit", "-q", "-m", "head")
+    refused = steps.runpytest(*FAST, "--gpuperf-save=main")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        [
+            "ERROR: --gpuperf-save=main: baseline 'main' (*/main.json) holds 2 runs of commit * and this session "
+            "runs commit *: saving would replace them. Add --gpuperf-replace to replace it (the old file is kept "
+            "as main.json.<time>.bak), or save under another name"
+        ]
+    )
+    refused.stdout.no_fnmatch_line("*passed*")  # refused before measuring
+    assert baseline.read_bytes() == before
+
+    replaced = steps.runpytest(*FAST, "--gpuperf-save=main", "--gpuperf-replace")
+    assert replaced.ret == pytest.ExitCode.OK
+    replaced.stdout.fnmatch_lines(
+        [
+            "gpuperf: baseline 'main' (*/main.json) now holds 1 run; replaced 2 run(s) of other code or another "
+            "machine (the old file is kept as */main.json.*.bak)*"
+        ]
+    )
+    (backup,) = baseline.parent.glob("main.json.*.bak")
+    assert backup.read_bytes() == before
+    again = steps.runpytest(*FAST, "--gpuperf-save=main")  # the same code again: one more run, no flag needed
+    assert again.ret == pytest.ExitCode.OK
+    again.stdout.fnmatch_lines(["gpuperf: baseline 'main' (*/main.json) now holds 2 runs*"])

@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.results import MAX_RUNS, ResultsDir, ResultsError, Run, StorageError, _files, _store, save_run
+from pytest_gpuperf.results import (
+    MAX_RUNS,
+    ReplaceRefused,
+    ResultsDir,
+    ResultsError,
+    Run,
+    StorageError,
+    _files,
+    _store,
+    save_run,
+)
 from tests.synthetic import make_record, make_run, with_fingerprint
 
 _ROOT = Path(__file__).parents[2]
@@ -56,9 +66,13 @@ def test_same_code_or_afresh_is_decided_on_the_baseline_as_it_is_at_the_end(tmp_
     for i in range(2):
         store.save_baseline("main", tagged(f"old{i}", commit="b" * 40))
     assert len(store.existing("main")) == 2  # the long session (commit a) starts over commit b's runs
-    assert store.save_baseline("main", tagged("short")).replaced == 2  # a short one of commit a starts afresh
-    outcome = store.save_baseline("main", tagged("long"))
+    # a short one of commit a, asked to replace, starts afresh
+    assert store.save_baseline("main", tagged("short"), replace=True).replaced == 2
+    outcome = store.save_baseline("main", tagged("long"))  # the long one joins it: no replacement needed now
     assert (outcome.runs, outcome.replaced) == (2, 0)
+    assert tags(store, "main") == ["short", "long"]
+    with pytest.raises(ReplaceRefused):  # and commit b, saved meanwhile without asking, is refused at the end
+        store.save_baseline("main", tagged("late", commit="b" * 40))
     assert tags(store, "main") == ["short", "long"]
 
 

@@ -13,6 +13,7 @@ from pytest_gpuperf.results import (
     MAX_RUNS,
     Evidence,
     Record,
+    ReplaceRefused,
     ResultsDir,
     ResultsError,
     Run,
@@ -94,15 +95,42 @@ def test_every_run_gets_its_own_file(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- baselines
 
 
-def test_saving_the_same_code_adds_rounds_and_other_code_starts_afresh(tmp_path: Path) -> None:
+def test_saving_the_same_code_adds_rounds_and_other_code_is_replaced_only_when_asked(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
     for i in range(3):
         outcome = store.save_baseline("main", run_of())
-        assert outcome.runs == i + 1 and outcome.replaced == 0
+        assert outcome.runs == i + 1 and outcome.replaced == 0 and outcome.backup is None
     assert "now holds 3 runs" in outcome.describe("main")
-    outcome = store.save_baseline("main", run_of("b" * 40))
+    before = store.baseline_path("main").read_bytes()
+    with pytest.raises(ReplaceRefused) as refused:
+        store.save_baseline("main", run_of("b" * 40))
+    message = str(refused.value)
+    assert "holds 3 runs of commit aaaaaaaaaa, and this run is commit bbbbbbbbbb" in message
+    assert "Add --gpuperf-replace" in message and "or save under another name" in message
+    assert store.baseline_path("main").read_bytes() == before  # nothing changed
+
+    outcome = store.save_baseline("main", run_of("b" * 40), replace=True)
     assert outcome.runs == 1 and outcome.replaced == 3
-    assert "replaced 3 run(s) of other code" in outcome.describe("main")
+    assert outcome.backup is not None and outcome.backup.read_bytes() == before
+    assert outcome.backup.name.startswith("main.json.") and outcome.backup.name.endswith(".bak")
+    assert f"replaced 3 run(s) of other code or another machine (the old file is kept as {outcome.backup})" in (
+        outcome.describe("main")
+    )
+    assert store.names() == ["main"]  # the backup is not a baseline
+    assert len(store.load("main").runs) == 1
+
+
+def test_the_check_at_the_start_refuses_other_code_and_other_machines(tmp_path: Path) -> None:
+    store = ResultsDir(tmp_path)
+    store.check_save("main", run_of("b" * 40).fingerprint, replace=False)  # no baseline yet: nothing to replace
+    store.save_baseline("main", run_of())
+    store.check_save("main", run_of().fingerprint, replace=False)
+    store.check_save("main", run_of(hostname="box-9").fingerprint, replace=False)  # a twin machine adds a run
+    with pytest.raises(ReplaceRefused, match="holds 1 run of commit aaaaaaaaaa, and this session runs commit bbbb"):
+        store.check_save("main", run_of("b" * 40).fingerprint, replace=False)
+    with pytest.raises(ReplaceRefused, match=r"on another machine \(CPU model AMD EPYC 9R14 -> Intel Xeon 8480\)"):
+        store.check_save("main", run_of(cpu_model="Intel Xeon 8480").fingerprint, replace=False)
+    store.check_save("main", run_of("b" * 40).fingerprint, replace=True)
 
 
 def test_a_baseline_keeps_the_newest_rounds(tmp_path: Path) -> None:
