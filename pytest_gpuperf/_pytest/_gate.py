@@ -279,7 +279,11 @@ class GatePlugin:
             row.test
             for row in rows
             if row.estimate is not None
-            and (row.verdict.value in fail_on or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0))
+            and (
+                row.verdict.value in fail_on
+                or row.verdict is Verdict.UNATTRIBUTED
+                or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0)
+            )
         }
         return list(dict.fromkeys(record.test for record in self.session.records if record.test in tests))
 

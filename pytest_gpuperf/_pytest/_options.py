@@ -255,10 +255,11 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     ),
     OptionSpec(
         "fail_on",
-        "slower",
+        "slower,unattributed",
         _verdicts,
-        "verdicts that fail the session when comparing: a comma list of slower, faster, unchanged, inconclusive, "
-        "incomparable, new, missing, or none (default: slower)",
+        "verdicts that fail the session when comparing: a comma list of slower, unattributed (slower, measured "
+        "while busy), faster, unchanged, inconclusive, incomparable, new, missing, or none "
+        "(default: slower,unattributed)",
         "VERDICTS",
         marker=False,
     ),

@@ -43,7 +43,7 @@ class Settings:
     compare: str | None = None
     tolerance: float = 0.05
     noise_floor: float = 0.02
-    fail_on: tuple[str, ...] = ("slower",)
+    fail_on: tuple[str, ...] = ("slower", "unattributed")
     allow_mismatch: tuple[str, ...] = ()
     quiet_wait: float | None = None  # None: auto
     confirm: int = 4

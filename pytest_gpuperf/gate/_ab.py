@@ -43,7 +43,7 @@ from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
 from ._rule import DEFAULT_TOLERANCE
-from ._verdicts import Verdict
+from ._verdicts import DEFAULT_FAIL_ON
 
 __all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOptions", "AbResult", "run", "write_json"]
 
@@ -65,7 +65,7 @@ class AbOptions:
     max_time: float = DEFAULT_MAX_TIME
     threads: Threads = "auto"
     select: tuple[str, ...] = ()
-    fail_on: frozenset[str] = frozenset({Verdict.SLOWER.value})
+    fail_on: frozenset[str] = frozenset(DEFAULT_FAIL_ON)
     json: Path | None = None
 
 

@@ -26,7 +26,7 @@ from . import _ab
 from ._compare import compare_runs
 from ._report import gate_lines, gate_table
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
-from ._verdicts import parse_verdicts
+from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_parsers"]
 
@@ -37,10 +37,10 @@ def _fail_on_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on",
         type=values.argtype(parse_verdicts),
-        default=("slower",),
+        default=DEFAULT_FAIL_ON,
         metavar="VERDICTS",
-        help="verdicts that fail: a comma list of slower, faster, unchanged, inconclusive, incomparable, new, "
-        "missing, or none (default: slower)",
+        help=f"verdicts that fail: a comma list of {', '.join(VERDICTS)}, or none "
+        f"(default: {','.join(DEFAULT_FAIL_ON)})",
     )
 
 

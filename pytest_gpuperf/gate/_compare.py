@@ -90,11 +90,15 @@ def _setting(records: Sequence[Record], name: str, default: float) -> float:
     return default if value is None else value
 
 
-def _busy_verdict(verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side) -> tuple[Verdict, str]:
-    """Load only slows: a busy current side cannot show a slowdown, a busy baseline cannot show its absence."""
+def _busy_verdict(
+    verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side, tolerance: float
+) -> tuple[Verdict, str]:
+    """Load only slows: a slowdown measured while busy cannot be told from the load (unattributed, which fails
+    by default: seen, never a plain pass), and a busy baseline cannot show the absence of one."""
     if h.all_busy and verdict is Verdict.SLOWER:
-        return Verdict.INCONCLUSIVE, (
-            f"looks {est.value - 1:+.1%}, but measured while busy: {h.busy_text}; re-run on a quiet machine"
+        return Verdict.UNATTRIBUTED, (
+            f"{est.value - 1:+.1%}: significant and over the {tolerance:.0%} tolerance, but measured while busy "
+            f"({h.busy_text}), so the load may explain it; re-run on a quiet machine"
         )
     if b.all_busy and verdict in (Verdict.FASTER, Verdict.UNCHANGED):
         return Verdict.INCONCLUSIVE, (
@@ -138,7 +142,7 @@ def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> 
     runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
-    verdict, reason = _busy_verdict(verdict, reason, est, b, h)
+    verdict, reason = _busy_verdict(verdict, reason, est, b, h, tolerance)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note else ""

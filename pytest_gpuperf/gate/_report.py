@@ -44,7 +44,7 @@ def _runs(row: Row) -> str:
 
 
 def _verdict(row: Row) -> str:
-    marks = {Verdict.SLOWER: "SLOWER", Verdict.FASTER: "faster"}
+    marks = {Verdict.SLOWER: "SLOWER", Verdict.UNATTRIBUTED: "UNATTRIBUTED", Verdict.FASTER: "faster"}
     return marks.get(row.verdict, row.verdict.value)
 
 
@@ -76,4 +76,11 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
         lines.append(f"{label}: FAILED ({counts}; failing on {fail_on}): {names}")
     else:
         lines.append(f"{label}: passed ({counts}; failing on {fail_on})")
+        unseen = [r for r in result.rows if r.verdict is Verdict.UNATTRIBUTED]
+        if unseen:  # a slowdown the rule could not attribute never passes unsaid
+            names = ", ".join(short_test(r) + f" [{r.device}]" for r in unseen)
+            lines.append(
+                f"{label}: WARNING: {len(unseen)} significant slowdown(s) measured while the machine was busy, "
+                f"passed only because unattributed is not among the verdicts that fail: {names}"
+            )
     return lines

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..measuring import Estimate, min_samples_for, t_quantile
-from ._verdicts import Verdict
+from ._verdicts import DEFAULT_FAIL_ON, Verdict
 
 __all__ = [
     "DEFAULT_NOISE_FLOOR",
@@ -44,7 +44,7 @@ class Policy:
     tolerance: float = DEFAULT_TOLERANCE
     noise_floor: float = DEFAULT_NOISE_FLOOR
     confidence: float = 0.95
-    fail_on: frozenset[str] = frozenset({Verdict.SLOWER.value})
+    fail_on: frozenset[str] = frozenset(DEFAULT_FAIL_ON)
     allow_mismatch: frozenset[str] = frozenset()
 
 

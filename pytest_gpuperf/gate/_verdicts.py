@@ -5,11 +5,13 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-__all__ = ["VERDICTS", "Verdict", "parse_verdicts"]
+__all__ = ["DEFAULT_FAIL_ON", "VERDICTS", "Verdict", "parse_verdicts"]
 
 
 class Verdict(str, enum.Enum):
     SLOWER = "slower"
+    #: significant and beyond the tolerance, but every current run was measured while the machine was busy
+    UNATTRIBUTED = "unattributed"
     FASTER = "faster"
     UNCHANGED = "unchanged"
     INCONCLUSIVE = "inconclusive"
@@ -19,6 +21,9 @@ class Verdict(str, enum.Enum):
 
 
 VERDICTS: Final = tuple(v.value for v in Verdict)
+#: A slowdown fails whether or not it can be told from the machine's load: a gate that passed every
+#: slowdown measured while CI runners were busy would never fire.
+DEFAULT_FAIL_ON: Final = (Verdict.SLOWER.value, Verdict.UNATTRIBUTED.value)
 
 
 def parse_verdicts(raw: str) -> tuple[str, ...]:

@@ -39,13 +39,14 @@ def test_slower_exits_1_with_the_table(results: Path, capsys: pytest.CaptureFixt
     assert out[1].startswith(f"head: results file {results / 'head.json'} (1 run of commit")
     assert "ratio [95% CI]" in out[2]
     assert "1.200 [" in out[4] and "SLOWER" in out[4]
-    assert out[-1] == "gpuperf gate: FAILED (1 slower; failing on slower): test_step [cpu]"
+    assert out[-1] == "gpuperf gate: FAILED (1 slower; failing on slower,unattributed): test_step [cpu]"
 
 
 def test_same_code_exits_0(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(results / "head.json", 10.02e-3)
     assert main(["compare", "main", "head.json"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "gpuperf gate: passed (1 unchanged; failing on slower,unattributed)"
 
 
 def test_a_baseline_with_nan_samples_is_bad_input_not_a_crash(
