@@ -356,10 +356,13 @@ class GatePlugin:
         if not self._active:
             return
         if self.result is not None and self.baseline is not None:
-            from ..gate import gate_lines, gate_table
+            from ..gate import baseline_noise, gate_lines, gate_table
 
             terminalreporter.write_sep("=", "gpuperf gate")
             terminalreporter.write_line(f"against {self.baseline.describe()}")
+            noise = baseline_noise(self.baseline.runs, self._policy())
+            if noise is not None:
+                terminalreporter.write_line(noise.describe(self.settings.tolerance))
             terminalreporter.write_line(gate_table(self.result))
             for line in gate_lines(self.result):
                 failed = line.startswith("gpuperf gate: FAILED")

@@ -15,7 +15,7 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._ab import AbOptions, AbResult
     from ._ab_load import AbError
-    from ._compare import GateResult, PairedRounds, Row, compare_runs, count_verdicts
+    from ._compare import BaselineNoise, GateResult, PairedRounds, Row, baseline_noise, compare_runs, count_verdicts
     from ._evidence import disturbed, work_difference
     from ._report import gate_lines, gate_table
     from ._rule import (
@@ -43,11 +43,13 @@ __all__ = [
     "AbError",
     "AbOptions",
     "AbResult",
+    "BaselineNoise",
     "GateResult",
     "PairedRounds",
     "Policy",
     "Row",
     "Verdict",
+    "baseline_noise",
     "compare_runs",
     "count_verdicts",
     "disturbed",

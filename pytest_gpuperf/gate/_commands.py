@@ -23,7 +23,7 @@ from ..measuring import SIZES
 from ..measuring import _values as values
 from ..results import Baseline, Incomparable, ResultsDir, ResultsError, check_comparable, parse_mismatch_keys
 from . import _ab
-from ._compare import compare_runs
+from ._compare import baseline_noise, compare_runs
 from ._report import gate_lines, gate_table
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
 from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
@@ -179,6 +179,9 @@ def compare_command(args: argparse.Namespace) -> int:
     result = compare_runs(base.runs, head.runs, policy)
     print(f"base: {base.describe()}")
     print(f"head: {head.describe()}")
+    noise = baseline_noise(base.runs, policy)
+    if noise is not None:
+        print(noise.describe(policy.tolerance))
     print(gate_table(result, tablefmt=args.format))
     for line in gate_lines(result):
         print(line)

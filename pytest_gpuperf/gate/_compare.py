@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..measuring import Estimate
-from ..results import Record, Run, blocking_differences, differences
+from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import Side, record_mismatches, runs_of, select, work_difference
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
 
-__all__ = ["GateResult", "PairedRounds", "Row", "compare_runs", "count_verdicts"]
+__all__ = ["BaselineNoise", "GateResult", "PairedRounds", "Row", "baseline_noise", "compare_runs", "count_verdicts"]
 
 
 @dataclass(frozen=True)
@@ -208,3 +208,66 @@ def compare_runs(
             why = f"the test {failures[test]}" if test in failures else "not measured in this run"
             rows.append(Row(key, test, records[-1].device, Verdict.MISSING, why))
     return GateResult(rows, policy.fail_on, notes)
+
+
+@dataclass(frozen=True)
+class BaselineNoise:
+    """What a baseline's run-to-run noise lets the gate call, told before its verdicts.
+
+    ``callable`` is, per record, the smallest slowdown that a session of one run (no
+    confirmation) would find significant and beyond the tolerance against the baseline as it is:
+    the upper end of the interval of an unchanged run, or the tolerance if that is larger.
+    """
+
+    records: int
+    runs: int  # the fewest baseline runs of any record
+    spread: float  # the median record's run-to-run standard deviation (of log time)
+    callable: float  # the median record's smallest callable slowdown
+    worst_test: str
+    worst_callable: float
+
+    def describe(self, tolerance: float) -> str:
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        over = f"{runs}" if self.records == 1 else f"median of {self.records} records, at least {runs} each"
+        text = (
+            f"baseline noise: run-to-run {self.spread:.1%} ({over}): "
+            f"a session of one run can call a slowdown of {self.callable:.0%} or more"
+        )
+        if self.worst_callable > self.callable:
+            text += f" ({self.worst_callable:.0%} for {self.worst_test})"
+        if self.callable > 2 * tolerance:
+            text += (
+                f"; changes under ~{self.callable:.0%} cannot be called here against the {tolerance:.0%} tolerance: "
+                "on a shared machine gate with `pytest-gpuperf ab`, or save more runs on a quieter one"
+            )
+        return text
+
+
+def baseline_noise(base_runs: Sequence[Run], policy: Policy | None = None) -> BaselineNoise | None:
+    """How finely ``base_runs`` can judge one current run of each of their records (None when they hold none)."""
+    policy = policy or Policy()
+    rows: list[tuple[float, float, int, Record]] = []
+    for records in _by_key(base_runs).values():
+        floor = _setting(records, "noise_floor", policy.noise_floor)
+        tolerance = _setting(records, "tolerance", policy.tolerance)
+        side = select([s for r in records for s in runs_of(r)], floor)
+        values = [s.value for s in side.kept]
+        if not values:
+            continue
+        middle = sum(values) / len(values)
+        est = estimate(values, [middle], noise_floor=floor, base_within=[s.within for s in side.kept])
+        rows.append((max(tolerance, est.high - 1.0), est.spread or 0.0, len(values), records[-1]))
+    if not rows:
+        return None
+    rows.sort(key=lambda row: row[0])
+    middle = (len(rows) - 1) // 2
+    spreads = sorted(row[1] for row in rows)
+    worst = rows[-1]
+    return BaselineNoise(
+        len(rows),
+        min(row[2] for row in rows),
+        spreads[middle],
+        rows[middle][0],
+        f"{short_test(worst[3])} [{worst[3].device}]",
+        worst[0],
+    )

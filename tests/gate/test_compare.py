@@ -14,6 +14,7 @@ from pytest_gpuperf.gate import (
     Policy,
     Row,
     Verdict,
+    baseline_noise,
     compare_runs,
     estimate,
     gate_lines,
@@ -332,3 +333,35 @@ def test_t_quantile_matches_scipy(df: float, p: float) -> None:
 
     expected = stats.norm.ppf(p) if math.isinf(df) else stats.t.ppf(p, df)
     assert t_quantile(p, df) == pytest.approx(expected, rel=1e-2 if df <= 4 else 1e-3)
+
+
+def test_baseline_noise_says_what_the_baseline_can_call_before_the_verdicts() -> None:
+    quiet = [make_run(make_record(10e-3 * (1 + d))) for d in (0.0, 0.005, -0.004)]
+    noise = baseline_noise(quiet)
+    assert noise is not None and noise.runs == 3 and noise.records == 1
+    assert noise.callable == pytest.approx(0.05)  # the tolerance: the interval is narrower than it
+    assert noise.describe(0.05) == (
+        f"baseline noise: run-to-run {noise.spread:.1%} (3 runs): "
+        "a session of one run can call a slowdown of 5% or more"
+    )
+    noisy = [make_run(make_record(10e-3 * (1 + d))) for d in (0.0, 0.09, -0.08, 0.05)]
+    loud = baseline_noise(noisy)
+    assert loud is not None and loud.callable > 0.1 and loud.spread > 0.03
+    text = loud.describe(0.05)
+    assert f"changes under ~{loud.callable:.0%} cannot be called here against the 5% tolerance" in text
+    assert "gate with `pytest-gpuperf ab`" in text
+    # The interval an unchanged run would get is the one the gate computes: a ratio at its upper end is not slower.
+    just_under = compare_runs(noisy, [make_run(make_record(10e-3 * math.exp(0.0) * (1 + loud.callable) * 0.97))])
+    assert just_under.rows[0].verdict is not Verdict.SLOWER
+    assert baseline_noise([]) is None
+
+
+def test_baseline_noise_names_the_noisiest_record() -> None:
+    def run(quiet: float, loud: float) -> Run:
+        return make_run(make_record(quiet), make_record(loud, test="t.py::test_loud[cpu]"))
+
+    runs = [run(10e-3, 10e-3 * f) for f in (1.0, 1.2, 0.85)]
+    noise = baseline_noise(runs)
+    assert noise is not None and noise.records == 2
+    assert noise.worst_test == "test_loud [cpu]" and noise.worst_callable > noise.callable
+    assert f"({noise.worst_callable:.0%} for test_loud [cpu])" in noise.describe(0.05)

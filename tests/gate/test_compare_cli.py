@@ -37,8 +37,9 @@ def test_slower_exits_1_with_the_table(results: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("base: baseline 'main' .gpuperf/baselines/main.json (3 runs of commit aaaaaaaaaa")
     assert out[1].startswith(f"head: results file {results / 'head.json'} (1 run of commit")
-    assert "ratio [95% CI]" in out[2]
-    assert "1.200 [" in out[4] and "SLOWER" in out[4]
+    assert out[2].startswith("baseline noise: run-to-run ") and "(3 runs): a session of one run can call" in out[2]
+    assert "ratio [95% CI]" in out[3]
+    assert "1.200 [" in out[5] and "SLOWER" in out[5]
     assert out[-1] == "gpuperf gate: FAILED (1 slower; failing on slower,unattributed): test_step [cpu]"
 
 

@@ -122,6 +122,8 @@ def test_a_planted_regression_fails_and_an_aa_rerun_passes(
         [
             "*= gpuperf gate =*",
             "against baseline 'main' */main.json (3 runs of code outside git, newest *)",
+            "baseline noise: run-to-run *% (median of 2 records, at least 3 runs each): a session of one run can "
+            "call a slowdown of 5% or more*",
             "test *device*baseline*current*ratio [[]95% CI[]]*runs*verdict*why",
             "test_step *cpu*2 ms*2 ms*1.000 [[]0.9*, 1.0*[]]*3/1*unchanged*within the 5% tolerance",
             "gpuperf gate: passed (2 unchanged; failing on slower,unattributed)",
