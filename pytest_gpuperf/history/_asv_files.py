@@ -3,6 +3,11 @@
 The column order is asv's own (``asv/results.py``, ``Results.save``); a row keeps, per
 device (the one asv parameter), the median, the 99% interval of the median, the
 quartiles, calls per sample and the raw samples.
+
+A measurement with fewer samples than a distribution-free 99% interval of the median
+needs (8) has no interval: its statistics columns are left empty (``null``) rather than
+filled with the samples' range, which covers less than 99%. asv then reads no statistics
+for that device and compares it by its factor alone, as it does a single sample.
 """
 
 from __future__ import annotations
@@ -68,11 +73,11 @@ class Point:
     """One benchmark on one device: what asv keeps of a measurement."""
 
     median: float
-    ci_low: float
-    ci_high: float
-    q1: float
-    q3: float
-    number: int
+    ci_low: float | None  # None: too few samples for a 99% interval (then no statistics are written)
+    ci_high: float | None
+    q1: float | None
+    q3: float | None
+    number: int | None
     samples: tuple[float, ...]
     started_at: int
     duration: float
@@ -80,7 +85,19 @@ class Point:
     @classmethod
     def of(cls, m: Measurement, started_at: int) -> Point:
         s = summarize(m.samples, CI)
-        return cls(s.median, s.ci.low, s.ci.high, s.q1, s.q3, m.iterations, m.samples, started_at, m.sampling_seconds)
+        low, high = (None, None) if s.ci.falls_short(CI) else (s.ci.low, s.ci.high)
+        return cls(s.median, low, high, s.q1, s.q3, m.iterations, m.samples, started_at, m.sampling_seconds)
+
+    def stats(self) -> tuple[float | None, float | None, float | None, float | None, int | None, int | None]:
+        """The statistics columns: ci_99_a, ci_99_b, q_25, q_75, number, repeat; all None without an interval
+        (asv reads an empty statistics entry as none at all; a partial one would send it to a missing key)."""
+        if self.ci_low is None or self.ci_high is None:
+            return None, None, None, None, None, None
+        return self.ci_low, self.ci_high, self.q1, self.q3, self.number, len(self.samples)
+
+    @property
+    def has_stats(self) -> bool:
+        return self.ci_low is not None
 
 
 def row_of(by_device: Mapping[str, Point]) -> list[Any]:
@@ -92,12 +109,7 @@ def row_of(by_device: Mapping[str, Point]) -> list[Any]:
         FORMAT,
         max(p.started_at for p in ps),
         sum(p.duration for p in ps),
-        [p.ci_low for p in ps],
-        [p.ci_high for p in ps],
-        [p.q1 for p in ps],
-        [p.q3 for p in ps],
-        [p.number for p in ps],
-        [len(p.samples) for p in ps],
+        *([p.stats()[column] for p in ps] for column in range(6)),
         [list(p.samples) for p in ps],
         None,
     ]
@@ -111,15 +123,21 @@ def points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
     if cols["version"] != FORMAT or not cols["params"] or len(cols["params"]) != 1:
         return {}
     out: dict[str, Point] = {}
+
+    def stat(name: str, i: int, kind: type[float] | type[int]) -> Any:
+        values = cols[name]  # asv writes a column whose entries are all empty as null
+        value = values[i] if isinstance(values, list) else None
+        return None if value is None else kind(value)
+
     for i, device in enumerate(unrepr(p) for p in cols["params"][0]):
         try:
             out[device] = Point(
                 float(cols["result"][i]),
-                float(cols["stats_ci_99_a"][i]),
-                float(cols["stats_ci_99_b"][i]),
-                float(cols["stats_q_25"][i]),
-                float(cols["stats_q_75"][i]),
-                int(cols["stats_number"][i]),
+                stat("stats_ci_99_a", i, float),
+                stat("stats_ci_99_b", i, float),
+                stat("stats_q_25", i, float),
+                stat("stats_q_75", i, float),
+                stat("stats_number", i, int),
                 tuple(float(x) for x in cols["samples"][i]),
                 int(cols["started_at"]),
                 float(cols["duration"]) / len(cols["params"][0]),

@@ -35,12 +35,15 @@ def test_two(gpuperf):
 _FAST = ["--gpuperf-device=cpu", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.1", "--gpuperf-memory=off"]
 
 
-def _measurement(name: str, samples: tuple[float, ...] = (1.0, 1.1, 0.9, 1.05, 0.95, 1.0)) -> Measurement:
+EIGHT = (1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.98)  # the fewest samples a 99% interval of the median needs
+
+
+def _measurement(name: str, samples: tuple[float, ...] = EIGHT) -> Measurement:
     return make_measurement(name, samples, device_name="a cpu", iterations=3, sampling_seconds=0.5)
 
 
-def _record(test: str, device: str = "cpu", name: str | None = None) -> Record:
-    return Record(test=test, device=device, measurement=_measurement(name or test))
+def _record(test: str, device: str = "cpu", name: str | None = None, samples: tuple[float, ...] = EIGHT) -> Record:
+    return Record(test=test, device=device, measurement=_measurement(name or test, samples))
 
 
 def _run(*records: Record) -> Run:
@@ -99,9 +102,9 @@ def test_results_are_read_by_asv_with_stats_and_samples(tmp_path: Path) -> None:
     assert results.get_result_value("t.test_a", params) == [pytest.approx(1.0)]
     (stats,) = results.get_result_stats("t.test_a", params)
     assert stats["ci_99_a"] == pytest.approx(0.9) and stats["ci_99_b"] == pytest.approx(1.1)
-    assert stats["q_25"] == pytest.approx(0.9625) and stats["q_75"] == pytest.approx(1.0375)
-    assert stats["number"] == 3 and stats["repeat"] == 6
-    assert results.get_result_samples("t.test_a", params) == [[1.0, 1.1, 0.9, 1.05, 0.95, 1.0]]
+    assert stats["q_25"] == pytest.approx(0.9725) and stats["q_75"] == pytest.approx(1.0275)
+    assert stats["number"] == 3 and stats["repeat"] == 8
+    assert results.get_result_samples("t.test_a", params) == [list(EIGHT)]
     assert results.benchmark_version["t.test_a"] == FORMAT
     assert results.date == 1234000 and results.commit_hash == "ab" * 20
     benchmarks = json.loads((tmp_path / "benchmarks.json").read_text())
@@ -110,6 +113,36 @@ def test_results_are_read_by_asv_with_stats_and_samples(tmp_path: Path) -> None:
     assert entry["unit"] == "seconds" and entry["version"] == FORMAT
     assert "lower is better" in entry["pretty_name"] and "1e+09 FLOP" in entry["pretty_name"]
     assert json.loads((tmp_path / "m" / "machine.json").read_text())["machine"] == "m"
+
+
+def test_too_few_samples_for_a_99_percent_interval_write_no_statistics(tmp_path: Path) -> None:
+    """Five samples' range covers 93.75%, not 99%: no interval is written, and asv compares by its factor alone."""
+    from asv.commands.compare import _is_result_better
+    from asv.results import Results
+
+    few = (1.0, 1.1, 0.9, 1.05, 0.95)
+    run = _run(_record("t.py::test_a[cpu]", samples=few), _record("t.py::test_a[cuda:0]", "cuda:0"))
+    write_results(tmp_path, run, machine="m", commit=Commit("ab" * 20, 1))
+    (path,) = (tmp_path / "m").glob("abababab-*.json")
+    row = read_results(path)["results"]["t.test_a"]
+    assert row[5:10] == [
+        [None, 0.9],
+        [None, 1.1],
+        [None, pytest.approx(0.9725)],
+        [None, pytest.approx(1.0275)],
+        [None, 3],
+    ]
+    results = Results.load(str(path), machine_name="m")
+    params = results.get_result_params("t.test_a")
+    short, full = results.get_result_stats("t.test_a", params)
+    assert short == {} and full["ci_99_a"] == pytest.approx(0.9) and full["repeat"] == 8
+    samples = results.get_result_samples("t.test_a", params)
+    # asv's comparison takes an empty entry as "no statistics" (a partial one would fail on a missing key)
+    assert _is_result_better(1.0, 2.0, (short, samples[0]), (short, samples[0]), 1.1)
+    assert not _is_result_better(1.0, 1.05, (short, samples[0]), (short, samples[0]), 1.1)
+    # Written again beside another run, the row keeps the device without statistics as it was.
+    write_results(tmp_path, _run(_record("t.py::test_b[cpu]")), machine="m", commit=Commit("ab" * 20, 1))
+    assert read_results(path)["results"]["t.test_a"][5:10] == row[5:10]
 
 
 def test_runs_of_other_devices_and_tests_merge(tmp_path: Path) -> None:
