@@ -23,7 +23,7 @@ TEST = "test_x.py::test_step[cpu]"
 
 def foreign(run_json: dict[str, Any]) -> dict[str, Any]:
     """Our pytest-benchmark JSON without the keys that only we write: what pytest-benchmark itself writes."""
-    data = json.loads(json.dumps(run_json))
+    data: dict[str, Any] = json.loads(json.dumps(run_json))
     del data["machine_info"]["gpuperf"]
     for bench in data["benchmarks"]:
         del bench["gpuperf"]
@@ -36,7 +36,7 @@ def foreign(run_json: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 41])
 def test_stats_are_pytest_benchmarks_own(n: int) -> None:
     samples = [1e-3 * (1 + ((i * 7) % 11) / 10) for i in range(n)]
-    theirs = Stats()
+    theirs: Any = Stats()  # type: ignore[no-untyped-call]
     for x in samples:
         theirs.update(x)
     ours = pytest_benchmark_stats(samples, iterations=4)
