@@ -142,8 +142,6 @@ def test_a_foreign_json_file_names_both_readable_kinds(tmp_path: Path, capsys: p
 def pb_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A pytest-benchmark file of test_step at 10 ms (as pytest-benchmark writes it: no GPU, no torch)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     (tmp_path / "pb.json").write_text(json.dumps(foreign(to_pytest_benchmark(make_run(make_record(10e-3))))))
     return tmp_path
 
