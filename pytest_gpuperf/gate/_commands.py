@@ -209,7 +209,14 @@ def ab_command(args: argparse.Namespace) -> int:
         for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)
         context = f"base {args.base}, head {args.head or 'the working tree'}"
-        for warning in report_to_github(ab.result, title="pytest-gpuperf ab", context=context, label="gpuperf ab"):
+        for warning in report_to_github(
+            ab.result,
+            title="pytest-gpuperf ab",
+            context=context,
+            label="gpuperf ab",
+            root=args.repo,
+            workloads=args.workloads,
+        ):
             print(f"warning: {warning}", file=sys.stderr)
         if args.json is not None:
             _ab.write_json(ab, args.json)

@@ -9,7 +9,8 @@ On GitHub Actions (``report_to_github``, every route calls it): the table and it
 appended, as Markdown, to the file ``$GITHUB_STEP_SUMMARY`` names, and, where
 ``GITHUB_ACTIONS=true``, every slower record and every failing verdict is printed as a
 workflow annotation (``::error file=...,line=...,title=...::message``; ``::warning`` for a
-slower record that does not fail), at the test function's ``def`` line when its file is found.
+slower record that does not fail), at the test function's ``def`` line when its file is found
+(``ab``: at the line of the workloads module that names the workload).
 """
 
 from __future__ import annotations
@@ -126,14 +127,27 @@ def locate(test: str, root: Path) -> tuple[str, int | None]:
     return path, start + 1 if names else None
 
 
-def github_annotations(result: GateResult, root: Path, label: str = "gpuperf gate") -> list[str]:
-    """One annotation per failing row (``::error``) and per slower row that does not fail (``::warning``)."""
+def locate_workload(name: str, module: Path, root: Path) -> tuple[str, int | None]:
+    """The workloads module (``ab``), and the line that names workload ``name`` in it, when found."""
+    try:
+        lines = (root / module).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return str(module), None
+    quoted = (f'"{name}"', f"'{name}'")
+    return str(module), next((i + 1 for i, text in enumerate(lines) if any(q in text for q in quoted)), None)
+
+
+def github_annotations(
+    result: GateResult, root: Path, label: str = "gpuperf gate", workloads: Path | None = None
+) -> list[str]:
+    """One annotation per failing row (``::error``) and per slower row that does not fail (``::warning``);
+    ``workloads``: the rows are ``ab``'s workloads of that module, not tests."""
     out = []
     for row in result.rows:
         failing = row.verdict.value in result.fail_on
         if not failing and row.verdict is not Verdict.SLOWER:
             continue
-        path, line = locate(row.test, root)
+        path, line = locate(row.test, root) if workloads is None else locate_workload(row.test, workloads, root)
         where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
         title = _escape(f"{label}: {short_test(row)} [{row.device}] {_verdict(row)}", prop=True)
         ratio = f" (ratio {_ratio(row)})" if row.estimate is not None else ""
@@ -149,6 +163,7 @@ def report_to_github(
     context: str = "",
     label: str = "gpuperf gate",
     root: Path | None = None,
+    workloads: Path | None = None,
     environ: Mapping[str, str] | None = None,
     out: Callable[[str], None] = print,
 ) -> list[str]:
@@ -164,6 +179,6 @@ def report_to_github(
         except OSError as exc:
             warnings.append(f"{label}: could not append to GITHUB_STEP_SUMMARY={summary}: {exc.strerror or exc}")
     if env.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(result, root or Path.cwd(), label):
+        for line in github_annotations(result, root or Path.cwd(), label, workloads):
             out(line)
     return warnings

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import GateResult, Policy, compare_runs
-from pytest_gpuperf.gate._report import github_annotations, locate, report_to_github
+from pytest_gpuperf.gate._report import github_annotations, locate, locate_workload, report_to_github
 from pytest_gpuperf.results import ResultsDir, save_run
 from tests.synthetic import make_record, make_run
 
@@ -34,6 +34,14 @@ def test_locate_finds_the_def_line_of_a_method_and_a_function(tmp_path: Path) ->
     assert locate("tests/test_x.py::test_other", tmp_path) == ("tests/test_x.py", 11)
     assert locate("tests/test_x.py::test_gone", tmp_path) == ("tests/test_x.py", None)
     assert locate("elsewhere/test_y.py::test_z[cpu]", tmp_path) == ("elsewhere/test_y.py", None)
+
+
+def test_an_ab_workload_is_located_in_the_workloads_module(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "workloads.py").write_text('WORKLOADS = {\n    "matmul": matmul,\n    "mlp": mlp,\n}\n')
+    assert locate_workload("mlp", Path("bench/workloads.py"), tmp_path) == ("bench/workloads.py", 3)
+    assert locate_workload("conv", Path("bench/workloads.py"), tmp_path) == ("bench/workloads.py", None)
+    assert locate_workload("mlp", Path("gone.py"), tmp_path) == ("gone.py", None)
 
 
 def slower_result(fail_on: str = "slower") -> GateResult:
