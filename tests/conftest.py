@@ -74,3 +74,11 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     # Set after pytester's own setup, which clears PYTEST_ADDOPTS.
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
     return pytester
+
+
+@pytest.fixture(autouse=True)
+def _not_on_github(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate writes to $GITHUB_STEP_SUMMARY and prints annotations on GitHub Actions: not from the tests' own
+    compares, when this suite runs there (tests/gate/test_github.py sets them where it checks them)."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)

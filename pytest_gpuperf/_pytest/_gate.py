@@ -141,7 +141,7 @@ class GatePlugin:
                 f"{option}: {self.store.resolve(self.settings.compare, cwd)[1]} was measured on other hardware or "
                 f"software ({exc.what}), so its records cannot be compared with this run. Record a baseline on this "
                 f"machine (pytest --gpuperf-save=NAME on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} "
-                "to compare anyway"
+                f"to compare anyway{baseline.unrecorded()}"
             ) from None
         return baseline
 
@@ -356,7 +356,7 @@ class GatePlugin:
         if not self._active:
             return
         if self.result is not None and self.baseline is not None:
-            from ..gate import baseline_noise, gate_lines, gate_table
+            from ..gate import baseline_noise, gate_lines, gate_table, report_to_github
 
             terminalreporter.write_sep("=", "gpuperf gate")
             terminalreporter.write_line(f"against {self.baseline.describe()}")
@@ -367,6 +367,14 @@ class GatePlugin:
             for line in gate_lines(self.result):
                 failed = line.startswith("gpuperf gate: FAILED")
                 terminalreporter.write_line(line, red=failed, bold=failed)
+            for warning in report_to_github(
+                self.result,
+                title="pytest --gpuperf-compare",
+                context=f"against {self.baseline.describe()}",
+                root=self.session.config.rootpath,
+                out=terminalreporter.write_line,
+            ):
+                self._lines.append((warning, True))
         if self._confirmed:
             rounds = sum(self._confirmed.values())
             terminalreporter.write_line(

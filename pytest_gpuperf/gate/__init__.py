@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._ab_load import AbError
     from ._compare import BaselineNoise, GateResult, PairedRounds, Row, baseline_noise, compare_runs, count_verdicts
     from ._evidence import disturbed, work_difference
-    from ._report import gate_lines, gate_table
+    from ._report import gate_lines, gate_table, report_to_github
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
         DEFAULT_TOLERANCE,
@@ -58,6 +58,7 @@ __all__ = [
     "gate_table",
     "parse_verdicts",
     "reason_for",
+    "report_to_github",
     "verdict_for",
     "work_difference",
 ]

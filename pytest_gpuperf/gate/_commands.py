@@ -24,7 +24,7 @@ from ..measuring import _values as values
 from ..results import Baseline, Incomparable, ResultsDir, ResultsError, check_comparable, parse_mismatch_keys
 from . import _ab
 from ._compare import baseline_noise, compare_runs
-from ._report import gate_lines, gate_table
+from ._report import gate_lines, gate_table, report_to_github
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
 from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
 
@@ -160,7 +160,7 @@ def compare_command(args: argparse.Namespace) -> int:
         print(
             f"error: {base.path} and {head.path} were measured on different hardware or software ({exc.what}), "
             "so their records cannot be compared. Compare runs from one machine, "
-            f"or pass --allow-mismatch={exc.keys} to compare anyway",
+            f"or pass --allow-mismatch={exc.keys} to compare anyway{base.unrecorded()}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -185,6 +185,9 @@ def compare_command(args: argparse.Namespace) -> int:
     print(gate_table(result, tablefmt=args.format))
     for line in gate_lines(result):
         print(line)
+    context = f"base: {base.describe()}<br>head: {head.describe()}"
+    for warning in report_to_github(result, title="pytest-gpuperf compare", context=context):
+        print(f"warning: {warning}", file=sys.stderr)
     return EXIT_FAILED if result.failed else EXIT_OK
 
 
@@ -208,6 +211,16 @@ def ab_command(args: argparse.Namespace) -> int:
         print(gate_table(ab.result, tablefmt=args.format))
         for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)
+        context = f"base {args.base}, head {args.head or 'the working tree'}"
+        for warning in report_to_github(
+            ab.result,
+            title="pytest-gpuperf ab",
+            context=context,
+            label="gpuperf ab",
+            root=args.repo,
+            workloads=args.workloads,
+        ):
+            print(f"warning: {warning}", file=sys.stderr)
         if args.json is not None:
             _ab.write_json(ab, args.json)
             print(f"gpuperf ab: wrote every round's times to {args.json}")

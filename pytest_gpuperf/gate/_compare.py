@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..measuring import Estimate
 from ..results import Record, Run, blocking_differences, differences, short_test
-from ._evidence import Side, record_mismatches, runs_of, select, work_difference
+from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
 
@@ -145,7 +145,7 @@ def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> 
     verdict, reason = _busy_verdict(verdict, reason, est, b, h, tolerance)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
-    reason += f"; {work_note}" if work_note else ""
+    reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
     return Row(
         key,
         newest.test,

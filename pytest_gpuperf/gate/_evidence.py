@@ -15,7 +15,17 @@ from ..measuring import Load, median, median_ci, needed_cores
 from ..results import RECORD_KEYS, Record, Round
 from ._rule import OUTLIER_FLOORS
 
-__all__ = ["Observation", "RunValue", "Side", "disturbed", "record_mismatches", "runs_of", "select", "work_difference"]
+__all__ = [
+    "Observation",
+    "RunValue",
+    "Side",
+    "disturbed",
+    "record_mismatches",
+    "runs_of",
+    "select",
+    "unrecorded",
+    "work_difference",
+]
 
 
 def _within_variance(low: float, high: float, confidence: float) -> float:
@@ -60,6 +70,15 @@ def _record_view(record: Record) -> dict[str, object]:
     }
 
 
+#: RECORD_KEYS that a record read from pytest-benchmark's JSON does not have (``results/_pytest_benchmark.py``).
+UNRECORDED: frozenset[str] = frozenset({"device_name", "threads", "work"})
+
+
+def unrecorded(record: Record) -> frozenset[str]:
+    """The RECORD_KEYS that ``record`` does not know: UNRECORDED for one read from pytest-benchmark, else none."""
+    return UNRECORDED if record.metadata.get("source") == "pytest-benchmark" else frozenset()
+
+
 def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> list[str]:
     """Blocking differences between two records of one test, as 'what base -> head' texts."""
     a, b = _record_view(base), _record_view(head)
@@ -67,6 +86,8 @@ def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> lis
     for key in RECORD_KEYS:
         if key == "work" and work_difference(base.measurement.work, head.measurement.work)[0]:
             continue
+        if key in unrecorded(base):
+            continue  # a fact the tool that wrote the baseline does not record is no difference
         if a[key] != b[key] and key not in allow and "all" not in allow:
             out.append(f"{key} {a[key]} -> {b[key]}")
     return out

@@ -4,9 +4,21 @@ Columns: baseline and current seconds per call, the ratio current/baseline with 
 95% interval, the runs used on each side (``3/1``; ``2 of 3/1`` when runs were left
 out as disturbed; with the rounds behind them when runs had more than one), the
 verdict, and why.
+
+On GitHub Actions (``report_to_github``, every route calls it): the table and its lines are
+appended, as Markdown, to the file ``$GITHUB_STEP_SUMMARY`` names, and, where
+``GITHUB_ACTIONS=true``, every slower record and every failing verdict is printed as a
+workflow annotation (``::error file=...,line=...,title=...::message``; ``::warning`` for a
+slower record that does not fail), at the test function's ``def`` line when its file is found
+(``ab``: at the line of the workloads module that names the workload).
 """
 
 from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from tabulate import tabulate
 
@@ -15,7 +27,7 @@ from ..results import short_test
 from ._compare import GateResult, Row
 from ._verdicts import Verdict
 
-__all__ = ["HEADERS", "gate_lines", "gate_table"]
+__all__ = ["HEADERS", "gate_lines", "gate_table", "github_annotations", "github_summary", "report_to_github"]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
 
@@ -84,3 +96,97 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
                 f"passed only because unattributed is not among the verdicts that fail: {names}"
             )
     return lines
+
+
+# ------------------------------------------------------------------ GitHub Actions
+
+
+def github_summary(result: GateResult, *, title: str, context: str = "", label: str = "gpuperf gate") -> str:
+    """The verdict table and its lines as Markdown, for ``$GITHUB_STEP_SUMMARY``."""
+    lines = [f"### {title}", ""]
+    if context:
+        lines += [context, ""]
+    lines += [gate_table(result, tablefmt="github"), ""]
+    lines += [f"- {line}" for line in gate_lines(result, label)]
+    return "\n".join(lines) + "\n\n"
+
+
+def _escape(text: str, *, prop: bool = False) -> str:
+    """A workflow command's data (``prop``: a property value), escaped as GitHub's runner expects."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def locate(test: str, root: Path) -> tuple[str, int | None]:
+    """The file of a node id, and the line of its test function's ``def`` when that file is under ``root``."""
+    path, *names = test.partition("[")[0].split("::")
+    try:
+        lines = (root / path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return path, None
+    start = 0
+    for name in names:  # a class first, then the function inside it
+        pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+{re.escape(name)}\b")
+        found = next((i for i in range(start, len(lines)) if pattern.match(lines[i])), None)
+        if found is None:
+            return path, None
+        start = found
+    return path, start + 1 if names else None
+
+
+def locate_workload(name: str, module: Path, root: Path) -> tuple[str, int | None]:
+    """The workloads module (``ab``), and the line that names workload ``name`` in it, when found."""
+    try:
+        lines = (root / module).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return str(module), None
+    quoted = (f'"{name}"', f"'{name}'")
+    return str(module), next((i + 1 for i, text in enumerate(lines) if any(q in text for q in quoted)), None)
+
+
+def github_annotations(
+    result: GateResult, root: Path, label: str = "gpuperf gate", workloads: Path | None = None
+) -> list[str]:
+    """One annotation per failing row (``::error``) and per slower or unattributed row that does not fail
+    (``::warning``);
+    ``workloads``: the rows are ``ab``'s workloads of that module, not tests."""
+    out = []
+    for row in result.rows:
+        failing = row.verdict.value in result.fail_on
+        if not failing and row.verdict not in (Verdict.SLOWER, Verdict.UNATTRIBUTED):
+            continue
+        path, line = locate(row.test, root) if workloads is None else locate_workload(row.test, workloads, root)
+        where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
+        title = _escape(f"{label}: {short_test(row)} [{row.device}] {_verdict(row)}", prop=True)
+        ratio = f" (ratio {_ratio(row)})" if row.estimate is not None else ""
+        message = _escape(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}")
+        out.append(f"::{'error' if failing else 'warning'} {where},title={title}::{message}")
+    return out
+
+
+def report_to_github(
+    result: GateResult,
+    *,
+    title: str,
+    context: str = "",
+    label: str = "gpuperf gate",
+    root: Path | None = None,
+    workloads: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    out: Callable[[str], None] = print,
+) -> list[str]:
+    """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set and print the annotations (with ``out``)
+    when ``GITHUB_ACTIONS=true``; returns warnings (a summary file that could not be written), else []."""
+    env = os.environ if environ is None else environ
+    warnings = []
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(github_summary(result, title=title, context=context, label=label))
+        except OSError as exc:
+            warnings.append(f"{label}: could not append to GITHUB_STEP_SUMMARY={summary}: {exc.strerror or exc}")
+    if env.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(result, root or Path.cwd(), label, workloads):
+            out(line)
+    return warnings

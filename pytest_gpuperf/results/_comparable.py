@@ -12,9 +12,10 @@ and the allocator and NCCL environment variables. The keys of ``RECORDED_SINCE``
 compared only when both fingerprints hold them: older files and machines without NVML
 lack them, and a fact one side did not record is no difference. Per record, the gate
 also requires the same device, thread count, timing mode, parameters and work per call
-(``RECORD_KEYS``). ``--gpuperf-allow-mismatch=KEY,...`` (or ``all``) overrides the rule
-for those keys. ``check_comparable`` is the one check every route makes before
-comparing.
+(``RECORD_KEYS``); a device model, thread count or work per call that the baseline's tool did not record
+(pytest-benchmark records none of them) is no difference. ``--gpuperf-allow-mismatch=KEY,...``
+(or ``all``) overrides the rule for those keys. ``check_comparable`` is the one check every
+route makes before comparing.
 """
 
 from __future__ import annotations

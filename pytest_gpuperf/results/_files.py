@@ -1,9 +1,9 @@
 """Results files on disk: written atomically, read with a clear error for every way a file can be wrong.
 
 A results file is one Run (``--gpuperf-json``, ``runs/*.json``); a baseline file holds
-several runs of the same code (see ``_record.py`` for the schema and its history). A
-reader sees the old file or the new one, never half of one; a file that cannot be
-read is reported and left as it is.
+several runs of the same code (see ``_record.py`` for the schema and its history); ``load_runs``
+reads a pytest-benchmark JSON file as one run too (``_pytest_benchmark.py``). A reader sees the
+old file or the new one, never half of one; a file that cannot be read is reported and left as it is.
 
 ``locked(path)`` serialises the writers of one file across processes (see its docstring).
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._process import alive
+from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
 from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, Run
 
 if sys.platform != "win32":
@@ -215,9 +216,15 @@ def load_run(path: Path) -> Run:
 
 
 def load_runs(path: Path) -> list[Run]:
-    """Read a results file (one run) or a baseline file (several runs); errors name the file and the fix."""
+    """Read a results file (one run), a baseline file (several runs) or a pytest-benchmark JSON file (one run, see
+    ``_pytest_benchmark.py``); errors name the file and the fix."""
     path = Path(path)
     data = _read_json(path)
+    if is_pytest_benchmark(data):
+        try:
+            return [from_pytest_benchmark(path, data)]
+        except PytestBenchmarkError as exc:
+            raise ResultsError(f"{path} is a pytest-benchmark file, but {exc}") from None
     if isinstance(data, dict) and data.get("schema") == BASELINE_SCHEMA:
         _check_schema(path, data, BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION)
         runs = data.get("runs")
@@ -271,7 +278,8 @@ def _check_schema(path: Path, data: Any, schema: str, version: int, where: str =
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise ResultsError(
             f'{where}{path} is not a pytest-gpuperf results file (no "schema": "{schema}"); '
-            "point at one written by --gpuperf-json, --gpuperf-save or the results directory"
+            "point at one written by --gpuperf-json, --gpuperf-save or the results directory, "
+            "or at pytest-benchmark's --benchmark-json file"
         )
     found = data.get("version")
     if found != version:

@@ -126,8 +126,23 @@ class Baseline:
     runs: list[Run]
     name: str | None = None
 
+    @property
+    def foreign(self) -> str | None:
+        """The tool that wrote this file when it was not pytest-gpuperf (``pytest-benchmark``), else None."""
+        source = self.runs[-1].fingerprint.get("source")
+        return str(source) if source else None
+
+    def unrecorded(self) -> str:
+        """Why a fingerprint difference may be a fact the file's tool did not record ("" for our own files)."""
+        if self.foreign is None:
+            return ""
+        return (
+            f"; {self.path} was written by {self.foreign}, which records neither the GPU nor the torch and CUDA "
+            "versions, so they cannot be checked: if it was measured on this machine with this torch, allow them"
+        )
+
     def describe(self) -> str:
-        what = f"baseline {self.name!r}" if self.name else "results file"
+        what = f"baseline {self.name!r}" if self.name else f"{self.foreign} file" if self.foreign else "results file"
         newest = self.runs[-1]
         runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
         return f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})"

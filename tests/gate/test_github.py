@@ -1,0 +1,123 @@
+"""The gate on GitHub Actions: the verdict table appended to $GITHUB_STEP_SUMMARY, annotations for slower records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.cli import main
+from pytest_gpuperf.gate import GateResult, Policy, compare_runs
+from pytest_gpuperf.gate._report import github_annotations, locate, locate_workload, report_to_github
+from pytest_gpuperf.results import ResultsDir, save_run
+from tests.synthetic import make_record, make_run
+
+SOURCE = """
+import pytest
+
+
+class TestSteps:
+    @pytest.mark.parametrize("n", [1])
+    def test_step(self, n):
+        pass
+
+
+def test_other():
+    pass
+"""
+
+
+def test_locate_finds_the_def_line_of_a_method_and_a_function(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(SOURCE)
+    assert locate("tests/test_x.py::TestSteps::test_step[1-cpu]", tmp_path) == ("tests/test_x.py", 7)
+    assert locate("tests/test_x.py::test_other", tmp_path) == ("tests/test_x.py", 11)
+    assert locate("tests/test_x.py::test_gone", tmp_path) == ("tests/test_x.py", None)
+    assert locate("elsewhere/test_y.py::test_z[cpu]", tmp_path) == ("elsewhere/test_y.py", None)
+
+
+def test_an_ab_workload_is_located_in_the_workloads_module(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "workloads.py").write_text('WORKLOADS = {\n    "matmul": matmul,\n    "mlp": mlp,\n}\n')
+    assert locate_workload("mlp", Path("bench/workloads.py"), tmp_path) == ("bench/workloads.py", 3)
+    assert locate_workload("conv", Path("bench/workloads.py"), tmp_path) == ("bench/workloads.py", None)
+    assert locate_workload("mlp", Path("gone.py"), tmp_path) == ("gone.py", None)
+
+
+def slower_result(fail_on: str = "slower") -> GateResult:
+    base = make_run(make_record(10e-3), make_record(10e-3, test="test_x.py::test_same[cpu]"))
+    head = make_run(make_record(12e-3), make_record(10e-3, test="test_x.py::test_same[cpu]"))
+    return compare_runs([base] * 3, [head], Policy(fail_on=frozenset({fail_on}) - {"none"}))
+
+
+def test_an_error_annotation_per_failing_record(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text("def test_step(gpuperf):\n    pass\n")
+    result = slower_result()
+    (line,) = github_annotations(result, tmp_path)
+    assert line.startswith("::error file=test_x.py,line=1,title=gpuperf gate%3A test_step [cpu] SLOWER::")
+    assert "test_x.py::test_step[cpu] on cpu: slower (ratio 1.200 [" in line and "\n" not in line
+
+
+def test_a_slower_record_that_does_not_fail_is_a_warning(tmp_path: Path) -> None:
+    (line,) = github_annotations(slower_result("none"), tmp_path)
+    assert line.startswith("::warning file=test_x.py,title=gpuperf gate%3A test_step [cpu] SLOWER::")
+
+
+def test_the_summary_is_appended_and_annotations_printed_only_on_github(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    printed: list[str] = []
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_ACTIONS": "true"}
+    result = slower_result()
+    assert report_to_github(result, title="T", context="c", root=tmp_path, environ=env, out=printed.append) == []
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### T\n\nc\n\n| test ")
+    assert "| test_step | cpu " in text and "- gpuperf gate: FAILED (1 slower, 1 unchanged" in text
+    assert len(printed) == 1 and printed[0].startswith("::error ")
+    printed.clear()
+    assert report_to_github(result, title="T", root=tmp_path, environ={}, out=printed.append) == []
+    assert printed == []
+
+
+def test_an_unwritable_summary_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    env = {"GITHUB_STEP_SUMMARY": str(tmp_path)}  # a directory
+    (warning,) = report_to_github(slower_result(), title="T", root=tmp_path, environ=env)
+    assert warning.startswith(f"gpuperf gate: could not append to GITHUB_STEP_SUMMARY={tmp_path}: ")
+
+
+@pytest.fixture
+def on_github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    return tmp_path / "summary.md"
+
+
+def test_compare_command_on_github(on_github: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = ResultsDir(Path(".gpuperf"))
+    for _ in range(3):
+        store.save_baseline("main", make_run(make_record(10e-3)))
+    save_run(Path("head.json"), make_run(make_record(12e-3)))
+    assert main(["compare", "main", "head.json"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("::error file=test_x.py,title=gpuperf gate%3A test_step [cpu] SLOWER::")
+    summary = on_github.read_text()
+    assert summary.startswith("### pytest-gpuperf compare\n\nbase: baseline 'main' ")
+    assert "| test_step | cpu " in summary
+
+
+def test_pytest_gate_on_github(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    pytester.makepyfile(test_steps="def test_step(gpuperf):\n    gpuperf.measure(lambda: sum(range(200)))\n")
+    fast = ("--gpuperf-device=cpu", "--gpuperf-max-time=0.2", "--gpuperf-memory=off", "--gpuperf-confirm=0")
+    assert pytester.runpytest(*fast, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    # Every verdict fails here, so the outcome and its annotation do not depend on this machine's noise.
+    result = pytester.runpytest(
+        *fast, "--gpuperf-compare=main", "--gpuperf-fail-on=slower,faster,unchanged,inconclusive"
+    )
+    result.stdout.fnmatch_lines(["::error file=test_steps.py,line=1,title=gpuperf gate%3A test_step [[]cpu[]] *::*"])
+    text = summary.read_text()
+    assert text.startswith("### pytest --gpuperf-compare\n\nagainst baseline 'main' ")
+    assert "| test_step | cpu " in text and "- gpuperf gate: " in text

@@ -1,0 +1,210 @@
+"""pytest-benchmark's JSON both ways, and the exporters: pure converters, pytest-benchmark's own reader, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_benchmark.stats import Stats
+
+from pytest_gpuperf.cli import main
+from pytest_gpuperf.results import load_runs, save_run
+from pytest_gpuperf.results._export import bencher, github_action_benchmark
+from pytest_gpuperf.results._pytest_benchmark import pytest_benchmark_stats, to_pytest_benchmark
+from tests.synthetic import make_measurement, make_record, make_run, samples_around
+
+TEST = "test_x.py::test_step[cpu]"
+
+
+def foreign(run_json: dict[str, Any]) -> dict[str, Any]:
+    """Our pytest-benchmark JSON without the keys that only we write: what pytest-benchmark itself writes."""
+    data: dict[str, Any] = json.loads(json.dumps(run_json))
+    del data["machine_info"]["gpuperf"]
+    for bench in data["benchmarks"]:
+        del bench["gpuperf"]
+    return data
+
+
+# ---------------------------------------------------------------- writing
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 41])
+def test_stats_are_pytest_benchmarks_own(n: int) -> None:
+    samples = [1e-3 * (1 + ((i * 7) % 11) / 10) for i in range(n)]
+    theirs: Any = Stats()  # type: ignore[no-untyped-call]
+    for x in samples:
+        theirs.update(x)
+    ours = pytest_benchmark_stats(samples, iterations=4)
+    for field in Stats.fields:
+        assert ours[field] == pytest.approx(getattr(theirs, field)) if field != "outliers" else True, field
+    assert ours["outliers"] == theirs.outliers
+    assert ours["data"] == samples and ours["iterations"] == 4
+
+
+def test_a_run_in_pytest_benchmark_schema() -> None:
+    record = make_record(2e-3, test="test_x.py::TestA::test_step[cpu-64]")
+    data = to_pytest_benchmark(make_run(record))
+    assert set(data) == {"machine_info", "commit_info", "benchmarks", "datetime", "version"}
+    assert data["machine_info"]["cpu"]["brand_raw"] == "AMD EPYC 9R14"
+    assert data["commit_info"]["id"] == "a" * 40 and data["commit_info"]["dirty"] is False
+    (bench,) = data["benchmarks"]
+    assert bench["name"] == "test_step[cpu-64]" and bench["param"] == "cpu-64"
+    assert bench["fullname"] == "test_x.py::TestA::test_step[cpu-64]"
+    assert bench["stats"]["median"] == pytest.approx(2e-3) and bench["stats"]["rounds"] == 41
+    assert bench["extra_info"]["device"] == "cpu" and bench["extra_info"]["FLOP/s"] == pytest.approx(1e9 / 2e-3)
+
+
+def test_our_file_reads_back_as_the_run_it_came_from(tmp_path: Path) -> None:
+    run = make_run(make_record(2e-3), make_record(3e-3, test="test_x.py::test_other[cpu]"))
+    path = tmp_path / "pb.json"
+    path.write_text(json.dumps(to_pytest_benchmark(run)))
+    (back,) = load_runs(path)
+    assert back.fingerprint == run.fingerprint
+    assert [r.to_dict() for r in back.records] == [r.to_dict() for r in run.records]
+
+
+def test_pytest_benchmark_compare_reads_our_file(tmp_path: Path) -> None:
+    path = tmp_path / "0001_ours.json"
+    path.write_text(json.dumps(to_pytest_benchmark(make_run(make_record(2e-3)))))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_benchmark", "compare", str(path), "--columns=min,median,rounds"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "test_step[cpu]" in done.stdout and "Failed to load" not in done.stdout + done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("test_step[cpu]")]
+    assert row.split()[-1] == "41"  # the rounds column: our samples
+
+
+# ---------------------------------------------------------------- reading pytest-benchmark's own files
+
+
+PB_SUITE = """
+import pytest
+
+
+def work(n):
+    return sum(range(n))
+
+
+@pytest.mark.parametrize("n", [100, 2000])
+def test_sum(benchmark, n):
+    benchmark(work, n)
+
+
+class TestPedantic:
+    def test_rounds(self, benchmark):
+        benchmark.extra_info["size"] = 500
+        benchmark.pedantic(work, args=(500,), rounds=7, iterations=2)
+"""
+
+
+def test_a_file_pytest_benchmark_wrote_reads_as_one_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_pb=PB_SUITE)
+    result = pytester.runpytest("-p", "no:randomly", "--benchmark-json=pb.json", "--benchmark-max-time=0.02")
+    assert result.ret == pytest.ExitCode.OK
+    (run,) = load_runs(pytester.path / "pb.json")
+    assert run.fingerprint["source"] == "pytest-benchmark" and run.fingerprint["implementation"] == "cpython"
+    keys = [r.key for r in run.records]
+    assert keys == ["test_pb.py::test_sum[100]", "test_pb.py::test_sum[2000]", "test_pb.py::TestPedantic::test_rounds"]
+    pedantic = run.records[2]
+    assert len(pedantic.measurement.samples) == 7 and pedantic.measurement.iterations == 2
+    assert pedantic.device == "unknown" and pedantic.metadata["extra_info"] == {"size": 500}
+
+
+def test_a_file_without_the_rounds_is_refused_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = foreign(to_pytest_benchmark(make_run(make_record(2e-3))))
+    del data["benchmarks"][0]["stats"]["data"]  # --benchmark-save without --benchmark-save-data
+    (tmp_path / "pb.json").write_text(json.dumps(data))
+    save_run(tmp_path / "head.json", make_run(make_record(2e-3)))
+    assert main(["compare", str(tmp_path / "pb.json"), str(tmp_path / "head.json")]) == 2
+    err = capsys.readouterr().err
+    assert "pb.json is a pytest-benchmark file, but benchmark test_x.py::test_step[cpu] has summary statistics" in err
+    assert "--benchmark-save-data" in err and "Traceback" not in err
+
+
+def test_a_foreign_json_file_names_both_readable_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "other.json").write_text('{"benchmarks": 3}')
+    save_run(tmp_path / "head.json", make_run(make_record(2e-3)))
+    assert main(["compare", str(tmp_path / "other.json"), str(tmp_path / "head.json")]) == 2
+    assert "or at pytest-benchmark's --benchmark-json file" in capsys.readouterr().err
+
+
+@pytest.fixture
+def pb_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A pytest-benchmark file of test_step at 10 ms (as pytest-benchmark writes it: no GPU, no torch)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pb.json").write_text(json.dumps(foreign(to_pytest_benchmark(make_run(make_record(10e-3))))))
+    return tmp_path
+
+
+def test_compare_against_a_pytest_benchmark_baseline(pb_baseline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    save_run(pb_baseline / "same.json", make_run(make_record(10.01e-3)))
+    assert main(["compare", "pb.json", "same.json"]) == 2
+    err = capsys.readouterr().err
+    assert "torch major.minor version (none) -> 2.13" in err and "--allow-mismatch=torch_minor" in err
+    assert "was written by pytest-benchmark, which records neither the GPU nor the torch and CUDA versions" in err
+
+    assert main(["compare", "pb.json", "same.json", "--allow-mismatch=torch_minor"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"base: pytest-benchmark file {pb_baseline / 'pb.json'} (1 run of commit aaaaaaaaaa")
+    assert "unchanged" in out[4] and "work per call" not in out[4]
+    assert out[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
+
+    save_run(pb_baseline / "slower.json", make_run(make_record(12e-3)))
+    assert main(["compare", "pb.json", "slower.json", "--allow-mismatch=torch_minor"]) == 1
+    assert "SLOWER" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- exporters
+
+
+def test_github_action_benchmark_entries() -> None:
+    few = make_record(1e-3, test="test_x.py::test_few[cpu]")
+    few = few.__class__(test=few.test, device="cpu", measurement=make_measurement(few.test, samples_around(1e-3, n=3)))
+    entries = github_action_benchmark(make_run(make_record(2e-3), few))
+    assert entries[0]["name"] == TEST and entries[0]["unit"] == "ns"
+    assert entries[0]["value"] == pytest.approx(2e6)
+    assert re.fullmatch(r"9\d% CI \[1\.99\d*e\+06, 2\.00\d*e\+06\]", entries[0]["range"])
+    assert "41 samples x 1 calls" in entries[0]["extra"]
+    assert "range" not in entries[1] and "too few samples for a 95% interval" in entries[1]["extra"]
+
+
+def test_bencher_metric_format() -> None:
+    run = make_run(make_record(2e-3))
+    latency = bencher(run)[TEST]["latency"]
+    m = run.records[0].measurement
+    assert latency == {"value": pytest.approx(2e6), "lower_value": m.ci.low * 1e9, "upper_value": m.ci.high * 1e9}
+    assert latency["lower_value"] < latency["value"] < latency["upper_value"]
+
+
+@pytest.mark.parametrize("fmt", ["pytest-benchmark", "github-action-benchmark", "bencher"])
+def test_export_command_writes_each_format(
+    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    save_run(tmp_path / "run.json", make_run(make_record(2e-3)))
+    assert main(["export", "--format", fmt, "run.json", "-o", "out/x.json"]) == 0
+    assert capsys.readouterr().out == f"export: wrote 1 record as {fmt} to out/x.json\n"
+    assert json.loads((tmp_path / "out" / "x.json").read_text())
+    assert main(["export", "--format", fmt, "run.json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+def test_export_bad_input_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--format", "bencher", "nope"]) == 2
+    assert "no baseline named 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["export", "--format", "csv", "run.json"])
+    assert info.value.code == 2 and "invalid choice: 'csv'" in capsys.readouterr().err
