@@ -156,8 +156,9 @@ def test_compare_against_a_pytest_benchmark_baseline(pb_baseline: Path, capsys: 
     assert main(["compare", "pb.json", "same.json", "--allow-mismatch=torch_minor"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"base: pytest-benchmark file {pb_baseline / 'pb.json'} (1 run of commit aaaaaaaaaa")
-    assert "unchanged" in out[4] and "work per call" not in out[4]
-    assert out[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
+    assert out[2].startswith("baseline noise: ")
+    assert "unchanged" in out[5] and "work per call" not in out[5]
+    assert out[-1] == "gpuperf gate: passed (1 unchanged; failing on slower,unattributed)"
 
     save_run(pb_baseline / "slower.json", make_run(make_record(12e-3)))
     assert main(["compare", "pb.json", "slower.json", "--allow-mismatch=torch_minor"]) == 1
