@@ -129,6 +129,8 @@ def test_virtualenv_config_pins_torch_and_builds_commits() -> None:
     conf = Config.load(str(ROOT / "asv.virtualenv.conf.json"))
     assert conf.environment_type == "virtualenv"
     assert conf.matrix == {"req": {"torch": ["2.13.0"]}}
+    # The project's wheel only: asv's default build resolves the unpinned torch of its dependencies.
+    assert conf.build_command == ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
     assert conf.results_dir != Config.load(str(ROOT / "asv.conf.json")).results_dir
     existing = Config.load(str(ROOT / "asv.conf.json"))
     assert existing.environment_type == "existing" and existing.benchmark_dir == "benchmarks"
