@@ -126,7 +126,9 @@ def test_ids_with_colons_and_brackets_in_their_parameters_stay_whole() -> None:
     m = record("test_mm", "cpu", around(0.1), {"FLOP": 1.0}).measurement
     for test, short in (
         ("suites/t.py::test_mm[cpu-x::y-[2]]", "test_mm[x::y-[2]]"),
-        ("t.py::TestX::test_y[cpu-a]", "test_y[a]"),
+        ("t.py::TestX::test_y[cpu-a]", "TestX::test_y[a]"),
+        ("t.py::TestX::TestInner::test_y[cpu]", "TestX::TestInner::test_y"),
+        ("t.py::TestX::test_y", "TestX::test_y"),
     ):
         named = dataclasses.replace(m, name=test)
         assert short_test(Record(test=test, device="cpu", measurement=named, params={})) == short
@@ -139,3 +141,29 @@ def test_too_few_samples_show_no_interval_in_the_table() -> None:
     lines = results_table([one, five, six]).splitlines()
     assert "- (1 sample)" in lines[2] and "- (5 samples)" in lines[3] and "+-0.8%" in lines[4]
     assert "+-0.0%" not in "\n".join(lines)
+
+
+def test_the_table_keeps_class_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_cls="""
+class TestA:
+    def test_y(self, gpuperf):
+        gpuperf.measure(lambda: None, items=1)
+
+
+class TestB:
+    def test_y(self, gpuperf):
+        gpuperf.measure(lambda: None, items=1)
+"""
+    )
+    result = pytester.runpytest(
+        "-p",
+        "no:randomly",
+        "--gpuperf-device=cpu",
+        "--gpuperf-min-time=0.01",
+        "--gpuperf-max-time=0.1",
+        "--gpuperf-warmup-time=0.01",
+        "--gpuperf-memory=off",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["TestA::test_y *cpu*", "TestB::test_y *cpu*"])
