@@ -11,6 +11,7 @@ import pytest
 from pytest_gpuperf._pytest._report import (
     device_free_key,
     flags,
+    header_line,
     percent_of_peak,
     results_table,
     speedup_table,
@@ -167,3 +168,47 @@ class TestB:
     )
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["TestA::test_y *cpu*", "TestB::test_y *cpu*"])
+
+
+def test_header_line_names_devices_threads_and_torch() -> None:
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.measuring import DeviceSlot, MeasureSettings
+
+    torch_module = SimpleNamespace(
+        __version__="2.11.0+cu130",
+        get_num_threads=lambda: 8,
+        cuda=SimpleNamespace(get_device_name=lambda index: f"GPU{index}"),
+    )
+    slots = [
+        DeviceSlot("cpu", "cpu", None, True),
+        DeviceSlot("cuda:1", "cuda", 1, True),
+        DeviceSlot("mps", "mps", None, False, "no MPS"),
+    ]
+    line = header_line(slots, MeasureSettings(), torch_module)
+    assert line == "gpuperf: devices cpu (1 thread), cuda:1 GPU1, mps (absent); torch 2.11.0+cu130"
+    torch_threads = MeasureSettings().with_values({"threads": "torch"})
+    assert header_line(slots[:1], torch_threads, torch_module) == "gpuperf: devices cpu (8 threads); torch 2.11.0+cu130"
+
+
+_HEADER_TESTS = """
+def test_measures(gpuperf):
+    gpuperf.measure(lambda: None, items=1)
+
+
+def test_plain():
+    pass
+"""
+
+
+def test_the_header_line_shows_when_a_test_measures_and_not_under_q(pytester: pytest.Pytester) -> None:
+    import torch
+
+    pytester.makepyfile(test_h=_HEADER_TESTS)
+    args = ("-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-min-time=0.01", "--gpuperf-max-time=0.1")
+    line = f"gpuperf: devices cpu (1 thread); torch {torch.__version__}"
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["collected 2 items", line])
+    for quiet in (["-q"], ["--no-header"], ["-k", "plain"]):
+        assert line not in pytester.runpytest(*args, *quiet).stdout.str(), quiet
