@@ -30,6 +30,13 @@ def _config(tmp_path: Path) -> Path:
     from asv.util import load_json
 
     data = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+    # asv publish graphs the commits of the configured branches: the one checked out here, so that a
+    # commit not yet on main (a feature branch) is published too.
+    branch = subprocess.run(
+        ["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if branch and branch != "HEAD":
+        data["branches"] = [branch]
     data.update(
         repo=str(ROOT),
         benchmark_dir=str(ROOT / "benchmarks"),
