@@ -8,7 +8,7 @@ it must exit 1. pip sees only the wheelhouse (``PIP_NO_INDEX``, ``PIP_FIND_LINKS
 can be downloaded, least of all an unpinned torch. The wheelhouse is made with ``pip download``
 of the exact versions installed here (pip's own configured sources; on CI, the local disk).
 
-This is the slowest test of the suite (a virtualenv with torch): about a minute on the development
+This is the slowest test of the suite (a virtualenv with torch): 50 to 72 s on the development
 machine. It skips only when asv or virtualenv is missing, or when this environment's torch is not
 the configuration's pin (then the wheelhouse would have to download it: set
 ``GPUPERF_ASV_WHEELHOUSE`` to a folder holding the pinned wheel and the project's dependencies).
