@@ -2,7 +2,8 @@
 
 The reference peak is the fastest supported dtype at the sweep's largest size, measured
 once per session per device by ``test_matmul_peak``, which ``conftest.py`` moves ahead
-of the tests that compare with it (whatever order a plugin chose). The sweep's smaller
+of the tests that compare with it (whatever order a plugin chose). Its records belong to
+``test_matmul_peak`` only, whichever test needed the peak first (``conftest.matmul_peak``). The sweep's smaller
 sizes are each timed in interleaved rounds with that peak operation, so their fraction
 of the peak is a paired estimate that a change of load on the machine does not bias."""
 
@@ -42,8 +43,6 @@ def test_matmul_peak(gpuperf: Gpuperf, matmul_peak: PeakOp) -> None:
         )
         gpuperf.note(f"{why}; nothing asserted")
         return
-    if not gpuperf.records:
-        gpuperf.note("no datasheet floor checked: another test measured the reference peak before this one")
     for record in gpuperf.records:
         floor = floors.floor(f"matmul_{record.params['dtype']}")
         if floor is not None:

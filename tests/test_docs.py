@@ -74,3 +74,22 @@ def test_the_tables_shown_in_the_docs_have_the_columns_the_code_prints() -> None
         assert re.search(r"\s+".join(re.escape(h) for h in headers), glossary), headers
         for header in headers:
             assert f"| {header} |" in glossary or f"| {header}," in glossary or f", {header} |" in glossary, header
+
+
+def test_the_readme_example_runs_as_copied_on_a_cpu(pytester: pytest.Pytester) -> None:
+    """The README's first example is copied into a file and run on the CPU as shown.
+
+    Its bound holds on any device (a GPU is far above it, a CPU is the slowest): it is at
+    least 5x below the CPU figure the README shows. The run itself gets a bound far below
+    it, so that this test checks that the example runs, not how fast this machine is."""
+    section = README.read_text().split("## An example", 1)[1]
+    (code, *_) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    (bound,) = re.findall(r'at_least="(\d+) GFLOP/s"', code)
+    (shown,) = re.findall(r"test_matmul +cpu .* ([\d.]+) GFLOP/s", section)
+    assert float(bound) * 5 <= float(shown), "the README's bound must hold on a CPU with room to spare"
+    pytester.makepyfile(test_matmul=code.replace(f'at_least="{bound} GFLOP/s"', 'at_least="1 FLOP/s"'))
+    result = pytester.runpytest(
+        "-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.05"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["test_matmul *cpu *GFLOP/s*"])

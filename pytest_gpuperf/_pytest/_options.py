@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import pytest
+
 from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option
 from ..measuring import _values as values
 
-__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec"]
+__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini"]
 
 
 def _devices(raw: object) -> tuple[str, ...]:
@@ -302,3 +304,17 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
 )
 
 BY_FIELD: Final = {spec.field: spec for spec in OPTIONS}
+
+
+def add_ini(parser: pytest.Parser, spec: OptionSpec) -> None:
+    """Declare ``spec``'s ini key. Its value may be a TOML number or boolean, not only a string.
+
+    pytest 9's native ``[tool.pytest]`` table gives values their TOML types, and a plain
+    string ini key refuses ``gpuperf_max_time = 0.5`` ("expects a string, got float"). The
+    option's own parser takes any of them. INI files and ``-o`` keep giving strings (str
+    is the union's first member). A pytest without union ini types gets a string key.
+    """
+    try:
+        parser.addini(spec.ini, help=f"ini form of {spec.flag}", type=str | int | float | bool, default=None)
+    except (AssertionError, TypeError, ValueError):  # pytest before union ini types: "string" only
+        parser.addini(spec.ini, help=f"ini form of {spec.flag}", default=None)

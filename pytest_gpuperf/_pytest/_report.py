@@ -4,15 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tabulate import tabulate
 
-from ..measuring import format_bytes, format_duration
+from ..measuring import DeviceSlot, MeasureSettings, format_bytes, format_duration
 from ..results import Record, short_test
 
-__all__ = ["Speedup", "flags", "peak_memory_cell", "results_table", "speedup_table", "speedups"]
+__all__ = ["Speedup", "flags", "header_line", "peak_memory_cell", "results_table", "speedup_table", "speedups"]
 
 HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
+
+
+def header_line(slots: Sequence[DeviceSlot], settings: MeasureSettings, torch_module: Any) -> str:
+    """``gpuperf: devices cpu (1 thread), cuda:0 NVIDIA H100 80GB HBM3; torch 2.13.0+cpu``: what this run measures on.
+
+    The threads are those the sampler sets on a CPU (``--gpuperf-threads``), else torch's own.
+    """
+    parts = []
+    for slot in slots:
+        if not slot.available:
+            parts.append(f"{slot.id} (absent)")
+        elif slot.kind == "cpu":
+            threads = settings.threads_for("cpu") or int(torch_module.get_num_threads())
+            parts.append(f"cpu ({threads} thread{'s' if threads != 1 else ''})")
+        elif slot.kind == "cuda":
+            parts.append(f"{slot.id} {torch_module.cuda.get_device_name(slot.index or 0)}")
+        else:
+            parts.append(slot.id)
+    return f"gpuperf: devices {', '.join(parts)}; torch {torch_module.__version__}"
 
 
 def flags(record: Record) -> str:

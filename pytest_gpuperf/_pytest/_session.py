@@ -287,6 +287,22 @@ class GpuperfSession:
             except AsvError as exc:
                 raise pytest.UsageError(f"--gpuperf-asv={self.settings.asv}: {exc}") from None
 
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        """One line naming the devices, the CPU's threads and torch, as pytest-benchmark's header does.
+
+        Only when a selected test measures (torch is imported for it), and not under ``-q`` or
+        ``--no-header``, as pytest's own header.
+        """
+        if not self.reports or config.get_verbosity() < 0 or config.getoption("no_header", False):
+            return []
+        if not any({"gpuperf", "gpuperf_device"} & set(getattr(item, "fixturenames", ())) for item in items):
+            return []
+        import torch
+
+        from ._report import header_line
+
+        return [header_line(self.slots, self.settings.measure, torch)]
+
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         problem = None
         try:

@@ -10,7 +10,7 @@ import pytest
 from . import hookspecs
 from ._gate import GatePlugin
 from ._markers import MARKERS
-from ._options import OPTIONS
+from ._options import OPTIONS, add_ini
 from ._session import SESSION_KEY, GpuperfSession
 from ._settings import SettingError, Settings
 from ._xdist import XdistController
@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(
             spec.flag, dest=f"gpuperf_{spec.field}", default=None, help=spec.help.replace("%", "%%"), **shape
         )
-        parser.addini(spec.ini, help=f"ini form of {spec.flag}", default=None)
+        add_ini(parser, spec)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -265,12 +265,14 @@ class MeasuredTest(Protocol):
 def short_test(item: MeasuredTest) -> str:
     """The test id without its file part and device parameter, which have their own column.
 
+    A test class stays (``TestX::test_y``): two classes of a module may hold tests of one name.
+
     Under pytest-xdist a test id keeps the GPU asked for (``cuda:0``) while the record names the
     worker's (``cuda:1``): a ``cuda:N`` parameter goes too when the record is on a CUDA device.
     """
     # The parameters may hold "::" or brackets of their own: split the node path before the first "[" only.
     path, bracket, params = item.test.partition("[")
-    base = path.split("::")[-1]
+    base = path.split("::", 1)[-1]
     on_cuda = item.device.startswith("cuda")
     if bracket:
         kept = [

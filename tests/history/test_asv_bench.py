@@ -30,6 +30,13 @@ def _config(tmp_path: Path) -> Path:
     from asv.util import load_json
 
     data = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+    # asv publish graphs the commits of the configured branches: the one checked out here, so that a
+    # commit not yet on main (a feature branch) is published too.
+    branch = subprocess.run(
+        ["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if branch and branch != "HEAD":
+        data["branches"] = [branch]
     data.update(
         repo=str(ROOT),
         benchmark_dir=str(ROOT / "benchmarks"),
@@ -129,6 +136,8 @@ def test_virtualenv_config_pins_torch_and_builds_commits() -> None:
     conf = Config.load(str(ROOT / "asv.virtualenv.conf.json"))
     assert conf.environment_type == "virtualenv"
     assert conf.matrix == {"req": {"torch": ["2.13.0"]}}
+    # The project's wheel only: asv's default build resolves the unpinned torch of its dependencies.
+    assert conf.build_command == ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
     assert conf.results_dir != Config.load(str(ROOT / "asv.conf.json")).results_dir
     existing = Config.load(str(ROOT / "asv.conf.json"))
     assert existing.environment_type == "existing" and existing.benchmark_dir == "benchmarks"

@@ -11,6 +11,7 @@ import pytest
 from pytest_gpuperf._pytest._report import (
     device_free_key,
     flags,
+    header_line,
     percent_of_peak,
     results_table,
     speedup_table,
@@ -126,7 +127,9 @@ def test_ids_with_colons_and_brackets_in_their_parameters_stay_whole() -> None:
     m = record("test_mm", "cpu", around(0.1), {"FLOP": 1.0}).measurement
     for test, short in (
         ("suites/t.py::test_mm[cpu-x::y-[2]]", "test_mm[x::y-[2]]"),
-        ("t.py::TestX::test_y[cpu-a]", "test_y[a]"),
+        ("t.py::TestX::test_y[cpu-a]", "TestX::test_y[a]"),
+        ("t.py::TestX::TestInner::test_y[cpu]", "TestX::TestInner::test_y"),
+        ("t.py::TestX::test_y", "TestX::test_y"),
     ):
         named = dataclasses.replace(m, name=test)
         assert short_test(Record(test=test, device="cpu", measurement=named, params={})) == short
@@ -139,3 +142,73 @@ def test_too_few_samples_show_no_interval_in_the_table() -> None:
     lines = results_table([one, five, six]).splitlines()
     assert "- (1 sample)" in lines[2] and "- (5 samples)" in lines[3] and "+-0.8%" in lines[4]
     assert "+-0.0%" not in "\n".join(lines)
+
+
+def test_the_table_keeps_class_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_cls="""
+class TestA:
+    def test_y(self, gpuperf):
+        gpuperf.measure(lambda: None, items=1)
+
+
+class TestB:
+    def test_y(self, gpuperf):
+        gpuperf.measure(lambda: None, items=1)
+"""
+    )
+    result = pytester.runpytest(
+        "-p",
+        "no:randomly",
+        "--gpuperf-device=cpu",
+        "--gpuperf-min-time=0.01",
+        "--gpuperf-max-time=0.1",
+        "--gpuperf-warmup-time=0.01",
+        "--gpuperf-memory=off",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["TestA::test_y *cpu*", "TestB::test_y *cpu*"])
+
+
+def test_header_line_names_devices_threads_and_torch() -> None:
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.measuring import DeviceSlot, MeasureSettings
+
+    torch_module = SimpleNamespace(
+        __version__="2.11.0+cu130",
+        get_num_threads=lambda: 8,
+        cuda=SimpleNamespace(get_device_name=lambda index: f"GPU{index}"),
+    )
+    slots = [
+        DeviceSlot("cpu", "cpu", None, True),
+        DeviceSlot("cuda:1", "cuda", 1, True),
+        DeviceSlot("mps", "mps", None, False, "no MPS"),
+    ]
+    line = header_line(slots, MeasureSettings(), torch_module)
+    assert line == "gpuperf: devices cpu (1 thread), cuda:1 GPU1, mps (absent); torch 2.11.0+cu130"
+    torch_threads = MeasureSettings().with_values({"threads": "torch"})
+    assert header_line(slots[:1], torch_threads, torch_module) == "gpuperf: devices cpu (8 threads); torch 2.11.0+cu130"
+
+
+_HEADER_TESTS = """
+def test_measures(gpuperf):
+    gpuperf.measure(lambda: None, items=1)
+
+
+def test_plain():
+    pass
+"""
+
+
+def test_the_header_line_shows_when_a_test_measures_and_not_under_q(pytester: pytest.Pytester) -> None:
+    import torch
+
+    pytester.makepyfile(test_h=_HEADER_TESTS)
+    args = ("-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-min-time=0.01", "--gpuperf-max-time=0.1")
+    line = f"gpuperf: devices cpu (1 thread); torch {torch.__version__}"
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["collected 2 items", line])
+    for quiet in (["-q"], ["--no-header"], ["-k", "plain"]):
+        assert line not in pytester.runpytest(*args, *quiet).stdout.str(), quiet
