@@ -107,8 +107,11 @@ class TestPedantic:
 """
 
 
-def test_a_file_pytest_benchmark_wrote_reads_as_one_run(pytester: pytest.Pytester) -> None:
+def test_a_file_pytest_benchmark_wrote_reads_as_one_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_pb=PB_SUITE)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test itself may run in an xdist worker
     result = pytester.runpytest("-p", "no:randomly", "--benchmark-json=pb.json", "--benchmark-max-time=0.02")
     assert result.ret == pytest.ExitCode.OK
     (run,) = load_runs(pytester.path / "pb.json")
