@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
+import subprocess
 from types import SimpleNamespace
 from typing import Any
 
@@ -274,6 +277,19 @@ def test_save_and_compare_gate_benchmark_tests(pytester: pytest.Pytester, monkey
     slower = pytester.runpytest(*gate, "--gpuperf-compare=main")
     assert slower.ret == pytest.ExitCode.TESTS_FAILED
     slower.stdout.fnmatch_lines(["test_call *cpu*2 ms*3 ms*1.5*SLOWER*", "test_pedantic *cpu* ms* ms*1.[45]*SLOWER*"])
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git: asv results are per commit")
+def test_asv_results_are_written_for_benchmark_tests(torchbench: pytest.Pytester) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "suite"]):
+        subprocess.run(["git", *command], cwd=torchbench.path, env=env, check=True)
+    result = torchbench.runpytest(*FAST, "--gpuperf-asv=asv-results", "--gpuperf-asv-machine=box")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["gpuperf: wrote asv results of * benchmark(s) for commit *"])
+    (path,) = (torchbench.path / "asv-results" / "box").glob("*-gpuperf-py*.json")
+    assert "test_bench.TestBenchNetwork.test_train_tiny_mlp" in json.loads(path.read_text())["results"]
 
 
 # ---------------------------------------------------------------- the marker, and misuse
