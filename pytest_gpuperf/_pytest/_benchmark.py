@@ -45,7 +45,7 @@ from ..measuring import DeviceSlot, SettingError
 from ._session import GpuperfSession
 
 if TYPE_CHECKING:
-    from ..measuring import Backend, Check, Inventory, Measurement, MeasureSettings
+    from ..measuring import Backend, Check, Inventory, Measurement, MeasureSettings, SamplingResult
     from ..results import Evidence
 
 __all__ = [
@@ -381,6 +381,8 @@ class BenchmarkFixture:
         self._settings = settings
         self._mode: str | None = None
         self._measured: tuple[Measurement, Evidence, list[Check]] | None = None
+        #: checks made on a pedantic measurement (``benchmark.measurement.assert_latency``), kept in its record
+        self._checks: list[Check] = []
 
     @property
     def enabled(self) -> bool:
@@ -445,7 +447,7 @@ class BenchmarkFixture:
         except Exception:
             self.has_error = True
             raise
-        self._done(measurement, [])
+        self._done(measurement, self._checks)
         return result
 
     def _fixed_budget(
@@ -509,7 +511,7 @@ class BenchmarkFixture:
         )
         return self._measurement(result, threads), results[0]
 
-    def _measurement(self, result: Any, threads: int) -> Measurement:
+    def _measurement(self, result: SamplingResult, threads: int) -> Measurement:
         from ..measuring._runner import measurement_of
 
         return measurement_of(
@@ -523,6 +525,7 @@ class BenchmarkFixture:
             threads=threads,
             # Running the step again for its memory would add calls to a budget the user fixed.
             memory=(None, "off: benchmark.pedantic runs its own budget only"),
+            observer=self._checks.append,
         )
 
     def _done(self, measurement: Measurement, checks: list[Check]) -> None:

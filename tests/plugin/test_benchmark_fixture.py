@@ -98,6 +98,7 @@ def test_matmul_sync(benchmark):
     assert result == 32 * 32 * 32
     assert len(CALLS) == 5
     assert benchmark.stats.stats.rounds == 5 and benchmark.stats.iterations == 1
+    benchmark.measurement.assert_latency(at_most="10 s")  # 5 samples: inconclusive, whatever their range
 
 
 def test_setup_gives_the_arguments(benchmark):
@@ -199,7 +200,7 @@ def test_a_pybench_style_suite_keeps_its_fixed_budget(pybench: pytest.Pytester) 
         [
             "*= gpuperf results =*",
             # 5 rounds cannot give a 95% interval of the median (6 can): none is claimed.
-            "test_matmul_sync *cpu* - (5 samples) *5x1 *not converged, warmup capped",
+            "test_matmul_sync *cpu* - (5 samples) *5x1 *not converged, warmup capped, latency inconclusive",
             "test_setup_gives_the_arguments *cpu* 7x1 *",
             "test_iterations *cpu* 8x10 *",
         ]
@@ -210,6 +211,7 @@ def test_a_pybench_style_suite_keeps_its_fixed_budget(pybench: pytest.Pytester) 
     assert len(matmul["samples"]) == 5 and matmul["iterations"] == 1
     assert "fixed budget: 5 rounds x 1 iterations" in matmul["stop_reason"]
     assert "needs 6 rounds" in matmul["stop_reason"]
+    assert [check["outcome"] for check in records["test_pybench.py::test_matmul_sync"]["checks"]] == ["inconclusive"]
     setup = records["test_pybench.py::test_setup_gives_the_arguments"]["measurement"]
     assert setup["warmup"]["blocks"] == 2 and len(setup["samples"]) == 7
 
