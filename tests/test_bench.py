@@ -23,3 +23,21 @@ def test_gpu_harness_runs_on_the_cpu() -> None:
         assert row in out
     assert "CUDA graph" not in out and "do_bench" not in out  # the GPU-only rows
     assert "fresh within 3% of pre-warmed (" in out  # the target is judged, met or missed
+
+
+def test_pytest_benchmark_side_by_side_runs() -> None:
+    """Both tools run the unchanged suites and the ratio table comes out (quick budgets: no figure is judged)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "pytest_benchmark_side.py"), "--quick", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for row in ("test_torchbench.py::TestBenchNetwork::test_eval[mlp-cpu]", "test_pybench.py::test_matmul_128"):
+        assert row in out
+    assert "- (5 samples)" in out  # pedantic's 5 rounds claim no interval
+    assert "benchmark(fn): geometric mean of the ratios" in out
+    assert "wall time per session (median): pytest-benchmark" in out

@@ -18,7 +18,7 @@ from ..measuring import (
     resolve_size,
     work_from,
 )
-from ..results import Record
+from ..results import Evidence, Record
 from ._session import GpuperfSession, ReferencePeak
 from ._settings import SettingError
 
@@ -98,6 +98,8 @@ class Gpuperf:
         checks: list[Check] | None = None,
         tolerance: float | None = None,
         noise_floor: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        evidence: Evidence | None = None,
     ) -> Record:
         """Record a Measurement made another way (paired rounds, other processes) as this test's.
 
@@ -112,18 +114,20 @@ class Gpuperf:
                 "give each measurement its own name"
             )
         hook = self._item.config.hook
-        metadata: dict[str, Any] = {}
+        if evidence is None:
+            evidence = self._session.evidence(self._item, measurement, tolerance=tolerance, noise_floor=noise_floor)
+        kept: dict[str, Any] = dict(metadata or {})
         for extra in hook.pytest_gpuperf_record_metadata(item=self._item, measurement=measurement):
             if extra:
-                metadata.update(extra)
+                kept.update(extra)
         record = Record(
             test=self._item.nodeid,
             device=self.slot.id,
             measurement=measurement,
             params={str(k): str(v) for k, v in (params or {}).items()},
-            metadata=metadata,
+            metadata=kept,
             checks=checks if checks is not None else [],
-            evidence=self._session.evidence(self._item, measurement, tolerance=tolerance, noise_floor=noise_floor),
+            evidence=evidence,
         )
         self.records.append(record)
         self._session.keep(self._item, record)

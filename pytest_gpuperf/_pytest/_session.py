@@ -73,6 +73,8 @@ class GpuperfSession:
         self._asv: AsvTarget | None = None
         self._asv_note = ""
         self._monitor: Monitor | None = None  # started around each test that measures
+        #: fixtures that measure: a test asking for one waits for a quiet machine and has its load watched
+        self.measuring_fixtures: set[str] = {"gpuperf"}
         self._waited = 0.0
         #: while the gate measures a test again, the records of that round land here, not in ``records``
         self.round_sink: list[Record] | None = None
@@ -331,7 +333,7 @@ class GpuperfSession:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs."""
         self._waited = 0.0
-        if "gpuperf" not in getattr(item, "fixturenames", ()):
+        if self.measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
             return (yield)
         from ..measuring import Monitor, wait_for_quiet
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "gpuperf-session"
 GATE_PLUGIN_NAME = "gpuperf-gate"
 XDIST_PLUGIN_NAME = "gpuperf-xdist"
+BENCHMARK_PLUGIN_NAME = "gpuperf-benchmark"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,14 +55,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(gate, GATE_PLUGIN_NAME)
     if session.controller:
         config.pluginmanager.register(XdistController(session, gate.failures), XDIST_PLUGIN_NAME)
+    if not config.pluginmanager.has_plugin("benchmark"):
+        # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture.
+        from ._benchmark import MARKER, BenchmarkPlugin
+
+        config.addinivalue_line("markers", MARKER)
+        config.pluginmanager.register(BenchmarkPlugin(session), BENCHMARK_PLUGIN_NAME)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
-        if config.pluginmanager.has_plugin(XDIST_PLUGIN_NAME):
-            config.pluginmanager.unregister(name=XDIST_PLUGIN_NAME)
+        for name in (XDIST_PLUGIN_NAME, BENCHMARK_PLUGIN_NAME):
+            if config.pluginmanager.has_plugin(name):
+                config.pluginmanager.unregister(name=name)
         config.pluginmanager.unregister(session)
         del config.stash[SESSION_KEY]
 

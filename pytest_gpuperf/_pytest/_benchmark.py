@@ -1,0 +1,653 @@
+"""pytest-benchmark's ``benchmark`` fixture, timed by pytest-gpuperf: suites written for pytest-benchmark run unchanged.
+
+``plugin.py`` registers this only when pytest-benchmark is absent or blocked (``-p
+no:benchmark``); with pytest-benchmark active its own fixture serves ``benchmark``.
+
+- ``benchmark(fn, *args, **kwargs)`` measures ``fn`` with the sampler every test uses
+  (``measuring.measure_on``: warmup until steady, blocks sized from steady calls, samples
+  until the median's 95% interval is within the target), then returns the result of one
+  more, untimed, call.
+- ``benchmark.pedantic(...)`` keeps the user's fixed budget exactly: ``rounds`` samples of
+  ``iterations`` calls each, ``setup`` before each round and outside the time; the interval
+  is the one that budget gives (none under 6 rounds: the table shows ``- (5 samples)``).
+- ``@pytest.mark.benchmark(...)``: each keyword maps to a setting of ours or is ignored,
+  and the ignored ones are listed once per session, with the reason, in the terminal
+  summary (not as warnings: a suite's ``filterwarnings = error`` would fail on them).
+
+The step names no device, so the timing cannot pick one: the host clock is read after
+``torch.cuda.synchronize`` on every visible CUDA device (``AllCudaBackend``). The record's
+device is ``cpu`` when the test's own ``device`` parameter says cpu or torch sees no GPU,
+``cuda`` (every visible CUDA device) when it sees one, ``mps`` on Apple silicon. Such a
+test is not parametrized by ``--gpuperf-device``: only tests that ask for ``gpuperf`` or
+``gpuperf_device`` are.
+
+The record keeps ``benchmark.group`` and ``benchmark.extra_info`` in its metadata
+(``"group"``, ``"extra_info"``) and the test's own parameters as its params; it is kept when
+the test's fixtures are torn down, after the test body has set ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Final, final
+
+import pytest
+
+from ..measuring import DeviceSlot, SettingError
+from ._session import GpuperfSession
+
+if TYPE_CHECKING:
+    from ..measuring import Backend, Check, Inventory, Measurement, MeasureSettings, SamplingResult
+    from ..results import Evidence
+
+__all__ = [
+    "MARKER",
+    "AllCudaBackend",
+    "BenchmarkFixture",
+    "BenchmarkPlugin",
+    "BenchmarkStats",
+    "FixtureAlreadyUsed",
+    "MarkerSettings",
+    "Stats",
+    "read_markers",
+    "target_slot",
+]
+
+MARKER: Final = (
+    "benchmark(**settings): pytest-benchmark's marker, read by pytest-gpuperf's benchmark fixture: "
+    "max_time, min_rounds and precision map to its settings, group is kept; the rest is listed as ignored"
+)
+
+#: pytest-benchmark's marker keywords that set one of our measuring settings.
+MAPPED: Final = {"max_time": "max_time", "min_rounds": "min_samples", "precision": "target"}
+#: Keywords we honour with one value (what we always do) and ignore, with the reason, with any other.
+HONOURED_AS: Final[dict[str, tuple[object, str]]] = {
+    "disable_gc": (True, "pytest-gpuperf always pauses the garbage collector while it samples"),
+    "warmup": (True, "pytest-gpuperf always warms up until block times stop falling (--gpuperf-warmup-time caps it)"),
+    "confidence": (0.95, "pytest-gpuperf's intervals are distribution-free 95% intervals of the median"),
+}
+#: Keywords ignored whatever their value, with the reason.
+IGNORED: Final = {
+    "timer": "pytest-gpuperf times with device-synchronized clocks (perf_counter_ns after synchronizing "
+    "every visible CUDA device)",
+    "min_time": "pytest-gpuperf sizes each sample to last at least its clock's minimum block (1 ms on the CPU); "
+    "--gpuperf-min-time is the least sampling time instead",
+    "calibration_precision": "pytest-gpuperf sizes each sample to last at least its clock's minimum block",
+    "warmup_iterations": "pytest-gpuperf warms up until block times stop falling (--gpuperf-warmup-time caps it)",
+    "cprofile": "pytest-gpuperf does not profile; run pytest-benchmark with --benchmark-cprofile for that",
+}
+KEYWORDS: Final = (*MAPPED, "group", *HONOURED_AS, *IGNORED)
+
+
+class FixtureAlreadyUsed(Exception):
+    """``benchmark`` called a second time in one test (pytest-benchmark refuses it with the same name)."""
+
+
+# ---------------------------------------------------------------- the marker
+
+
+@dataclass(frozen=True)
+class MarkerSettings:
+    """What a test's ``@pytest.mark.benchmark(...)`` says: setting changes, its group, and what we ignore."""
+
+    changes: Mapping[str, object] = field(default_factory=dict)
+    group: str | None = None
+    #: (keyword, value as written, why it is ignored)
+    ignored: tuple[tuple[str, str, str], ...] = ()
+
+    def apply(self, measure: MeasureSettings, keep: frozenset[str] = frozenset()) -> MeasureSettings:
+        """``measure`` with the marker's changes, except the settings in ``keep`` (set by ``@pytest.mark.gpuperf``)."""
+        from ..measuring import MEASURE_FIELDS
+
+        parsed: dict[str, Any] = {}
+        for keyword, setting in MAPPED.items():
+            if keyword in self.changes and setting not in keep:
+                raw = self.changes[keyword]
+                try:
+                    parsed[setting] = MEASURE_FIELDS[setting](raw)
+                except SettingError as exc:
+                    raise SettingError(
+                        f"@pytest.mark.benchmark({keyword}={raw!r}): {exc} (it sets pytest-gpuperf's {setting})"
+                    ) from None
+        updated = dataclasses.replace(measure, **parsed)
+        updated.check("@pytest.mark.benchmark")
+        return updated
+
+
+def read_markers(node: pytest.Item | pytest.Function) -> MarkerSettings:
+    """The test's ``@pytest.mark.benchmark`` keywords, the class's first and the test's over them.
+
+    SettingError names a positional argument or an unknown keyword and lists the known ones.
+    """
+    kwargs: dict[str, object] = {}
+    for marker in reversed(list(node.iter_markers("benchmark"))):
+        if marker.args:
+            raise SettingError(
+                f"@pytest.mark.benchmark takes keywords only, got positional {marker.args!r}; "
+                "write for example @pytest.mark.benchmark(group='hub')"
+            )
+        kwargs.update(marker.kwargs)
+    unknown = [key for key in kwargs if key not in KEYWORDS]
+    if unknown:
+        raise SettingError(
+            f"@pytest.mark.benchmark got an unknown keyword {unknown[0]!r}; pytest-benchmark's marker "
+            f"(and so pytest-gpuperf's benchmark fixture) accepts: {', '.join(KEYWORDS)}"
+        )
+    ignored = []
+    for key, raw in kwargs.items():
+        if key in IGNORED:
+            ignored.append((key, _shown(raw), IGNORED[key]))
+        elif key in HONOURED_AS and raw != HONOURED_AS[key][0]:
+            ignored.append((key, _shown(raw), HONOURED_AS[key][1]))
+    group = kwargs.get("group")
+    return MarkerSettings(
+        changes={key: kwargs[key] for key in MAPPED if key in kwargs},
+        group=None if group is None else str(group),
+        ignored=tuple(ignored),
+    )
+
+
+def _shown(value: object) -> str:
+    """A keyword's value as a note shows it: a function by its name (``timer=perf_counter``), else its repr."""
+    name = getattr(value, "__name__", None)
+    return str(name) if callable(value) and name else repr(value)
+
+
+# ---------------------------------------------------------------- the device
+
+
+def target_slot(item: pytest.Item, inventory: Inventory | None) -> DeviceSlot:
+    """Where a ``benchmark`` test's step runs, as far as can be told without the suite naming it.
+
+    The test's own ``device`` parameter (TorchBench parametrizes one) settles cpu; else
+    every visible CUDA device (``cuda``) when torch sees one, ``mps`` on Apple silicon,
+    else the CPU.
+    """
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    declared = str(params.get("device", "")).split(":", 1)[0] or None
+    cpu = DeviceSlot("cpu", "cpu", None, True)
+    if declared == "cpu" or inventory is None:
+        return cpu
+    if inventory.cuda_count and declared in (None, "cuda"):
+        return DeviceSlot("cuda", "cuda", None, True)
+    if inventory.mps_available and declared in (None, "mps"):
+        return DeviceSlot("mps", "mps", None, True)
+    return cpu
+
+
+@dataclass
+class _Peak:
+    """A MemoryProbe (``measuring.MemoryProbe``): the largest per-device peak over the visible CUDA devices."""
+
+    peak_bytes: int | None = None
+    method: str = "torch.cuda.max_memory_allocated"
+    reason: str | None = None
+
+    def calls(self) -> Iterator[int]:
+        yield 0
+
+
+@final
+@dataclass
+class AllCudaBackend:
+    """A host clock read after ``torch.cuda.synchronize`` on every visible device, for a step that names none.
+
+    A sample is 10 ms at least (``min_block_time``): the synchronizations at its end
+    (a few microseconds per idle device) stay below 0.5% of it even with 8 devices.
+    What the clock sees includes the host's launch time of the first call; a step timed
+    with the ``gpuperf`` fixture on a named device is timed with CUDA events instead.
+    """
+
+    count: int
+    torch_module: Any = None
+    name: str = "cuda"
+    timer: str = "perf_counter_ns between torch.cuda.synchronize() of every visible device"
+    min_block_time: float = 10e-3
+    clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
+    last_host: float | None = None
+
+    @property
+    def _cuda(self) -> Any:
+        if self.torch_module is not None:
+            return self.torch_module.cuda
+        import torch
+
+        return torch.cuda
+
+    def synchronize(self) -> None:
+        cuda = self._cuda
+        for index in range(self.count):
+            cuda.synchronize(index)
+
+    def time_block(self, fn: Callable[[], object], iterations: int) -> float:
+        self.synchronize()
+        start = self.clock_ns()
+        for _ in repeat(None, iterations):
+            fn()
+        self.synchronize()
+        return (self.clock_ns() - start) * 1e-9
+
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        from ..measuring import ModeUnsupported
+
+        raise ModeUnsupported(
+            "cold mode needs a named device (the L2 of which GPU?): time the step with the gpuperf fixture, "
+            "or use warm for benchmark tests"
+        )
+
+    def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
+        from ..measuring import ModeUnsupported
+
+        raise ModeUnsupported(
+            "graph mode needs a named device: time the step with the gpuperf fixture, or use warm for benchmark tests"
+        )
+
+    @contextmanager
+    def track_memory(self) -> Iterator[_Peak]:
+        cuda = self._cuda
+        probe = _Peak(method=f"torch.cuda.max_memory_allocated (the largest of {self.count} devices)")
+        self.synchronize()
+        bases = [int(cuda.memory_allocated(index)) for index in range(self.count)]
+        for index in range(self.count):
+            cuda.reset_peak_memory_stats(index)
+        yield probe
+        self.synchronize()
+        probe.peak_bytes = max(int(cuda.max_memory_allocated(i)) - base for i, base in enumerate(bases))
+
+    def describe(self) -> dict[str, object]:
+        cuda = self._cuda
+        names = [str(cuda.get_device_properties(index).name) for index in range(self.count)]
+        return {"device": "cuda", "name": ", ".join(dict.fromkeys(names)), "count": self.count}
+
+
+# ---------------------------------------------------------------- stats as pytest-benchmark shows them
+
+
+class Stats:
+    """pytest-benchmark's ``Stats`` fields, in seconds per call, from our samples (one per round).
+
+    Quartiles are the measuring core's (linear interpolation), so ``q1``/``q3``/``iqr``
+    may differ from pytest-benchmark's in the last digits for few rounds.
+    """
+
+    fields: Final = (
+        "min",
+        "max",
+        "mean",
+        "stddev",
+        "rounds",
+        "median",
+        "iqr",
+        "q1",
+        "q3",
+        "iqr_outliers",
+        "stddev_outliers",
+        "outliers",
+        "ld15iqr",
+        "hd15iqr",
+        "ops",
+        "total",
+    )
+
+    def __init__(self, samples: Sequence[float]) -> None:
+        from ..measuring import summarize
+
+        self.data = list(samples)
+        summary = summarize(self.data)
+        self.min, self.max, self.mean, self.median = summary.minimum, summary.maximum, summary.mean, summary.median
+        self.stddev, self.q1, self.q3, self.iqr = summary.stdev, summary.q1, summary.q3, summary.iqr
+        self.rounds = len(self.data)
+        self.total = math.fsum(self.data)
+        self.ops = self.rounds / self.total if self.total else 0.0
+        low, high = self.q1 - 1.5 * self.iqr, self.q3 + 1.5 * self.iqr
+        inside = sorted(x for x in self.data if low <= x <= high) or sorted(self.data)
+        self.ld15iqr, self.hd15iqr = inside[0], inside[-1]
+        self.iqr_outliers = sum(1 for x in self.data if not low <= x <= high)
+        self.stddev_outliers = sum(1 for x in self.data if abs(x - self.mean) > self.stddev)
+        self.outliers = f"{self.stddev_outliers};{self.iqr_outliers}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.fields}
+
+
+class BenchmarkStats:
+    """What ``benchmark.stats`` is in pytest-benchmark (its ``Metadata``): ``stats.stats.median``,
+    ``stats["median"]``, ``stats.get("median")``; ``measurement`` is pytest-gpuperf's own."""
+
+    def __init__(self, fixture: BenchmarkFixture, measurement: Measurement) -> None:
+        self.name = fixture.name
+        self.fullname = fixture.fullname
+        self.group = fixture.group
+        self.param = fixture.param
+        self.params = fixture.params
+        self.extra_info = fixture.extra_info
+        self.iterations = measurement.iterations
+        self.measurement = measurement
+        self.stats = Stats(measurement.samples)
+
+    def __bool__(self) -> bool:
+        return bool(self.stats.data)
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self.stats, key)
+        except AttributeError:
+            return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return getattr(self.stats, key)
+        except AttributeError:
+            return getattr(self, key, default)
+
+
+# ---------------------------------------------------------------- the fixture
+
+
+class BenchmarkFixture:
+    """What a test gets as ``benchmark`` when pytest-gpuperf provides it (pytest-benchmark absent or blocked)."""
+
+    def __init__(
+        self,
+        item: pytest.Item,
+        session: GpuperfSession,
+        backend: Backend,
+        slot: DeviceSlot,
+        settings: MeasureSettings,
+        group: str | None,
+    ) -> None:
+        callspec = getattr(item, "callspec", None)
+        self.name: str = item.name
+        self.fullname: str = item.nodeid
+        self.param: str | None = callspec.id if callspec is not None else None
+        self.params: dict[str, Any] | None = dict(callspec.params) if callspec is not None else None
+        self.group = group
+        self.extra_info: dict[str, Any] = {}
+        self.stats: BenchmarkStats | None = None
+        self.disabled = False
+        self.has_error = False
+        self._item = item
+        self._session = session
+        self._backend = backend
+        self._slot = slot
+        self._settings = settings
+        self._mode: str | None = None
+        self._measured: tuple[Measurement, Evidence, list[Check]] | None = None
+        #: checks made on a pedantic measurement (``benchmark.measurement.assert_latency``), kept in its record
+        self._checks: list[Check] = []
+
+    @property
+    def enabled(self) -> bool:
+        return not self.disabled
+
+    @property
+    def measurement(self) -> Measurement | None:
+        """pytest-gpuperf's Measurement of this test (``assert_latency``, ``ci`` ...), once measured."""
+        return None if self._measured is None else self._measured[0]
+
+    def _use(self, mode: str) -> None:
+        if self._mode:
+            self.has_error = True
+            raise FixtureAlreadyUsed(f"Fixture can only be used once. Previously it was used in {self._mode} mode.")
+        self._mode = mode
+
+    def __call__(self, function_to_benchmark: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Measure ``function_to_benchmark(*args, **kwargs)`` on pytest-gpuperf's sampler; return one call's result."""
+        from ..measuring import ModeUnsupported, measure_on
+
+        self._use("benchmark(...)")
+        step = functools.partial(function_to_benchmark, *args, **kwargs) if args or kwargs else function_to_benchmark
+        checks: list[Check] = []
+        try:
+            measurement = measure_on(
+                step,
+                self._backend,
+                self._settings,
+                name=self.fullname,
+                device=self._slot.id,
+                work={},
+                observer=checks.append,
+                coordinator=self._session.coordinator(self._slot, self.fullname),
+            )
+        except ModeUnsupported as exc:
+            pytest.skip(str(exc))
+        except Exception:
+            self.has_error = True
+            raise
+        self._done(measurement, checks)
+        return function_to_benchmark(*args, **kwargs)
+
+    def pedantic(
+        self,
+        target: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        setup: Callable[[], Any] | None = None,
+        teardown: Callable[..., Any] | None = None,
+        rounds: int = 1,
+        warmup_rounds: int = 0,
+        iterations: int = 1,
+    ) -> Any:
+        """pytest-benchmark's fixed budget, kept exactly: ``rounds`` samples of ``iterations`` calls after
+        ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
+        self._use("benchmark.pedantic(...)")
+        _check_budget(rounds, warmup_rounds, iterations, setup)
+        try:
+            measurement, result = self._fixed_budget(
+                target, tuple(args), dict(kwargs or {}), setup, teardown, rounds, warmup_rounds, iterations
+            )
+        except Exception:
+            self.has_error = True
+            raise
+        self._done(measurement, self._checks)
+        return result
+
+    def _fixed_budget(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        setup: Callable[[], Any] | None,
+        teardown: Callable[..., Any] | None,
+        rounds: int,
+        warmup_rounds: int,
+        iterations: int,
+    ) -> tuple[Measurement, Any]:
+        from ..measuring import ModeUnsupported, SamplingResult, Warmup
+        from ..measuring._backends import block_timer
+        from ..measuring._runner import gc_paused, torch_threads
+
+        def arguments() -> tuple[tuple[Any, ...], dict[str, Any]]:
+            if setup is None:
+                return args, kwargs
+            made = setup()
+            if not made:
+                return args, kwargs
+            if args or kwargs:
+                raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
+            new_args, new_kwargs = made
+            return tuple(new_args), dict(new_kwargs)
+
+        results: list[Any] = []
+
+        def one_round() -> float:
+            call_args, call_kwargs = arguments()
+
+            def call() -> object:
+                out = target(*call_args, **call_kwargs)
+                results[:] = [out]
+                return out
+
+            try:
+                return block_timer(self._backend, call, self._settings.mode)(iterations)
+            finally:
+                if teardown is not None:
+                    teardown(*call_args, **call_kwargs)
+
+        settings = self._settings
+        began = time.perf_counter()
+        try:
+            with torch_threads(settings.threads_for(self._slot.id)) as threads, gc_paused():
+                warm = [one_round() / iterations for _ in range(warmup_rounds)]
+                warmed = time.perf_counter()
+                samples = tuple(one_round() / iterations for _ in range(rounds))
+        except ModeUnsupported as exc:
+            pytest.skip(str(exc))
+        sampled = time.perf_counter() - warmed
+        result = SamplingResult(
+            samples,
+            iterations,
+            Warmup(warmup_rounds, warmup_rounds * iterations, warmed - began, warmup_rounds > 0, tuple(warm)),
+            *_verdict(samples, rounds, iterations, settings),
+            sampled,
+        )
+        return self._measurement(result, threads), results[0]
+
+    def _measurement(self, result: SamplingResult, threads: int) -> Measurement:
+        from ..measuring._runner import measurement_of
+
+        return measurement_of(
+            result,
+            self._backend,
+            self._settings,
+            self._settings.plan(self._backend.min_block_time),
+            name=self.fullname,
+            device=self._slot.id,
+            work={},
+            threads=threads,
+            # Running the step again for its memory would add calls to a budget the user fixed.
+            memory=(None, "off: benchmark.pedantic runs its own budget only"),
+            observer=self._checks.append,
+        )
+
+    def _done(self, measurement: Measurement, checks: list[Check]) -> None:
+        # The gate's evidence now: it holds the machine's load over the samples that just ended.
+        evidence = self._session.evidence(self._item, measurement)
+        self._measured = (measurement, evidence, checks)
+        self.stats = BenchmarkStats(self, measurement)
+
+    def finish(self) -> None:
+        """Keep the record (at teardown, so that it holds the ``extra_info`` the test set after measuring)."""
+        if self._measured is None or self.has_error:
+            return
+        from ._fixture import Gpuperf
+
+        measurement, evidence, checks = self._measured
+        metadata: dict[str, Any] = {}
+        if self.group is not None:
+            metadata["group"] = self.group
+        if self.extra_info:
+            metadata["extra_info"] = _json_safe(self.extra_info)
+        Gpuperf(self._item, self._session, self._slot).record(
+            measurement, params=self.params, checks=checks, metadata=metadata, evidence=evidence
+        )
+
+
+def _check_budget(rounds: int, warmup_rounds: int, iterations: int, setup: Callable[[], Any] | None) -> None:
+    """pytest-benchmark's own checks of a pedantic budget, with its messages."""
+    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
+        raise ValueError("Must have positive int for `iterations`.")
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError("Must have positive int for `rounds`.")
+    if not isinstance(warmup_rounds, int) or isinstance(warmup_rounds, bool) or warmup_rounds < 0:
+        raise ValueError("Must have positive int for `warmup_rounds`.")
+    if iterations > 1 and setup:
+        raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
+
+
+def _verdict(samples: Sequence[float], rounds: int, iterations: int, settings: MeasureSettings) -> tuple[bool, str]:
+    """(converged, stop reason) of a fixed budget: did its interval reach the target, and what it was."""
+    from ..measuring import min_samples_for, summarize
+
+    plan = settings.plan()
+    summary = summarize(samples, plan.confidence)
+    budget = f"benchmark.pedantic's fixed budget: {rounds} rounds x {iterations} iterations"
+    if summary.ci.falls_short(plan.confidence):
+        return False, f"{budget}; a {plan.confidence:.0%} interval needs {min_samples_for(plan.confidence)} rounds"
+    width = summary.ci.relative_half_width(summary.median)
+    if width > plan.target:
+        return False, f"{budget}; CI half-width {width:.2%} > target {plan.target:.2%}"
+    return True, f"{budget}; CI half-width {width:.2%} <= target {plan.target:.2%}"
+
+
+def _gpuperf_marked(node: pytest.Item | pytest.Function) -> frozenset[str]:
+    """The settings the test's ``@pytest.mark.gpuperf`` sets: they win over its benchmark marker's."""
+    return frozenset(key for marker in node.iter_markers("gpuperf") for key in marker.kwargs)
+
+
+def _json_safe(info: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra_info`` as the results file can hold it: what JSON cannot is kept as its ``str``."""
+    loaded: dict[str, Any] = json.loads(json.dumps(dict(info), default=str))
+    return loaded
+
+
+# ---------------------------------------------------------------- the plugin
+
+
+class BenchmarkPlugin:
+    """Registered by ``plugin.py`` when pytest-benchmark is absent or blocked: the fixture, the marker's check,
+    and the once-per-session list of marker keywords ignored."""
+
+    def __init__(self, session: GpuperfSession) -> None:
+        self.session = session
+        #: keyword -> (values as written, the reason), in the order first seen
+        self.ignored: dict[str, tuple[list[str], str]] = {}
+        self._all_cuda: AllCudaBackend | None = None
+        session.measuring_fixtures.add("benchmark")
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        node = metafunc.definition
+        try:
+            measure = self.session.item_settings(node).measure
+        except SettingError:
+            return  # the session's own check of @pytest.mark.gpuperf reports it
+        problem = ""
+        try:
+            read_markers(node).apply(measure, keep=_gpuperf_marked(node))
+        except SettingError as exc:
+            problem = str(exc)
+        if problem:  # failed outside the except block, so that the message is not printed twice (chained)
+            pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+
+    @pytest.fixture
+    def benchmark(self, request: pytest.FixtureRequest) -> Generator[BenchmarkFixture, None, None]:
+        """pytest-benchmark's ``benchmark`` fixture on pytest-gpuperf's synchronized timing (``-p no:benchmark``)."""
+        item = request.node
+        marks = read_markers(item)
+        self._note(marks)
+        settings = marks.apply(self.session.item_settings(item).measure, keep=_gpuperf_marked(item))
+        slot = target_slot(item, self.session.inventory)
+        fixture = BenchmarkFixture(item, self.session, self._backend(slot), slot, settings, marks.group)
+        yield fixture
+        fixture.finish()
+
+    def _backend(self, slot: DeviceSlot) -> Backend:
+        if slot.id != "cuda":
+            return self.session.backend(slot)
+        if self._all_cuda is None:
+            inventory = self.session.inventory
+            self._all_cuda = AllCudaBackend(inventory.cuda_count if inventory is not None else 0)
+            self.session.device_descriptions["cuda"] = self._all_cuda.describe()
+        return self._all_cuda
+
+    def _note(self, marks: MarkerSettings) -> None:
+        for keyword, value, why in marks.ignored:
+            values, _ = self.ignored.setdefault(keyword, ([], why))
+            if value not in values:
+                values.append(value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.ignored or not self.session.reports:
+            return
+        terminalreporter.write_sep("-", "gpuperf: @pytest.mark.benchmark keywords ignored")
+        for keyword, (values, why) in self.ignored.items():
+            shown = ", ".join(f"{keyword}={value}" for value in values)
+            terminalreporter.write_line(f"{shown} ignored: {why}")
