@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,8 @@ def test_pytest_benchmark_side_by_side_runs() -> None:
     """Both tools run the unchanged suites and the ratio table comes out (quick budgets: no figure is judged)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "pytest_benchmark_side.py"), "--quick", "--repeats", "1"],
+        # pytest-benchmark turns itself off in an xdist worker, which this test may run in
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"},
         capture_output=True,
         text=True,
         check=False,
