@@ -7,15 +7,16 @@ no:benchmark``); with pytest-benchmark active its own fixture serves ``benchmark
   (``measuring.measure_on``: warmup until steady, blocks sized from steady calls, samples
   until the median's 95% interval is within the target), then returns the result of one
   more, untimed, call.
-- ``benchmark.pedantic(...)`` keeps the user's fixed budget exactly: ``rounds`` samples of
-  ``iterations`` calls each, ``setup`` before each round and outside the time; the interval
-  is the one that budget gives (none under 6 rounds: the table shows ``- (5 samples)``).
+- ``benchmark.pedantic(...)`` keeps the user's fixed budget exactly (``measuring.measure_fixed``):
+  ``rounds`` samples of ``iterations`` calls each, ``setup`` before each round and outside the
+  time; the interval is the one that budget gives (none under 6 rounds: the table shows
+  ``- (5 samples)``).
 - ``@pytest.mark.benchmark(...)``: each keyword maps to a setting of ours or is ignored,
   and the ignored ones are listed once per session, with the reason, in the terminal
   summary (not as warnings: a suite's ``filterwarnings = error`` would fail on them).
 
 The step names no device, so the timing cannot pick one: the host clock is read after
-``torch.cuda.synchronize`` on every visible CUDA device (``AllCudaBackend``). The record's
+``torch.cuda.synchronize`` on every visible CUDA device (``measuring.AllCudaBackend``). The record's
 device is ``cpu`` when the test's own ``device`` parameter says cpu or torch sees no GPU,
 ``cuda`` (every visible CUDA device) when it sees one, ``mps`` on Apple silicon. Such a
 test is not parametrized by ``--gpuperf-device``: only tests that ask for ``gpuperf`` or
@@ -32,12 +33,9 @@ import dataclasses
 import functools
 import json
 import math
-import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -45,12 +43,11 @@ from ..measuring import DeviceSlot, SettingError
 from ._session import GpuperfSession
 
 if TYPE_CHECKING:
-    from ..measuring import Backend, Check, Inventory, Measurement, MeasureSettings, SamplingResult
+    from ..measuring import AllCudaBackend, Backend, Check, Inventory, Measurement, MeasureSettings
     from ..results import Evidence
 
 __all__ = [
     "MARKER",
-    "AllCudaBackend",
     "BenchmarkFixture",
     "BenchmarkPlugin",
     "BenchmarkStats",
@@ -181,91 +178,6 @@ def target_slot(item: pytest.Item, inventory: Inventory | None) -> DeviceSlot:
     if inventory.mps_available and declared in (None, "mps"):
         return DeviceSlot("mps", "mps", None, True)
     return cpu
-
-
-@dataclass
-class _Peak:
-    """A MemoryProbe (``measuring.MemoryProbe``): the largest per-device peak over the visible CUDA devices."""
-
-    peak_bytes: int | None = None
-    method: str = "torch.cuda.max_memory_allocated"
-    reason: str | None = None
-
-    def calls(self) -> Iterator[int]:
-        yield 0
-
-
-@final
-@dataclass
-class AllCudaBackend:
-    """A host clock read after ``torch.cuda.synchronize`` on every visible device, for a step that names none.
-
-    A sample is 10 ms at least (``min_block_time``): the synchronizations at its end
-    (a few microseconds per idle device) stay below 0.5% of it even with 8 devices.
-    What the clock sees includes the host's launch time of the first call; a step timed
-    with the ``gpuperf`` fixture on a named device is timed with CUDA events instead.
-    """
-
-    count: int
-    torch_module: Any = None
-    name: str = "cuda"
-    timer: str = "perf_counter_ns between torch.cuda.synchronize() of every visible device"
-    min_block_time: float = 10e-3
-    clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
-    last_host: float | None = None
-
-    @property
-    def _cuda(self) -> Any:
-        if self.torch_module is not None:
-            return self.torch_module.cuda
-        import torch
-
-        return torch.cuda
-
-    def synchronize(self) -> None:
-        cuda = self._cuda
-        for index in range(self.count):
-            cuda.synchronize(index)
-
-    def time_block(self, fn: Callable[[], object], iterations: int) -> float:
-        self.synchronize()
-        start = self.clock_ns()
-        for _ in repeat(None, iterations):
-            fn()
-        self.synchronize()
-        return (self.clock_ns() - start) * 1e-9
-
-    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
-        from ..measuring import ModeUnsupported
-
-        raise ModeUnsupported(
-            "cold mode needs a named device (the L2 of which GPU?): time the step with the gpuperf fixture, "
-            "or use warm for benchmark tests"
-        )
-
-    def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
-        from ..measuring import ModeUnsupported
-
-        raise ModeUnsupported(
-            "graph mode needs a named device: time the step with the gpuperf fixture, or use warm for benchmark tests"
-        )
-
-    @contextmanager
-    def track_memory(self) -> Iterator[_Peak]:
-        cuda = self._cuda
-        probe = _Peak(method=f"torch.cuda.max_memory_allocated (the largest of {self.count} devices)")
-        self.synchronize()
-        bases = [int(cuda.memory_allocated(index)) for index in range(self.count)]
-        for index in range(self.count):
-            cuda.reset_peak_memory_stats(index)
-        yield probe
-        self.synchronize()
-        probe.peak_bytes = max(int(cuda.max_memory_allocated(i)) - base for i, base in enumerate(bases))
-
-    def describe(self) -> dict[str, object]:
-        cuda = self._cuda
-        names = [str(cuda.get_device_properties(index).name) for index in range(self.count)]
-        return {"device": "cuda", "name": ", ".join(dict.fromkeys(names)), "count": self.count}
 
 
 # ---------------------------------------------------------------- stats as pytest-benchmark shows them
@@ -438,95 +350,34 @@ class BenchmarkFixture:
     ) -> Any:
         """pytest-benchmark's fixed budget, kept exactly: ``rounds`` samples of ``iterations`` calls after
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
+        from ..measuring import ModeUnsupported, measure_fixed
+
         self._use("benchmark.pedantic(...)")
-        _check_budget(rounds, warmup_rounds, iterations, setup)
         try:
-            measurement, result = self._fixed_budget(
-                target, tuple(args), dict(kwargs or {}), setup, teardown, rounds, warmup_rounds, iterations
+            measurement, result = measure_fixed(
+                target,
+                self._backend,
+                self._settings,
+                name=self.fullname,
+                device=self._slot.id,
+                work={},
+                rounds=rounds,
+                iterations=iterations,
+                warmup_rounds=warmup_rounds,
+                args=args,
+                kwargs=kwargs,
+                setup=setup,
+                teardown=teardown,
+                observer=self._checks.append,
+                caller="benchmark.pedantic",
             )
+        except ModeUnsupported as exc:
+            pytest.skip(str(exc))
         except Exception:
             self.has_error = True
             raise
         self._done(measurement, self._checks)
         return result
-
-    def _fixed_budget(
-        self,
-        target: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        setup: Callable[[], Any] | None,
-        teardown: Callable[..., Any] | None,
-        rounds: int,
-        warmup_rounds: int,
-        iterations: int,
-    ) -> tuple[Measurement, Any]:
-        from ..measuring import ModeUnsupported, SamplingResult, Warmup
-        from ..measuring._backends import block_timer
-        from ..measuring._runner import gc_paused, torch_threads
-
-        def arguments() -> tuple[tuple[Any, ...], dict[str, Any]]:
-            if setup is None:
-                return args, kwargs
-            made = setup()
-            if not made:
-                return args, kwargs
-            if args or kwargs:
-                raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
-            new_args, new_kwargs = made
-            return tuple(new_args), dict(new_kwargs)
-
-        results: list[Any] = []
-
-        def one_round() -> float:
-            call_args, call_kwargs = arguments()
-
-            def call() -> object:
-                out = target(*call_args, **call_kwargs)
-                results[:] = [out]
-                return out
-
-            try:
-                return block_timer(self._backend, call, self._settings.mode)(iterations)
-            finally:
-                if teardown is not None:
-                    teardown(*call_args, **call_kwargs)
-
-        settings = self._settings
-        began = time.perf_counter()
-        try:
-            with torch_threads(settings.threads_for(self._slot.id)) as threads, gc_paused():
-                warm = [one_round() / iterations for _ in range(warmup_rounds)]
-                warmed = time.perf_counter()
-                samples = tuple(one_round() / iterations for _ in range(rounds))
-        except ModeUnsupported as exc:
-            pytest.skip(str(exc))
-        sampled = time.perf_counter() - warmed
-        result = SamplingResult(
-            samples,
-            iterations,
-            Warmup(warmup_rounds, warmup_rounds * iterations, warmed - began, warmup_rounds > 0, tuple(warm)),
-            *_verdict(samples, rounds, iterations, settings),
-            sampled,
-        )
-        return self._measurement(result, threads), results[0]
-
-    def _measurement(self, result: SamplingResult, threads: int) -> Measurement:
-        from ..measuring._runner import measurement_of
-
-        return measurement_of(
-            result,
-            self._backend,
-            self._settings,
-            self._settings.plan(self._backend.min_block_time),
-            name=self.fullname,
-            device=self._slot.id,
-            work={},
-            threads=threads,
-            # Running the step again for its memory would add calls to a budget the user fixed.
-            memory=(None, "off: benchmark.pedantic runs its own budget only"),
-            observer=self._checks.append,
-        )
 
     def _done(self, measurement: Measurement, checks: list[Check]) -> None:
         # The gate's evidence now: it holds the machine's load over the samples that just ended.
@@ -549,33 +400,6 @@ class BenchmarkFixture:
         Gpuperf(self._item, self._session, self._slot).record(
             measurement, params=self.params, checks=checks, metadata=metadata, evidence=evidence
         )
-
-
-def _check_budget(rounds: int, warmup_rounds: int, iterations: int, setup: Callable[[], Any] | None) -> None:
-    """pytest-benchmark's own checks of a pedantic budget, with its messages."""
-    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
-        raise ValueError("Must have positive int for `iterations`.")
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise ValueError("Must have positive int for `rounds`.")
-    if not isinstance(warmup_rounds, int) or isinstance(warmup_rounds, bool) or warmup_rounds < 0:
-        raise ValueError("Must have positive int for `warmup_rounds`.")
-    if iterations > 1 and setup:
-        raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
-
-
-def _verdict(samples: Sequence[float], rounds: int, iterations: int, settings: MeasureSettings) -> tuple[bool, str]:
-    """(converged, stop reason) of a fixed budget: did its interval reach the target, and what it was."""
-    from ..measuring import min_samples_for, summarize
-
-    plan = settings.plan()
-    summary = summarize(samples, plan.confidence)
-    budget = f"benchmark.pedantic's fixed budget: {rounds} rounds x {iterations} iterations"
-    if summary.ci.falls_short(plan.confidence):
-        return False, f"{budget}; a {plan.confidence:.0%} interval needs {min_samples_for(plan.confidence)} rounds"
-    width = summary.ci.relative_half_width(summary.median)
-    if width > plan.target:
-        return False, f"{budget}; CI half-width {width:.2%} > target {plan.target:.2%}"
-    return True, f"{budget}; CI half-width {width:.2%} <= target {plan.target:.2%}"
 
 
 def _gpuperf_marked(node: pytest.Item | pytest.Function) -> frozenset[str]:
@@ -633,6 +457,8 @@ class BenchmarkPlugin:
         if slot.id != "cuda":
             return self.session.backend(slot)
         if self._all_cuda is None:
+            from ..measuring import AllCudaBackend
+
             inventory = self.session.inventory
             self._all_cuda = AllCudaBackend(inventory.cuda_count if inventory is not None else 0)
             self.session.device_descriptions["cuda"] = self._all_cuda.describe()

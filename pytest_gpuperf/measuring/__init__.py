@@ -14,6 +14,7 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._backends import (
         MODES,
+        AllCudaBackend,
         Backend,
         CpuBackend,
         CudaBackend,
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from ._load import Load, Monitor, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
-    from ._runner import Coordinator, measure, measure_on, work_from
+    from ._runner import Coordinator, measure, measure_fixed, measure_on, work_from
     from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
@@ -83,6 +84,7 @@ __all__ = [
     "SIZES",
     "THROTTLE_REASONS",
     "THROTTLE_THRESHOLD",
+    "AllCudaBackend",
     "Backend",
     "Check",
     "ClockMonitor",
@@ -142,6 +144,7 @@ __all__ = [
     "judge",
     "match_nvml_device",
     "measure",
+    "measure_fixed",
     "measure_on",
     "measure_paired",
     "median",

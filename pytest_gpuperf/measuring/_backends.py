@@ -20,6 +20,7 @@ from ._devices import DeviceError, DeviceSlot, cpu_model, torch_of
 
 __all__ = [
     "MODES",
+    "AllCudaBackend",
     "Backend",
     "CpuBackend",
     "CudaBackend",
@@ -383,6 +384,73 @@ class CudaBackend:
             "memory_bytes": int(props.total_memory),
             "multiprocessors": int(props.multi_processor_count),
         }
+
+
+@final
+@dataclass
+class AllCudaBackend:
+    """A host clock read after ``torch.cuda.synchronize`` on every visible device, for a step that names none.
+
+    pytest-benchmark's ``benchmark`` fixture times such steps (``_pytest/_benchmark.py``).
+    A sample is 10 ms at least (``min_block_time``): the synchronizations at its end
+    (a few microseconds per idle device) stay below 0.5% of it even with 8 devices.
+    What the clock sees includes the host's launch time of the first call; a step timed
+    on a named device is timed with CUDA events instead (``CudaBackend``).
+    """
+
+    count: int
+    torch_module: Any = None
+    name: str = "cuda"
+    timer: str = "perf_counter_ns between torch.cuda.synchronize() of every visible device"
+    min_block_time: float = 10e-3
+    clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
+    last_host: float | None = None
+
+    @property
+    def _cuda(self) -> Any:
+        return torch_of(self.torch_module).cuda
+
+    def synchronize(self) -> None:
+        cuda = self._cuda
+        for index in range(self.count):
+            cuda.synchronize(index)
+
+    def time_block(self, fn: Callable[[], object], iterations: int) -> float:
+        self.synchronize()
+        start = self.clock_ns()
+        for _ in repeat(None, iterations):
+            fn()
+        self.synchronize()
+        return (self.clock_ns() - start) * 1e-9
+
+    def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
+        raise ModeUnsupported(
+            "cold mode needs a named device (the L2 of which GPU?): time the step with the gpuperf fixture, "
+            "or use warm for benchmark tests"
+        )
+
+    def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
+        raise ModeUnsupported(
+            "graph mode needs a named device: time the step with the gpuperf fixture, or use warm for benchmark tests"
+        )
+
+    @contextmanager
+    def track_memory(self) -> Iterator[MemoryProbe]:
+        """The largest per-device peak over the visible devices, each above its level at the start."""
+        cuda = self._cuda
+        probe = _Memory(method=f"torch.cuda.max_memory_allocated (the largest of {self.count} devices)")
+        self.synchronize()
+        bases = [int(cuda.memory_allocated(index)) for index in range(self.count)]
+        for index in range(self.count):
+            cuda.reset_peak_memory_stats(index)
+        yield probe
+        self.synchronize()
+        probe.peak_bytes = max(int(cuda.max_memory_allocated(i)) - base for i, base in enumerate(bases))
+
+    def describe(self) -> dict[str, object]:
+        cuda = self._cuda
+        names = [str(cuda.get_device_properties(index).name) for index in range(self.count)]
+        return {"device": "cuda", "name": ", ".join(dict.fromkeys(names)), "count": self.count}
 
 
 @final

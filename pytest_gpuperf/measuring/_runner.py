@@ -21,9 +21,9 @@ from ._clocks import ClockSummary, clock_monitor, monitored
 from ._devices import open_device
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
-from ._sampling import SamplingPlan, SamplingResult, sample
+from ._sampling import SamplingPlan, SamplingResult, Warmup, sample
 from ._settings import MeasureSettings
-from ._stats import median
+from ._stats import median, min_samples_for, summarize
 from ._units import format_duration
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "HostTimes",
     "gc_paused",
     "measure",
+    "measure_fixed",
     "measure_on",
     "measurement_of",
     "peak_memory",
@@ -232,6 +233,118 @@ def measure_on(
         host=host.per_call,
         clocks=None if monitor is None else monitor.summary(len(result.samples)),
     )
+
+
+def measure_fixed(
+    target: Callable[..., Any],
+    backend: Backend,
+    settings: MeasureSettings,
+    *,
+    name: str,
+    device: str,
+    work: Mapping[str, float],
+    rounds: int,
+    iterations: int = 1,
+    warmup_rounds: int = 0,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    setup: Callable[[], Any] | None = None,
+    teardown: Callable[..., object] | None = None,
+    observer: Callable[[Check], None] | None = None,
+    caller: str = "measure_fixed",
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[Measurement, Any]:
+    """Measure a fixed budget, kept exactly (pytest-benchmark's ``pedantic``); (the Measurement, the last result).
+
+    ``warmup_rounds`` untimed rounds, then ``rounds`` samples of ``iterations`` calls of
+    ``target(*args, **kwargs)`` each. ``setup`` runs before each round and ``teardown``
+    (with the round's arguments) after it, both outside the time; a ``setup`` that returns
+    ``(args, kwargs)`` gives the round's arguments. No warmup until steady, no stop rule:
+    the interval is the one the budget gives (none under 6 rounds), and the step is not
+    run again for its peak memory. ValueError names a bad budget (pytest-benchmark's
+    messages); ``caller`` names the budget in the stop reason.
+    """
+    _check_budget(rounds, warmup_rounds, iterations, setup)
+    fixed_args, fixed_kwargs = tuple(args), dict(kwargs or {})
+
+    def arguments() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if setup is None:
+            return fixed_args, fixed_kwargs
+        made = setup()
+        if not made:
+            return fixed_args, fixed_kwargs
+        if fixed_args or fixed_kwargs:
+            raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
+        new_args, new_kwargs = made
+        return tuple(new_args), dict(new_kwargs)
+
+    results: list[Any] = []
+
+    def one_round() -> float:
+        call_args, call_kwargs = arguments()
+
+        def call() -> object:
+            out = target(*call_args, **call_kwargs)
+            results[:] = [out]
+            return out
+
+        try:
+            return block_timer(backend, call, settings.mode)(iterations)
+        finally:
+            if teardown is not None:
+                teardown(*call_args, **call_kwargs)
+
+    began = clock()
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
+        warm = [one_round() / iterations for _ in range(warmup_rounds)]
+        warmed = clock()
+        samples = tuple(one_round() / iterations for _ in range(rounds))
+    sampled = clock() - warmed
+    result = SamplingResult(
+        samples,
+        iterations,
+        Warmup(warmup_rounds, warmup_rounds * iterations, warmed - began, warmup_rounds > 0, tuple(warm)),
+        *_fixed_verdict(samples, f"{caller}'s fixed budget: {rounds} rounds x {iterations} iterations", settings),
+        sampled,
+    )
+    measurement = measurement_of(
+        result,
+        backend,
+        settings,
+        settings.plan(backend.min_block_time),
+        name=name,
+        device=device,
+        work=work,
+        threads=threads,
+        # Running the step again for its memory would add calls to a budget the user fixed.
+        memory=(None, f"off: {caller} runs its own budget only"),
+        observer=observer,
+    )
+    return measurement, results[0]
+
+
+def _check_budget(rounds: int, warmup_rounds: int, iterations: int, setup: Callable[[], Any] | None) -> None:
+    """pytest-benchmark's own checks of a pedantic budget, with its messages."""
+    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
+        raise ValueError("Must have positive int for `iterations`.")
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError("Must have positive int for `rounds`.")
+    if not isinstance(warmup_rounds, int) or isinstance(warmup_rounds, bool) or warmup_rounds < 0:
+        raise ValueError("Must have positive int for `warmup_rounds`.")
+    if iterations > 1 and setup:
+        raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
+
+
+def _fixed_verdict(samples: Sequence[float], budget: str, settings: MeasureSettings) -> tuple[bool, str]:
+    """(converged, stop reason) of a fixed budget: did its interval reach the target, and what it was."""
+    plan = settings.plan()
+    summary = summarize(samples, plan.confidence)
+    if summary.ci.falls_short(plan.confidence):
+        return False, f"{budget}; a {plan.confidence:.0%} interval needs {min_samples_for(plan.confidence)} rounds"
+    width = summary.ci.relative_half_width(summary.median)
+    if width > plan.target:
+        return False, f"{budget}; CI half-width {width:.2%} > target {plan.target:.2%}"
+    return True, f"{budget}; CI half-width {width:.2%} <= target {plan.target:.2%}"
 
 
 def _same(flag: bool) -> bool:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from pytest_gpuperf.measuring import (
+    AllCudaBackend,
     CpuBackend,
     CudaBackend,
     DeviceError,
@@ -165,6 +166,46 @@ def test_cuda_peak_memory_is_measured_above_the_level_at_entry() -> None:
     assert fake.log[-2:] == ["cuda.synchronize", "exit device"]  # synchronized before the peak was read
     assert fake.log[0] == "enter device 0"  # probed inside the device's context
     assert backend.describe()["capability"] == "9.0"
+
+
+def cuda_stand_in(log: list[str], count: int = 2) -> Any:
+    """Just enough of ``torch`` for AllCudaBackend, logging every call."""
+    peaks = {0: 300, 1: 900}
+    cuda = SimpleNamespace(
+        synchronize=lambda index: log.append(f"synchronize {index}"),
+        memory_allocated=lambda index: 100,
+        reset_peak_memory_stats=lambda index: log.append(f"reset {index}"),
+        max_memory_allocated=lambda index: peaks[index],
+        get_device_properties=lambda index: SimpleNamespace(name="Stand-in GPU"),
+    )
+    return SimpleNamespace(cuda=cuda)
+
+
+def test_every_visible_cuda_device_is_synchronized_before_the_clock_is_read() -> None:
+    log: list[str] = []
+    ticks = iter([1_000, 4_000_000])
+
+    def clock() -> int:
+        log.append("clock")
+        return next(ticks)
+
+    backend = AllCudaBackend(2, cuda_stand_in(log), clock_ns=clock)
+    seconds = backend.time_block(lambda: log.append("step"), 2)
+    assert log == [
+        "synchronize 0",
+        "synchronize 1",
+        "clock",
+        "step",
+        "step",
+        "synchronize 0",
+        "synchronize 1",
+        "clock",
+    ]
+    assert seconds == pytest.approx(3.999e-3)
+    assert backend.describe() == {"device": "cuda", "name": "Stand-in GPU", "count": 2}
+    with backend.track_memory() as probe:
+        pass
+    assert probe.peak_bytes == 800  # the larger device's peak above its level at the start
 
 
 def test_mps_events_when_torch_has_them() -> None:

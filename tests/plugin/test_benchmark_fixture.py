@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf._pytest._benchmark import AllCudaBackend, MarkerSettings, Stats, read_markers, target_slot
+from pytest_gpuperf._pytest._benchmark import MarkerSettings, Stats, read_markers, target_slot
 from pytest_gpuperf.measuring import Inventory, MeasureSettings, SettingError
 
 FAST = (
@@ -388,46 +388,6 @@ def test_the_device_recorded_follows_the_suite_and_the_machine() -> None:
     assert target_slot(item(device="cpu"), gpus).id == "cpu"  # the suite's own device says cpu
     assert target_slot(item(), none).id == "cpu"
     assert target_slot(SimpleNamespace(), none).id == "cpu"  # type: ignore[arg-type]
-
-
-def cuda_stand_in(log: list[str], count: int = 2) -> Any:
-    """Just enough of ``torch`` for AllCudaBackend, logging every call."""
-    peaks = {0: 300, 1: 900}
-    cuda = SimpleNamespace(
-        synchronize=lambda index: log.append(f"synchronize {index}"),
-        memory_allocated=lambda index: 100,
-        reset_peak_memory_stats=lambda index: log.append(f"reset {index}"),
-        max_memory_allocated=lambda index: peaks[index],
-        get_device_properties=lambda index: SimpleNamespace(name="Stand-in GPU"),
-    )
-    return SimpleNamespace(cuda=cuda)
-
-
-def test_every_visible_cuda_device_is_synchronized_before_the_clock_is_read() -> None:
-    log: list[str] = []
-    ticks = iter([1_000, 4_000_000])
-
-    def clock() -> int:
-        log.append("clock")
-        return next(ticks)
-
-    backend = AllCudaBackend(2, cuda_stand_in(log), clock_ns=clock)
-    seconds = backend.time_block(lambda: log.append("step"), 2)
-    assert log == [
-        "synchronize 0",
-        "synchronize 1",
-        "clock",
-        "step",
-        "step",
-        "synchronize 0",
-        "synchronize 1",
-        "clock",
-    ]
-    assert seconds == pytest.approx(3.999e-3)
-    assert backend.describe() == {"device": "cuda", "name": "Stand-in GPU", "count": 2}
-    with backend.track_memory() as probe:
-        pass
-    assert probe.peak_bytes == 800  # the larger device's peak above its level at the start
 
 
 def test_stats_read_as_pytest_benchmark_computes_them() -> None:
