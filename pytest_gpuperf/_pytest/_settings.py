@@ -69,6 +69,11 @@ class Settings:
             else:
                 source, raw = f"default of {spec.flag}", spec.default
             values[spec.field] = _parse(spec, raw, source)
+        if cli.get("replace") and not values["save"]:  # an ini default may hold it for the sessions that save
+            raise SettingError(
+                "--gpuperf-replace only changes what --gpuperf-save=NAME does: add --gpuperf-save=NAME, "
+                "or leave --gpuperf-replace out"
+            )
         measure = MeasureSettings(**{k: values.pop(k) for k in MEASURE_FIELDS})
         measure.check("options")
         return cls(measure=measure, **values)

@@ -64,6 +64,10 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
         (["--gpuperf-compare= "], "ERROR: --gpuperf-compare= : is empty; give a baseline name or a results file*"),
         (["--gpuperf-json="], "ERROR: --gpuperf-json=: is empty; give a file path such as results.json, or*"),
         (
+            ["--gpuperf-replace"],
+            "ERROR: --gpuperf-replace only changes what --gpuperf-save=NAME does: add --gpuperf-save=NAME, or leave*",
+        ),
+        (
             ["--gpuperf-device=CPU"],
             "ERROR: --gpuperf-device=CPU: 'CPU' is not a device (device names are lowercase: write cpu)*",
         ),
