@@ -22,6 +22,9 @@ from pytest_gpuperf.cli import main
         ["history", "publish"],
         ["history", "offline"],
         ["export"],
+        ["runs"],
+        ["runs", "show"],
+        ["runs", "prune"],
     ],
 )
 def test_every_subcommand_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,7 +50,7 @@ def test_python_dash_m_is_the_same_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest_gpuperf", "--help"], capture_output=True, text=True, check=False
     )
-    assert done.returncode == 0 and "{compare,ab,history,export}" in done.stdout
+    assert done.returncode == 0 and "{compare,ab,history,export,runs}" in done.stdout
 
 
 def test_an_interrupted_command_exits_130_without_a_traceback(

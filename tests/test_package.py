@@ -61,8 +61,9 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
 
 
 #: What each subpackage may import of the package: dependencies point one way (docs/architecture.md).
-#: ``_git``, ``_process`` and ``_signals`` are helpers beside the subpackages that import nothing of the package.
-UTILITIES = {"_git", "_process", "_signals"}
+#: ``_git``, ``_process``, ``_progress`` and ``_signals`` are helpers beside the subpackages that import nothing of
+#: the package.
+UTILITIES = {"_git", "_process", "_progress", "_signals"}
 ALLOWED = {
     "measuring": set(),
     "results": {"measuring", *UTILITIES},

@@ -44,6 +44,7 @@ ROUND_MARK: Final = "[gpuperf round "
 # The results and gate packages are imported where first used: most pytest sessions neither
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
 if TYPE_CHECKING:
+    from .._progress import Progress
     from ..gate import GateResult, Policy
     from ..results import Baseline, Record, ResultsDir, Run
 
@@ -52,6 +53,10 @@ __all__ = ["ROUND_SPACING", "GatePlugin", "is_out_of_memory", "release_failed_te
 #: Seconds between two rounds of one test: the machine's states last seconds, rounds should sample several.
 ROUND_SPACING: Final = 1.0
 _OOM_TEXTS: Final = ("out of memory", "can't allocate memory", "not enough memory")
+
+
+def _tests(count: int) -> str:
+    return f"{count} test{'s' if count != 1 else ''}"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -167,7 +172,9 @@ class GatePlugin:
 
     # ------------------------------------------------------------ rounds and confirmation runs
 
-    @pytest.hookimpl(wrapper=True)
+    # Outermost (tryfirst), so that pytest's terminal reporter has ended its progress line with [100%] when the
+    # rounds and confirmation runs say what they do.
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
         alone = local_ranks() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
@@ -176,8 +183,11 @@ class GatePlugin:
         # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
         if not self.session.controller:
             measured = {record.test for record in self.session.records}
+            items = [item for item in session.items if item.nodeid in measured]
+            progress = self._progress(session)
             for extra in range(2, self.settings.rounds + 1):
-                for item in [item for item in session.items if item.nodeid in measured]:
+                progress.step(f"measuring {_tests(len(items))} again", extra, self.settings.rounds, "round")
+                for item in items:
                     self._measure_again(item, extra)
         if self._active and self.baseline is not None:
             self._confirm(session)
@@ -241,10 +251,14 @@ class GatePlugin:
         from ..results import ResultsError, with_repeats
 
         config = session.config
-        for _ in range(self.settings.confirm):
+        progress = self._progress(session)
+        total = self.settings.confirm
+        for number in range(1, total + 1):
             suspects = self._suspects()
             if not suspects:
                 return
+            what = f"confirming {_tests(len(suspects))} that looked slower in a fresh process"
+            progress.step(what, number, total if number == total else f"at most {total}", "run")
             try:
                 fresh = confirm.run(
                     config.rootpath,
@@ -259,6 +273,21 @@ class GatePlugin:
             self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=True)
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
+
+    def _progress(self, session: pytest.Session) -> Progress:
+        """Lines on pytest's terminal writer, each on a line of its own; silent under ``-q`` and in an xdist worker
+        (whose output nobody sees)."""
+        from .._progress import Progress
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or session.config.get_verbosity() < 0 or self.session.worker is not None:
+            return Progress(None)
+
+        def write(line: str) -> None:
+            reporter.ensure_newline()  # pytest's progress line ends where it stands, then ours follows
+            reporter.write_line(line)
+
+        return Progress(write)
 
     def _compare_now(self) -> GateResult:
         """The baseline against this session's records as they are now (for suspects, and the verdicts)."""

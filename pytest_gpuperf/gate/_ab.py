@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._git import GitError
+from .._progress import Progress, format_elapsed
 from ..measuring import (
     DeviceError,
     MeasureSettings,
@@ -162,19 +163,23 @@ def _check_json(path: Path | None) -> None:
         raise AbError(f"--json {path}: {parent} is not a writable directory; choose a writable location")
 
 
-def run(options: AbOptions, *, out: Callable[[str], None] = print) -> AbResult:
-    """Load both sides, measure every common workload, and return the result (printing progress to ``out``)."""
+def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbResult:
+    """Load both sides, measure every common workload, and return the result (printing progress to ``out``,
+    nothing when it is None)."""
     repo = repository(options.repo)
     relative = _workloads_path(repo, options.workloads)
     _check_json(options.json)
     bench = _bench(options)
+    progress = Progress(out, prefix="gpuperf ab")
+    aside = options.base if options.head is None else f"{options.base} and {options.head}"
+    progress.say(f"checking out {aside} in a temporary git worktree, then importing {relative} from both sides")
     try:
         with trees(repo, options.base, options.head) as (base, head):
             roots = [base.path.resolve(), head.path.resolve()]
             sides = {tree.side: load_workloads(tree, relative, roots) for tree in (base, head)}
             result = AbResult(base, head, bench, relative, GateResult([], options.fail_on))
-            _header(result, out)
-            _run_all(result, sides["base"], sides["head"], options.select, out)
+            _header(result, progress)
+            _run_all(result, sides["base"], sides["head"], options.select, progress)
     except GitError as exc:
         raise AbError(f"{exc}; check the repository and the revisions") from None
     finally:
@@ -183,11 +188,11 @@ def run(options: AbOptions, *, out: Callable[[str], None] = print) -> AbResult:
     return result
 
 
-def _header(result: AbResult, out: Callable[[str], None]) -> None:
+def _header(result: AbResult, progress: Progress) -> None:
     bench = result.bench
     threads = bench.settings.threads_for(bench.slot.kind) or "torch's default"
-    out(f"gpuperf ab: base {result.base.describe()}, head {result.head.describe()}")
-    out(
+    progress.say(f"base {result.base.describe()}, head {result.head.describe()}")
+    progress.line(
         f"{result.workloads} on {bench.slot.id} ({bench.backend.describe().get('name', bench.slot.id)}), "
         f"threads: {threads}, size {bench.size}, tolerance {bench.tolerance:.0%}, "
         f"up to {bench.settings.max_time:g} s of rounds per workload"
@@ -199,24 +204,25 @@ def _run_all(
     base: Mapping[str, Any],
     head: Mapping[str, Any],
     select: Sequence[str],
-    out: Callable[[str], None],
+    progress: Progress,
 ) -> None:
     everything = [*head, *(name for name in base if name not in head)]
     names = _selected(everything, select)
     if select and not names:
         raise AbError(f"-k {' -k '.join(select)} matched none of the workloads ({', '.join(everything)})")
-    for name in names:
+    for number, name in enumerate(names, 1):
         start = time.perf_counter()
         row = compare_workload(name, base.get(name), head.get(name), result.bench)
+        where = f"  {name} {number}/{len(names)}"
         if isinstance(row, str):
             result.result.skipped[name] = row
-            out(f"  {name}: skipped, {row}")
+            progress.line(f"{where}: skipped, {row}")
             continue
         result.result.rows.append(row)
         est = row.estimate
         ratio = "" if est is None else f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}], "
-        took = time.perf_counter() - start
-        out(f"  {name}: {ratio}{row.verdict.value} ({row.head_rounds} rounds, {took:.1f} s)")
+        took = format_elapsed(time.perf_counter() - start)
+        progress.line(f"{where}: {ratio}{row.verdict.value} ({row.head_rounds} rounds, {took})")
 
 
 def write_json(result: AbResult, path: Path) -> None:

@@ -130,6 +130,9 @@ def _ab_parser(commands: Any) -> None:
     _fail_on_option(abp)
     abp.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round's times to PATH")
     abp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    abp.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines (checkout, each workload): the table and verdict"
+    )
     abp.set_defaults(handler=ab_command)
 
 
@@ -207,7 +210,7 @@ def ab_command(args: argparse.Namespace) -> int:
         json=args.json,
     )
     try:
-        ab = _ab.run(options, out=lambda line: print(line, flush=True))
+        ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))
         print(gate_table(ab.result, tablefmt=args.format))
         for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._git import GitError, repo_root, resolve
+from .._progress import Progress
 from ._assets import OfflineError, default_cache, localize
 from ._asv import machine_name
 from ._asv_files import AsvError
@@ -75,6 +76,7 @@ def add_parser(commands: Any) -> None:
     rec.add_argument("commits", nargs="*", help="commits to record instead of --last")
     rec.add_argument("--last", type=int, default=None, help="record the last N first-parent commits of the branch")
     rec.add_argument("--no-publish", action="store_true", help="record only")
+    rec.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only each commit's outcome")
     sub.add_parser("publish", parents=[common, publishing], help="asv publish the recorded history")
     offline = sub.add_parser(
         "offline", help="serve the JavaScript and CSS of a page published by asv from the page itself (no CDN)"
@@ -123,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
             publish(layout, branch, offline=args.offline, cache=args.asset_cache)
             return 0
         recipe = Recipe(tuple(args.tests), args.python, args.install, tuple(args.pytest_args), args.timeout)
-        outcomes = record(layout, _commits(args, layout, branch), recipe, force=args.force)
+        quiet = Progress(None) if args.quiet else None
+        outcomes = record(layout, _commits(args, layout, branch), recipe, force=args.force, progress=quiet)
         if not args.no_publish:
             publish(layout, branch, offline=args.offline, cache=args.asset_cache)
         failed = [o for o in outcomes if "nothing recorded" in o or "install failed" in o]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._git import git, worktree
+from .._progress import Progress
 from ._assets import OfflineError, default_cache, localize
 
 __all__ = ["DEFAULT_OUT", "HistoryError", "Layout", "Recipe", "current_branch", "last_commits", "publish", "record"]
@@ -150,15 +151,25 @@ def _run(command: str | list[str], cwd: Path, out: Any, timeout: float, *, shell
         return -1
 
 
-def record(layout: Layout, commits: Sequence[str], recipe: Recipe, *, force: bool = False) -> list[str]:
-    """Record each commit not recorded yet (all of them with ``force``); print and return the outcomes."""
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def record(
+    layout: Layout, commits: Sequence[str], recipe: Recipe, *, force: bool = False, progress: Progress | None = None
+) -> list[str]:
+    """Record each commit not recorded yet (all of them with ``force``); print and return the outcomes.
+
+    ``progress`` says which commit is being measured (default: a line on standard output each).
+    """
+    progress = progress or Progress(_print, prefix="history")
     outcomes = []
-    for commit in commits:
+    for number, commit in enumerate(commits, 1):
         subject = git(layout.repo, "show", "-s", "--format=%s", commit)
         if layout.recorded(commit) and not force:
             outcome = "already recorded"
         else:
-            print(f"{commit[:8]} {subject[:60]}: measuring ...", flush=True)
+            progress.step(f"measuring {commit[:8]} {subject[:60]}", number, len(commits), "commit")
             outcome = record_commit(layout, commit, recipe)
         line = f"{commit[:8]} {subject[:60]}: {outcome}"
         print(line, flush=True)

@@ -15,6 +15,8 @@ only when asked (``--gpuperf-replace``), and then its old file is kept beside it
 measuring when the difference can be seen then.
 Rounds are what lets a comparison learn how much results vary from run to run.
 Every file is written atomically; a file that cannot be read is never overwritten.
+The directory is created in one place (``ResultsDir.make``), which gives a directory it creates a
+``.gitignore`` of ``*`` as pytest does for ``.pytest_cache``; one that exists is left as it is.
 
 Sessions may save at the same time. A run file's name is taken only if free (never
 replaced), and a baseline is re-read, merged and written under a lock on that baseline
@@ -24,6 +26,7 @@ and none is lost.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -50,6 +53,8 @@ __all__ = [
 ]
 
 MAX_RUNS: Final = 10
+#: What a results directory this package creates holds as ``.gitignore``: git ignores all of it.
+GITIGNORE: Final = "# Created by pytest-gpuperf automatically.\n*\n"
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -189,11 +194,25 @@ class ResultsDir:
             "choose a writable one with --gpuperf-results-dir=DIR or the ini key gpuperf_results_dir"
         )
 
+    def make(self, directory: Path) -> None:
+        """Create ``directory`` (``runs/`` or ``baselines/``); when the root is created here, it gets a ``.gitignore``
+        of ``*`` (never replacing one), as pytest's ``.pytest_cache`` has. Raises OSError when it cannot."""
+        try:
+            self.root.mkdir(parents=True)
+        except FileExistsError:
+            pass
+        else:
+            # Another session may create the root at the same moment: new=True never replaces its file. An
+            # unwritable root is left to the directory made next, whose error names it.
+            with contextlib.suppress(FileExistsError, ResultsError):
+                atomic_write_text(self.root / ".gitignore", GITIGNORE, new=True)
+        directory.mkdir(parents=True, exist_ok=True)
+
     def check_writable(self) -> None:
         """Create the directories and a scratch file in each, so that a run never measures for nothing."""
         for directory in (self.runs_dir, self.baselines_dir):
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                self.make(directory)
                 fd, scratch = tempfile.mkstemp(prefix=".probe.", dir=directory)
             except OSError as exc:
                 raise self._unwritable(directory, exc) from None
@@ -208,7 +227,7 @@ class ResultsDir:
         commit = str(run.git.get("commit", ""))[:8] or "nogit"
         suffix = "-dirty" if run.git.get("dirty") else ""
         try:
-            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            self.make(self.runs_dir)
         except OSError as exc:
             raise self._unwritable(self.runs_dir, exc) from None
         path = self.runs_dir / f"{now}-{commit}{suffix}.json"
@@ -329,7 +348,7 @@ class ResultsDir:
         """
         path = self.baseline_path(name)
         try:
-            self.baselines_dir.mkdir(parents=True, exist_ok=True)
+            self.make(self.baselines_dir)
             with locked(path):
                 try:
                     existing = self._runs_of(name)

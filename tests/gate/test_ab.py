@@ -98,12 +98,24 @@ def test_a_planted_slowdown_fails_with_the_table(repo: Path, capsys: pytest.Capt
     commit(repo, {"perf/delays.py": delays(0.006)}, "three times the sleep")
     assert main(["ab", "--base", "base", "--tolerance", "25%", *FAST]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("gpuperf ab: base base (")
-    assert "head the working tree (" in out.splitlines()[0]
+    lines = out.splitlines()
+    assert lines[0] == (
+        "gpuperf ab: checking out base in a temporary git worktree, then importing perf/workloads.py from both sides"
+    )
+    assert lines[1].startswith("gpuperf ab: base base (") and "head the working tree (" in lines[1]
+    assert re.fullmatch(r"  sleepy 1/2: [0-9.]+ \[[0-9.]+, [0-9.]+\], slower \([0-9]+ rounds, [0-9.]+ s\)", lines[3])
+    assert lines[4].startswith("  steady 2/2: ")
     table = rows(out)
     assert "SLOWER" in table["sleepy"] and "significant and over the 25% tolerance" in table["sleepy"]
     assert "SLOWER" not in table["steady"]
     assert out.splitlines()[-1].startswith("gpuperf ab: FAILED (") and out.rstrip().endswith("): sleepy [cpu]")
+
+
+def test_quiet_prints_only_the_table_and_the_verdict(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ab", "--base", "HEAD", "--tolerance", "50%", "-q", *FAST, "-k", "steady"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("test ") and lines[1].startswith("-----") and lines[2].startswith("steady ")
+    assert len(lines) == 4 and lines[3].startswith("gpuperf ab: passed (1 ")  # unchanged, or inconclusive under load
 
 
 def test_a_comment_only_change_passes(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -50,6 +50,8 @@ def test_the_second_record_measures_only_the_new_commit(history: PlantedHistory)
     second = history.logs[1]
     assert second.count("already recorded") == 4, second
     assert f"{history.commits['revert'][:8]} Revert" in second and ": recorded" in second
+    # the progress line before measuring it: which commit of how many
+    assert f"history: measuring {history.commits['revert'][:8]} Revert " in second and "(commit 5 of 5)" in second
 
 
 def test_planted_slowdown_is_in_regressions_json(history: PlantedHistory) -> None:

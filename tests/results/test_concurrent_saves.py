@@ -27,6 +27,7 @@ from pytest_gpuperf.results import (
     _store,
     save_run,
 )
+from pytest_gpuperf.results._store import GITIGNORE
 from tests.synthetic import make_record, make_run, with_fingerprint
 
 _ROOT = Path(__file__).parents[2]
@@ -44,7 +45,12 @@ def tags(store: ResultsDir, name: str) -> list[str]:
 
 
 def litter(root: Path) -> list[str]:
-    return sorted(p.name for p in root.rglob("*") if p.name.endswith((".tmp", ".lock")) or p.name.startswith("."))
+    """Temporaries and lock files left behind (the results directory's own ``.gitignore`` is not litter)."""
+    return sorted(
+        p.name
+        for p in root.rglob("*")
+        if (p.name.endswith((".tmp", ".lock")) or p.name.startswith(".")) and p.name != ".gitignore"
+    )
 
 
 # ---------------------------------------------------------------- a short session during a long one
@@ -143,6 +149,7 @@ def test_sessions_saving_at_once_keep_every_run_and_every_run_file(tmp_path: Pat
     run_files = list(store.runs_dir.glob("*.json"))
     assert sorted(json.loads(p.read_text())["settings"]["tag"] for p in run_files) == sorted(tags(store, "main"))
     assert litter(root) == []
+    assert (root / ".gitignore").read_text() == GITIGNORE  # the sessions created the directory at once: one wrote it
 
 
 # ---------------------------------------------------------------- the lock

@@ -1,0 +1,292 @@
+"""``pytest-gpuperf runs``: what the results directory holds, one saved run again, and pruning old runs.
+
+    pytest-gpuperf runs                  every run file (runs/*.json) and baseline (baselines/*.json)
+    pytest-gpuperf runs show ID|NAME     one run's results table, as the session printed it
+    pytest-gpuperf runs prune --keep N   delete the run files beyond the newest N (never a baseline)
+
+A run's id is its file's stem (``20261122T023000.123456Z-1a2b3c4d``); a baseline's is its name.
+The listing reads every file and never writes one: a file that cannot be read is listed as
+damaged, with the reason. A baseline holds copies of its runs (``_store.py``), so deleting run
+files never changes one. Exit status: 0 done, 2 bad input (no such directory or id, N < 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import difflib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from tabulate import tabulate
+
+from ._files import ResultsError, load_runs
+from ._record import Run
+from ._store import ResultsDir
+from ._table import peaks_of, results_table
+
+__all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+#: What ``ResultsDir.save_run`` names a run file: ``<UTC time>-<commit>[-dirty][-N]``. Only these are pruned.
+_RUN_STEM: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file of the results directory: a run file, or a baseline (several runs), or why it cannot be read."""
+
+    kind: str  # "run" or "baseline"
+    id: str
+    path: Path
+    runs: tuple[Run, ...] = ()
+    damaged: str = ""
+
+    @property
+    def newest(self) -> Run | None:
+        return self.runs[-1] if self.runs else None
+
+
+def _entry(kind: str, ident: str, path: Path) -> Entry:
+    try:
+        return Entry(kind, ident, path, tuple(load_runs(path)))
+    except ResultsError as exc:
+        return Entry(kind, ident, path, damaged=str(exc))
+
+
+def run_files(store: ResultsDir) -> list[Path]:
+    """``runs/*.json``, oldest first (their names start with the UTC time they were saved)."""
+    return sorted(store.runs_dir.glob("*.json")) if store.runs_dir.is_dir() else []
+
+
+def entries(store: ResultsDir) -> list[Entry]:
+    """Every run file, oldest first, then every baseline by name (not the ``.bak`` copies or ``.lock`` files)."""
+    runs = [_entry("run", path.stem, path) for path in run_files(store)]
+    return runs + [_entry("baseline", name, store.baseline_path(name)) for name in store.names()]
+
+
+def prunable(store: ResultsDir, keep: int) -> list[Path]:
+    """The run files beyond the newest ``keep``, oldest first; files not named as a session names them stay."""
+    ours = [path for path in run_files(store) if _RUN_STEM.match(path.stem)]
+    return ours[: max(0, len(ours) - keep)]
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _date(created: str) -> str:
+    try:
+        when = dt.datetime.fromisoformat(created)
+    except ValueError:
+        return created or "-"
+    zone = " UTC" if when.utcoffset() == dt.timedelta(0) else when.strftime(" %z") if when.tzinfo else ""
+    return when.strftime("%Y-%m-%d %H:%M:%S") + zone
+
+
+def _commit(run: Run) -> str:
+    commit = str(run.git.get("commit") or "")[:8]
+    if not commit:
+        return "-"
+    return commit + ("+dirty" if run.git.get("dirty") else "")
+
+
+def _devices(run: Run) -> str:
+    ids = list(dict.fromkeys(record.device for record in run.records)) or list(run.devices)
+    out = []
+    for device in ids:
+        name = run.devices.get(device, {}).get("name")
+        out.append(f"{device} ({name})" if name and not device.startswith("cpu") else device)
+    return ", ".join(out) or "-"
+
+
+def _row(entry: Entry) -> list[str]:
+    run = entry.newest
+    if run is None:
+        return [entry.id, "-", "-", "-", "-", f"damaged: {entry.damaged}"]
+    return [
+        entry.id,
+        _date(run.created),
+        _commit(run),
+        _devices(run),
+        str(len(run.records)),
+        "interrupted" if run.interrupted else "",
+    ]
+
+
+def listing(store: ResultsDir) -> list[str]:
+    """The lines of ``pytest-gpuperf runs``: a table of the run files, then one of the baselines."""
+    found = entries(store)
+    runs = [e for e in found if e.kind == "run"]
+    baselines = [e for e in found if e.kind == "baseline"]
+    lines = [f"runs in {store.runs_dir} ({len(runs)}, oldest first):"]
+    headers = ["id", "date (saved)", "commit", "devices", "records", "note"]
+    lines += tabulate([_row(e) for e in runs], headers=headers, disable_numparse=True).splitlines() if runs else []
+    lines += ["", f"baselines in {store.baselines_dir} ({len(baselines)}):"]
+    if baselines:
+        rows = [[*_row(e)[:1], str(len(e.runs)) if e.runs else "-", *_row(e)[1:]] for e in baselines]
+        headers = ["name", "runs", "newest run", "commit", "devices", "records", "note"]
+        lines += tabulate(rows, headers=headers, disable_numparse=True).splitlines()
+    return lines
+
+
+# ---------------------------------------------------------------- show
+
+
+class UnknownId(ResultsError):
+    """``runs show`` was given an id that names no run file and no baseline; the message lists the closest."""
+
+
+def resolve(store: ResultsDir, ident: str) -> Entry:
+    """The baseline named ``ident``, else the run file of that stem, else the one run file whose stem starts so."""
+    if ident in store.names():
+        return _entry("baseline", ident, store.baseline_path(ident))
+    stems = [path.stem for path in run_files(store)]
+    matches = [stem for stem in stems if stem == ident] or [stem for stem in stems if stem.startswith(ident)]
+    if len(matches) == 1:
+        return _entry("run", matches[0], store.runs_dir / f"{matches[0]}.json")
+    known = [*reversed(stems), *store.names()]
+    if len(matches) > 1:
+        more = ", ..." if len(matches) > 5 else ""
+        raise UnknownId(f"{ident!r} starts {len(matches)} run ids ({', '.join(matches[:5])}{more}); give more of one")
+    close = difflib.get_close_matches(ident, known, n=3, cutoff=0.6)
+    if close:
+        hint = f"did you mean {' or '.join(close)}?"
+    elif known:
+        shown = known[:8]
+        hint = f"ids there, newest runs first: {', '.join(shown)}{', ...' if len(known) > len(shown) else ''}"
+    else:
+        hint = "it holds no runs or baselines yet"
+    raise UnknownId(
+        f"no run or baseline {ident!r} in {store.root}; {hint} (pytest-gpuperf runs --results-dir {store.root} "
+        "lists them)"
+    )
+
+
+def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
+    """The lines of ``runs show``: what the file is, then the results table of its (newest) run."""
+    run = entry.newest
+    assert run is not None
+    if entry.kind == "baseline":
+        count = len(entry.runs)
+        head = f"baseline {entry.id!r} ({entry.path}) holds {count} run{'s' if count != 1 else ''}; the newest:"
+    else:
+        head = f"run {entry.id} ({entry.path}):"
+    state = ", interrupted: the records measured before" if run.interrupted else ""
+    records = f"{len(run.records)} record{'s' if len(run.records) != 1 else ''}"
+    about = f"saved {_date(run.created)}, commit {_commit(run)}, {records}{state}"
+    lines = [head, about]
+    if run.records:
+        peaks = peaks_of(run)
+        lines += results_table(run.records, tablefmt=tablefmt, peaks=peaks).splitlines()
+        for device in peaks:
+            how = run.devices[device]["reference_peak"].get("how", "")
+            lines.append(f"% peak: of {device}'s reference peak{f', {how}' if how else ''}")
+    return lines
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _keep(raw: str) -> int:
+    try:
+        keep = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{raw!r} is not a whole number; give how many runs to keep, e.g. 20"
+        ) from None
+    if keep < 0:
+        raise argparse.ArgumentTypeError(f"{keep} is negative; give how many of the newest runs to keep (0 or more)")
+    return keep
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``runs`` (with ``show`` and ``prune``) to the CLI's subparsers."""
+    description = (__doc__ or "").split("\n\n")[2].replace("\n", " ")
+    # Given before or after the subcommand: the subcommands' copy sets it only when given (SUPPRESS).
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--results-dir", type=Path, default=argparse.SUPPRESS, help="the results directory")
+    runs = commands.add_parser(
+        "runs", help="list the saved runs and baselines; show one, or prune old runs", description=description
+    )
+    runs.add_argument(
+        "--results-dir", type=Path, default=Path(".gpuperf"), help="the results directory (default: .gpuperf)"
+    )
+    runs.set_defaults(handler=list_command)
+    sub = runs.add_subparsers(dest="runs_command")
+    shw = sub.add_parser("show", parents=[parent], help="print a saved run's results table (a baseline's newest run)")
+    shw.add_argument("ident", metavar="ID|NAME", help="a run id (its file's stem, or its unique start) or a baseline")
+    shw.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    shw.set_defaults(handler=show_command)
+    prn = sub.add_parser("prune", parents=[parent], help="delete the oldest run files beyond N (never a baseline)")
+    prn.add_argument("--keep", type=_keep, required=True, metavar="N", help="how many of the newest runs to keep")
+    prn.add_argument("--dry-run", action="store_true", help="print what would be deleted, delete nothing")
+    prn.set_defaults(handler=prune_command)
+
+
+def _store(args: argparse.Namespace) -> ResultsDir | None:
+    store = ResultsDir(args.results_dir)
+    if not store.root.is_dir():
+        print(
+            f"error: no results directory {store.root}: pytest sessions that measure save there; "
+            "run from the project's rootdir or pass --results-dir DIR",
+            file=sys.stderr,
+        )
+        return None
+    return store
+
+
+def list_command(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return EXIT_BAD_INPUT
+    for line in listing(store):
+        print(line)
+    return EXIT_OK
+
+
+def show_command(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return EXIT_BAD_INPUT
+    try:
+        entry = resolve(store, args.ident)
+    except ResultsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if entry.damaged:
+        print(f"error: {entry.damaged}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for line in show(entry, tablefmt=args.format):
+        print(line)
+    return EXIT_OK
+
+
+def prune_command(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return EXIT_BAD_INPUT
+    doomed = prunable(store, args.keep)
+    verb = "would delete" if args.dry_run else "deleted"
+    for path in doomed:
+        if not args.dry_run:
+            try:
+                path.unlink()
+            except FileNotFoundError:  # another prune got there first
+                continue
+            except OSError as exc:
+                print(f"error: cannot delete {path}: {exc.strerror or exc}; check its permissions", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        print(f"runs prune: {verb} {path}")
+    kept = len(run_files(store)) - (len(doomed) if args.dry_run else 0)
+    print(
+        f"runs prune: {verb} {_count(len(doomed))}, kept {_count(kept)}; "
+        f"baselines in {store.baselines_dir} were not touched"
+    )
+    return EXIT_OK
+
+
+def _count(n: int) -> str:
+    return f"{n} run file{'s' if n != 1 else ''}"

@@ -1,0 +1,49 @@
+"""Progress lines inside pytest: extra rounds and confirmation runs say what they do, on lines of their own; -q
+silences them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.plugin.test_gate import EXACT_TIMING_CONFTEST, FAST, STEP_TEST
+
+
+@pytest.fixture
+def steps(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest(EXACT_TIMING_CONFTEST)
+    pytester.makepyfile(test_steps=STEP_TEST)
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2")
+    return pytester
+
+
+def test_extra_rounds_say_which_round_runs(steps: pytest.Pytester) -> None:
+    result = steps.runpytest(*FAST, "--gpuperf-rounds=3")
+    assert result.ret == pytest.ExitCode.OK
+    lines = result.stdout.lines
+    first = lines.index("gpuperf: measuring 2 tests again (round 2 of 3)")
+    assert re.fullmatch(r"test_steps.py \.\. +\[100%\]", lines[first - 1])  # pytest's progress line whole
+    assert re.fullmatch(r"gpuperf: measuring 2 tests again \(round 3 of 3, [0-9.]+ s\)", lines[first + 1])
+    quiet = steps.runpytest(*FAST, "--gpuperf-rounds=3", "-q")
+    assert quiet.ret == pytest.ExitCode.OK
+    assert not [line for line in quiet.stdout.lines if "again (round" in line]
+
+
+def test_confirmation_runs_say_what_they_confirm(steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    for _ in range(3):
+        assert steps.runpytest(*FAST, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    slower = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2", "-k", "test_step")
+    assert slower.ret == pytest.ExitCode.TESTS_FAILED
+    slower.stdout.fnmatch_lines(
+        [
+            "test_steps.py .*[[]100%[]]",
+            "gpuperf: confirming 1 test that looked slower in a fresh process (run 1 of at most 2)",
+            "gpuperf: confirming 1 test that looked slower in a fresh process (run 2 of 2, *s)",
+            "*= gpuperf gate =*",
+        ]
+    )
+    quiet = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2", "-k", "test_step", "-q")
+    assert quiet.ret == pytest.ExitCode.TESTS_FAILED
+    assert not [line for line in quiet.stdout.lines if "confirming" in line]
