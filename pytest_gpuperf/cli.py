@@ -4,6 +4,7 @@
     pytest-gpuperf ab --base REV          base and head measured side by side (the gate for noisy machines)
     pytest-gpuperf history record|publish|offline   the asv history of a repository
     pytest-gpuperf export --format F SOURCE   a saved run as pytest-benchmark, github-action-benchmark or Bencher JSON
+    pytest-gpuperf report RUN [BASELINE]      a saved run (and its verdicts) as one self-contained HTML file
 
 Exit status: 0 done (the gate passed), 1 the gate failed (or a commit could not be
 recorded), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM, after cleaning up); every
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from ._signals import terminate_as_interrupt
 from .gate._commands import add_parsers as add_gate_commands
 from .history._commands import add_parser as add_history_command
+from .report._commands import add_parser as add_report_command
 from .results._commands import add_parser as add_export_command
 
 __all__ = ["main"]
@@ -28,12 +30,13 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="pytest-gpuperf",
         description="Gate pull requests on saved or side-by-side measurements, publish the history of "
-        "pytest-gpuperf suites with asv, and export saved runs to other tools.",
+        "pytest-gpuperf suites with asv, export saved runs to other tools and report them as HTML.",
     )
     commands = top.add_subparsers(dest="command", required=True)
     add_gate_commands(commands)
     add_history_command(commands)
     add_export_command(commands)
+    add_report_command(commands)
     return top
 
 

@@ -8,10 +8,20 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..measuring import DeviceSlot, MeasureSettings, format_bytes, format_duration
+from ..measuring import DeviceSlot, MeasureSettings, format_duration
 from ..results import Record, short_test
+from ..results._cells import flags, peak_memory_cell, percent_of_peak
 
-__all__ = ["Speedup", "flags", "header_line", "peak_memory_cell", "results_table", "speedup_table", "speedups"]
+__all__ = [
+    "Speedup",
+    "flags",
+    "header_line",
+    "peak_memory_cell",
+    "percent_of_peak",
+    "results_table",
+    "speedup_table",
+    "speedups",
+]
 
 HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
 
@@ -33,46 +43,6 @@ def header_line(slots: Sequence[DeviceSlot], settings: MeasureSettings, torch_mo
         else:
             parts.append(slot.id)
     return f"gpuperf: devices {', '.join(parts)}; torch {torch_module.__version__}"
-
-
-def flags(record: Record) -> str:
-    m = record.measurement
-    out: list[str] = []
-    if not m.converged:
-        out.append("not converged")
-    if not m.warmup.steady:
-        out.append("warmup capped")
-    if m.mode != "warm":
-        out.append(m.mode)
-    if m.no_device_work:
-        out.append("no device work")
-    elif m.launch_bound:
-        out.append(f"launch-bound (host {format_duration(m.host_per_call or 0)}/call)")
-    drift = m.drift
-    if drift is not None:
-        out.append(f"drift {drift:+.1%}")
-    if m.clocks is not None and m.clocks.throttled:
-        out.append(f"throttled {m.clocks.throttled}/{len(m.samples)}")
-    for check in record.checks:
-        if check.outcome != "pass":
-            out.append(f"{check.what} {check.outcome}")
-    return ", ".join(out)
-
-
-def peak_memory_cell(peak: int | None, method: str) -> str:
-    """The bytes; ``unknown`` where the probe could not tell (the method says why), ``-`` where it was off."""
-    if peak is not None:
-        return format_bytes(peak)
-    return "unknown" if method.startswith("unknown") else "-"
-
-
-def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
-    """The record's FLOP/s as a percentage of its device's reference peak, or '-' without FLOP work or a peak."""
-    m = record.measurement
-    peak = peaks.get(record.device)
-    if peak is None or peak <= 0 or "FLOP" not in m.work:
-        return "-"
-    return f"{m.throughput('FLOP').value / peak:.0%}"
 
 
 def results_table(
