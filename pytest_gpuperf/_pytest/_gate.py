@@ -358,7 +358,10 @@ class GatePlugin:
         except ResultsError as exc:
             self._lines.append((f"gpuperf: ERROR: the HTML report was not written: {exc}", True))
             return False
-        self._lines.append((f"gpuperf: wrote the HTML report of {len(run.records)} records to {path}", False))
+        records = len(run.records)
+        self._lines.append(
+            (f"gpuperf: wrote the HTML report of {records} record{'s' if records != 1 else ''} to {path}", False)
+        )
         return True
 
     def _policy(self) -> Policy:

@@ -4,7 +4,7 @@ Each lane shows its samples as dots jittered across the lane (a fixed low-discre
 sequence, so that the same run always draws the same picture), its median as a line and,
 where there are samples enough for one, the confidence interval of the median as a band.
 The time axis is linear, or logarithmic when the samples span more than ``LOG_SPAN`` times;
-its ticks are labelled in one unit (ns, us, ms or s) chosen for the range.
+its ticks are labelled in one unit (ns, us, ms or s) chosen for the range, or on a log axis each in its own.
 """
 
 from __future__ import annotations
@@ -128,10 +128,9 @@ def strip_plot(lanes: Sequence[Lane], *, title: str) -> str:
     for tick in ticks(lo, hi, log):
         tx = x(tick)
         parts.append(f'<line class="grid" x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="{axis_y}"/>')
-        parts.append(
-            f'<text class="tick" x="{tx:.1f}" y="{axis_y + 16}" text-anchor="middle">'
-            f"{escape(_label(tick, factor, unit))}</text>"
-        )
+        # A log axis spans units: each tick in its own; a linear one reads best in one unit.
+        label = _label(tick, *reversed(unit_for(tick))) if log else _label(tick, factor, unit)
+        parts.append(f'<text class="tick" x="{tx:.1f}" y="{axis_y + 16}" text-anchor="middle">{escape(label)}</text>')
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{axis_y}" x2="{WIDTH - RIGHT}" y2="{axis_y}"/>')
     scale = "log scale" if log else "linear scale"
     parts.append(
