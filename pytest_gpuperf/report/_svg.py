@@ -129,7 +129,8 @@ def strip_plot(lanes: Sequence[Lane], *, title: str) -> str:
         tx = x(tick)
         parts.append(f'<line class="grid" x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="{axis_y}"/>')
         # A log axis spans units: each tick in its own; a linear one reads best in one unit.
-        label = _label(tick, *reversed(unit_for(tick))) if log else _label(tick, factor, unit)
+        own_unit, own_factor = unit_for(tick) if log else (unit, factor)
+        label = _label(tick, own_factor, own_unit)
         parts.append(f'<text class="tick" x="{tx:.1f}" y="{axis_y + 16}" text-anchor="middle">{escape(label)}</text>')
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{axis_y}" x2="{WIDTH - RIGHT}" y2="{axis_y}"/>')
     scale = "log scale" if log else "linear scale"
