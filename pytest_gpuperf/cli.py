@@ -5,6 +5,7 @@
     pytest-gpuperf history record|publish|offline   the asv history of a repository
     pytest-gpuperf export --format F SOURCE   a saved run as pytest-benchmark, github-action-benchmark or Bencher JSON
     pytest-gpuperf runs [show ID | prune --keep N]   the saved runs and baselines: list, show one, prune
+    pytest-gpuperf report RUN [BASELINE]      a saved run (and its verdicts) as one self-contained HTML file
 
 Exit status: 0 done (the gate passed), 1 the gate failed (or a commit could not be
 recorded), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM, after cleaning up); every
@@ -20,6 +21,7 @@ from collections.abc import Callable, Sequence
 from ._signals import terminate_as_interrupt
 from .gate._commands import add_parsers as add_gate_commands
 from .history._commands import add_parser as add_history_command
+from .report._commands import add_parser as add_report_command
 from .results._commands import add_parser as add_export_command
 from .results._runs import add_parser as add_runs_command
 
@@ -30,13 +32,15 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="pytest-gpuperf",
         description="Gate pull requests on saved or side-by-side measurements, publish the history of "
-        "pytest-gpuperf suites with asv, export saved runs to other tools, and list, show or prune them.",
+        "pytest-gpuperf suites with asv, export saved runs to other tools, list, show or prune them, and "
+        "report them as HTML.",
     )
     commands = top.add_subparsers(dest="command", required=True)
     add_gate_commands(commands)
     add_history_command(commands)
     add_export_command(commands)
     add_runs_command(commands)
+    add_report_command(commands)
     return top
 
 

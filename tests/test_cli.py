@@ -50,7 +50,7 @@ def test_python_dash_m_is_the_same_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest_gpuperf", "--help"], capture_output=True, text=True, check=False
     )
-    assert done.returncode == 0 and "{compare,ab,history,export,runs}" in done.stdout
+    assert done.returncode == 0 and "{compare,ab,history,export,runs,report}" in done.stdout
 
 
 def test_an_interrupted_command_exits_130_without_a_traceback(

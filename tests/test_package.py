@@ -18,6 +18,7 @@ PACKAGES = (
     "pytest_gpuperf.results",
     "pytest_gpuperf.gate",
     "pytest_gpuperf.history",
+    "pytest_gpuperf.report",
     "pytest_gpuperf._pytest",
 )
 
@@ -53,7 +54,8 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
     done = subprocess.run([sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
     assert "pytest_gpuperf._pytest.plugin" in loaded
-    heavy = {"torch", "numpy", "tabulate", "pytest_gpuperf.results", "pytest_gpuperf.history", "pytest_gpuperf.cli"}
+    heavy = {"torch", "numpy", "tabulate", "pytest_gpuperf.cli"}
+    heavy |= {f"pytest_gpuperf.{name}" for name in ("results", "history", "report")}
     assert not heavy & loaded
     assert not {
         name for name in loaded if name.startswith("pytest_gpuperf.gate.") and name != "pytest_gpuperf.gate._verdicts"
@@ -69,7 +71,8 @@ ALLOWED = {
     "results": {"measuring", *UTILITIES},
     "gate": {"measuring", "results", *UTILITIES},
     "history": {"measuring", "results", *UTILITIES},
-    "_pytest": {"measuring", "results", "gate", "history", *UTILITIES},
+    "report": {"measuring", "results", "gate", *UTILITIES},
+    "_pytest": {"measuring", "results", "gate", "history", "report", *UTILITIES},
 }
 ROOT = Path(pytest_gpuperf.__file__).parent
 

@@ -104,6 +104,8 @@ class GatePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self._active and self.settings.html:
+            _check_html_path(Path(self.settings.html))
         if not self._active or not (self.settings.save or self.settings.compare):
             return
         from ..results import StorageError
@@ -323,7 +325,7 @@ class GatePlugin:
         if self.session.worker is not None:
             export(self.session, self.failures)  # the controller saves, compares and reports
             return
-        if not self._active or not (self.session.records or self.settings.save or self.baseline):
+        if not self._active or not (self.session.records or self.settings.save or self.baseline or self.settings.html):
             return
         self.store = self.store or self._store()
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
@@ -336,6 +338,8 @@ class GatePlugin:
                 self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.settings.html and not self._write_html(run) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         if save_status is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = save_status
 
@@ -368,6 +372,26 @@ class GatePlugin:
             return pytest.ExitCode.USAGE_ERROR if isinstance(exc, ReplaceRefused) else pytest.ExitCode.INTERNAL_ERROR
         self._lines.append((f"gpuperf: {outcome.describe(name)}", False))
         return None
+
+    def _write_html(self, run: Run) -> bool:
+        """``--gpuperf-html``: the report of this run, with the gate's verdicts when comparing; False if not written."""
+        from ..report import compare, render, write
+        from ..results import ResultsError
+
+        path = Path(self.settings.html)
+        comparison = None
+        if self.baseline is not None and self.result is not None:
+            comparison = compare(self.baseline, run, self._policy(), self.result)
+        try:
+            write(path, render(run, comparison))
+        except ResultsError as exc:
+            self._lines.append((f"gpuperf: ERROR: the HTML report was not written: {exc}", True))
+            return False
+        records = len(run.records)
+        self._lines.append(
+            (f"gpuperf: wrote the HTML report of {records} record{'s' if records != 1 else ''} to {path}", False)
+        )
+        return True
 
     def _policy(self) -> Policy:
         from ..gate import Policy
@@ -412,3 +436,18 @@ class GatePlugin:
             )
         for text, is_error in self._lines:
             terminalreporter.write_line(text, red=is_error)
+
+
+def _check_html_path(path: Path) -> None:
+    """Refuse at start, before anything is measured, an HTML report path that cannot be written."""
+    if path.is_dir():
+        raise pytest.UsageError(
+            f"--gpuperf-html={path}: that is a directory; give a file path such as {path / 'report.html'}"
+        )
+    existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise pytest.UsageError(
+            f"--gpuperf-html={path}: {existing} is not a writable directory; choose another location"
+        )

@@ -187,6 +187,16 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         marker=False,
     ),
     OptionSpec(
+        "html",
+        None,
+        values.given_text("a file path such as report.html"),
+        "write this run as one self-contained HTML file at PATH at the end of the session (atomically): every "
+        "record's samples as a strip plot, its median and interval, throughput, % of peak and flags, and with "
+        "--gpuperf-compare the gate's verdicts, largest slowdown first (docs/report.md)",
+        "PATH",
+        marker=False,
+    ),
+    OptionSpec(
         "asv",
         None,
         values.given_text("an asv results directory such as .asv/results"),

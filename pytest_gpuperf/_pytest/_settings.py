@@ -22,7 +22,7 @@ __all__ = ["SettingError", "Settings"]
 #: Options that belong to one session, not to a confirmation run measuring its tests again.
 _SESSION_ONLY: Final = frozenset(
     {
-        *("save", "replace", "compare", "json", "asv", "asv_machine"),
+        *("save", "replace", "compare", "json", "html", "asv", "asv_machine"),
         *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait"),
     }
 )
@@ -35,6 +35,7 @@ class Settings:
     missing_device: str = "skip"
     size: str = "auto"
     json: str | None = None
+    html: str | None = None
     asv: str | None = None
     asv_machine: str | None = None
     results_dir: str = ".gpuperf"

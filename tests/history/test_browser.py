@@ -4,8 +4,7 @@ Headless Chromium loads ``index.html`` served on 127.0.0.1, with the page's
 JavaScript and CSS served from the page itself (``pytest-gpuperf history offline``: the CDNs asv
 uses are not reachable here). A probe script added to the served copy reads the
 points flot plotted in the main graph and writes their count into the DOM, which
-``--dump-dom`` prints. A screenshot is kept for people (``GPUPERF_SCREENSHOT=path``
-copies it there).
+``--dump-dom`` prints. A screenshot is kept for people (``GPUPERF_SCREENSHOT``: see ``tests/browser.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -24,16 +22,16 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.history import ASSETS, default_cache, localize, remote_urls
+from tests.browser import CHROMIUM, NO_CHROMIUM, chromium, keep_screenshot, skip_unless
 from tests.history.repo import STEP, PlantedHistory, planted_history
 
-CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
 CACHE = Path(os.environ.get("GPUPERF_ASSET_CACHE") or default_cache())
 _HAVE_ASSETS = all((CACHE / a.tarball).exists() for a in ASSETS)
 
 _MISSING = [
     reason
     for absent, reason in (
-        (CHROMIUM is None, "needs Debian's chromium for a real browser: apt-get install chromium (.ci/run does)"),
+        (CHROMIUM is None, NO_CHROMIUM),
         (
             shutil.which("npm") is None and not _HAVE_ASSETS,
             f"needs npm (apt-get install npm) to fetch the page's scripts, or their tarballs in {CACHE}",
@@ -42,10 +40,7 @@ _MISSING = [
     )
     if absent
 ]
-if _MISSING and os.environ.get("GPUPERF_REQUIRE_BROWSER") == "1":
-    # CI sets this: there a missing browser must fail the run, not skip the test quietly.
-    raise RuntimeError("GPUPERF_REQUIRE_BROWSER=1, but the browser test " + "; ".join(_MISSING))
-pytestmark = pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING))
+pytestmark = skip_unless(_MISSING, "the browser test")
 
 _PROBE = """
 (function () {
@@ -96,34 +91,8 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         thread.join(timeout=10)
 
 
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"  # a fresh profile: no cached pages
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            "--virtual-time-budget=30000",
-            "--window-size=1280,900",
-            "--hide-scrollbars",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
 def test_published_page_shows_a_graph_with_points(site: str, tmp_path: Path) -> None:
-    done = _chromium(tmp_path, "--dump-dom", site)
+    done = chromium(tmp_path, "--dump-dom", site)
     assert done.returncode == 0, done.stderr[-2000:]
     probe = dict(re.findall(r'data-probe-(\w+)="([^"]*)"', done.stdout))
     assert probe, f"the probe did not run; page:\n{done.stdout[:3000]}"
@@ -131,10 +100,8 @@ def test_published_page_shows_a_graph_with_points(site: str, tmp_path: Path) -> 
     assert int(probe["series"]) >= 1
     assert int(probe["points"]) == 5  # one per recorded commit
     screenshot = tmp_path / "history.png"
-    shot = _chromium(tmp_path, f"--screenshot={screenshot}", site)
+    shot = chromium(tmp_path, f"--screenshot={screenshot}", site)
     assert shot.returncode == 0, shot.stderr[-2000:]
     data = screenshot.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 20_000
-    keep = os.environ.get("GPUPERF_SCREENSHOT")
-    if keep:
-        shutil.copyfile(screenshot, keep)
+    keep_screenshot(screenshot, "history.png")

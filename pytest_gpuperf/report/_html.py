@@ -1,0 +1,394 @@
+"""The HTML report: one self-contained file of a run, and of the gate's verdicts against a baseline.
+
+Pure functions from saved values to text: ``render(run, comparison)`` is the page,
+``compare(baseline, run)`` the gate's verdicts it shows, ``write`` puts it on disk atomically.
+``pytest --gpuperf-html=PATH`` and ``pytest-gpuperf report`` both come here.
+
+The page loads nothing: its CSS is inline, its plots are inline SVG (``_svg.py``), it names
+no font to download and holds no script, so it opens on an offline GPU box and as a CI
+artifact. Every string from a run (test ids hold ``<``, ``&`` and quotes) is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Final
+
+from ..gate import BaselineNoise, GateResult, Policy, Row, Verdict, baseline_noise, compare_runs, gate_lines
+from ..gate._report import _ratio, _runs, _verdict  # the gate table's own cells, so both read the same
+from ..measuring import Measurement, format_duration
+from ..results import Baseline, Record, Run, atomic_write_text, short_test
+from ..results._table import flags, peak_memory_cell, peaks_of, percent_of_peak
+from ._svg import Lane, dots_of, strip_plot
+
+__all__ = ["Comparison", "compare", "policy_of", "render", "samples_drawn", "write"]
+
+TITLE: Final = "pytest-gpuperf report"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The gate's verdicts on a run against a baseline, and what the page says about that baseline."""
+
+    base_runs: Sequence[Run]
+    result: GateResult
+    against: str  # ``Baseline.describe()``
+    noise: str | None = None  # the gate's "baseline noise: ..." line
+
+
+def policy_of(run: Run) -> Policy:
+    """The gate's policy of the session that measured ``run``, from its settings (the defaults where absent)."""
+    settings = run.settings
+    default = Policy()
+
+    def fraction(name: str, fallback: float) -> float:
+        value = settings.get(name)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else fallback
+
+    def names(name: str, fallback: frozenset[str]) -> frozenset[str]:
+        value = settings.get(name)
+        return frozenset(str(v) for v in value) if isinstance(value, (list, tuple)) else fallback
+
+    return Policy(
+        tolerance=fraction("tolerance", default.tolerance),
+        noise_floor=fraction("noise_floor", default.noise_floor),
+        fail_on=names("fail_on", default.fail_on),
+        allow_mismatch=names("allow_mismatch", default.allow_mismatch),
+    )
+
+
+def compare(baseline: Baseline, run: Run, policy: Policy | None = None, result: GateResult | None = None) -> Comparison:
+    """``run`` judged against ``baseline`` by the gate (``compare_runs``), or with the ``result`` already judged."""
+    policy = policy or policy_of(run)
+    if result is None:
+        result = compare_runs(baseline.runs, [run], policy)
+    noise: BaselineNoise | None = baseline_noise(baseline.runs, policy)
+    return Comparison(
+        baseline.runs,
+        result,
+        baseline.describe(),
+        None if noise is None else noise.describe(policy.tolerance),
+    )
+
+
+def write(path: Path, text: str) -> None:
+    """Write the page atomically (a reader sees the old file or the new one); ResultsError names the fix."""
+    atomic_write_text(Path(path), text)
+
+
+# ------------------------------------------------------------------ the page
+
+
+def samples_drawn(run: Run, comparison: Comparison | None = None) -> int:
+    """How many dots the page draws: its ``<circle>`` elements (a browser test counts them)."""
+    total = 0
+    base = _base_samples(comparison)
+    for record in run.records:
+        total += len(dots_of(record.measurement.samples)) + len(dots_of(base.get(record.key, ())))
+    return total
+
+
+def render(run: Run, comparison: Comparison | None = None, *, source: str = "") -> str:
+    """The whole page for ``run`` (and its verdicts against a baseline); ``source`` says where the run came from."""
+    rows = {} if comparison is None else {row.key: row for row in comparison.result.rows}
+    records = _ordered(run.records, rows)
+    peaks = peaks_of(run)
+    base = _base_samples(comparison)
+    body = [
+        _header(run, source),
+        _gate_section(comparison) if comparison is not None else "",
+        _summary(records, rows, peaks, comparison is not None),
+        *(_card(i, r, rows.get(r.key), peaks, base.get(r.key, ()), comparison) for i, r in enumerate(records)),
+        _missing(comparison),
+        '<footer class="muted">written by pytest-gpuperf; the 95% intervals are distribution-free intervals of '
+        "the median (docs/glossary.md); the gate's ratio is current/baseline time (docs/how-the-gate-decides.md)"
+        "</footer>",
+    ]
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(TITLE)}: {escape(run.created)}</title><style>{_CSS}</style></head>"
+        f'<body data-records="{len(records)}">' + "\n".join(part for part in body if part) + "</body></html>\n"
+    )
+
+
+def _ordered(records: Sequence[Record], rows: Mapping[str, Row]) -> list[Record]:
+    """Run order; against a baseline, the largest slowdown first, records without a ratio last (in run order)."""
+    if not rows:
+        return list(records)
+
+    def change(record: Record) -> tuple[int, float]:
+        row = rows.get(record.key)
+        if row is None or row.estimate is None:
+            return 1, 0.0
+        return 0, -row.estimate.value
+
+    return sorted(records, key=change)  # stable: ties keep run order
+
+
+def _base_samples(comparison: Comparison | None) -> dict[str, list[float]]:
+    """Key -> the samples of every baseline run's record of it (each run's own measurement)."""
+    out: dict[str, list[float]] = {}
+    for run in comparison.base_runs if comparison is not None else ():
+        for record in run.records:
+            out.setdefault(record.key, []).extend(record.measurement.samples)
+    return out
+
+
+def _machine(run: Run) -> str:
+    fp = run.fingerprint
+    parts = []
+    cpu = fp.get("cpu_model")
+    if cpu:
+        count = fp.get("cpu_count")
+        parts.append(f"{cpu}" + (f" ({count} CPUs)" if count else ""))
+    gpus = [str(d.get("name")) for d in fp.get("cuda_devices") or () if isinstance(d, Mapping) and d.get("name")]
+    if not gpus:  # a file without the fingerprint's GPU list: the devices measured say their names
+        gpus = [str(d.get("name")) for k, d in run.devices.items() if k != "cpu" and d.get("name")]
+    parts += [f"{name} x{gpus.count(name)}" if gpus.count(name) > 1 else name for name in dict.fromkeys(gpus)]
+    if fp.get("hostname"):
+        parts.append(f"host {fp['hostname']}")
+    return "; ".join(parts) or "not recorded"
+
+
+def _commit(run: Run) -> str:
+    git = run.git
+    if not git.get("commit"):
+        return "outside git"
+    text = str(git["commit"])[:12]
+    if git.get("branch"):
+        text += f" ({git['branch']})"
+    return text + (" with uncommitted changes" if git.get("dirty") else "")
+
+
+def _software(run: Run) -> str:
+    fp = run.fingerprint
+    text = f"torch {fp.get('torch') or 'not recorded'}"
+    if fp.get("torch_cuda"):
+        text += f", CUDA {fp['torch_cuda']}"
+    nvml = fp.get("nvml")
+    if isinstance(nvml, Mapping) and nvml.get("driver"):
+        text += f", driver {nvml['driver']}"
+    if fp.get("python"):
+        text += f"; Python {fp['python']}"
+    return text
+
+
+def _header(run: Run, source: str) -> str:
+    facts = [
+        ("date", run.created or "not recorded"),
+        ("commit", _commit(run)),
+        ("machine", _machine(run)),
+        ("software", _software(run)),
+        ("records", str(len(run.records))),
+    ]
+    if source:
+        facts.append(("run", source))
+    out = [f"<header><h1>{escape(TITLE)}</h1>", _facts(facts)]
+    if run.interrupted:
+        out.append('<p class="warn">This session was interrupted: these are the records measured before.</p>')
+    out.append("</header>")
+    return "".join(out)
+
+
+def _facts(pairs: Iterable[tuple[str, str]]) -> str:
+    cells = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in pairs)
+    return f'<dl class="facts">{cells}</dl>'
+
+
+def _verdict_badge(row: Row | None) -> str:
+    if row is None:
+        return ""
+    return f'<span class="verdict v-{escape(row.verdict.value)}">{escape(_verdict(row))}</span>'
+
+
+def _gate_section(comparison: Comparison) -> str:
+    result = comparison.result
+    out = ['<section class="gate"><h2>gate</h2>', _facts([("against", comparison.against)])]
+    if comparison.noise:
+        out.append(f'<p class="noise">{escape(comparison.noise)}</p>')
+    for line in gate_lines(result):
+        css = "fail" if "FAILED" in line or "WARNING" in line else "pass" if "passed" in line else "muted"
+        out.append(f'<p class="{css}">{escape(line)}</p>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def _interval(record: Record) -> str:
+    m = record.measurement
+    if m.too_few_samples:
+        return m.ci_text  # "- (3 samples)": no interval is claimed, never a 0% one
+    return f"{m.ci_text} [{format_duration(m.ci.low)}, {format_duration(m.ci.high)}]"
+
+
+def _throughput(record: Record) -> str:
+    m = record.measurement
+    return ", ".join(str(m.throughput(unit)) for unit in m.work) or "-"
+
+
+def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, float], gate: bool) -> str:
+    head = ["test", "device", "median", "95% CI", "throughput"]
+    head += ["% peak"] if peaks else []
+    head += ["flags"] + (["ratio [95% CI]", "verdict"] if gate else [])
+    out = ['<section class="summary"><h2>records</h2><table><thead><tr>']
+    out += [f"<th>{escape(h)}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for i, record in enumerate(records):
+        m = record.measurement
+        cells = [
+            f'<a href="#r{i}">{escape(short_test(record))}</a>',
+            escape(record.device),
+            escape(format_duration(m.median)),
+            escape(m.ci_text),
+            escape(_throughput(record)),
+        ]
+        cells += [escape(percent_of_peak(record, peaks))] if peaks else []
+        cells.append(escape(flags(record)))
+        if gate:
+            row = rows.get(record.key)
+            cells += [escape(_ratio(row)) if row else "-", _verdict_badge(row)]
+        out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table></section>")
+    return "".join(out)
+
+
+def _card(
+    index: int,
+    record: Record,
+    row: Row | None,
+    peaks: Mapping[str, float],
+    base: Sequence[float],
+    comparison: Comparison | None,
+) -> str:
+    m = record.measurement
+    facts = [
+        ("median", format_duration(m.median)),
+        ("95% CI", _interval(record)),
+        ("throughput", _throughput(record)),
+    ]
+    if peaks:
+        facts.append(("% peak", percent_of_peak(record, peaks)))
+    facts += [
+        ("peak memory", peak_memory_cell(m.peak_memory, m.memory_method)),
+        ("samples", f"{len(m.samples)} x {m.iterations} calls"),
+        ("flags", flags(record) or "-"),
+    ]
+    lanes = [
+        Lane(
+            "current",
+            m.samples,
+            "current",
+            median=m.median,
+            band=None if m.too_few_samples else (m.ci.low, m.ci.high),
+        )
+    ]
+    if comparison is not None:
+        lanes.insert(
+            0,
+            Lane(
+                "baseline",
+                base,
+                "baseline",
+                median=row.baseline if row is not None and row.baseline is not None else None,
+                dashed=True,
+            ),
+        )
+    out = [
+        f'<section class="record" id="r{index}">',
+        f"<h3>{_verdict_badge(row)} {escape(short_test(record))} <span class='device'>{escape(record.device)}</span>"
+        "</h3>",
+        f'<p class="nodeid">{escape(record.key)}</p>',
+        _facts(facts),
+    ]
+    if row is not None:
+        out.append(_gate_facts(row))
+    out.append(strip_plot(lanes, title=f"{record.key} on {record.device}: time per call"))
+    out.append(f'<p class="caption">{escape(_caption(m, base, comparison, row))}</p>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def _gate_facts(row: Row) -> str:
+    pairs = [("ratio [95% CI]", _ratio(row)), ("verdict", _verdict(row))]
+    if row.baseline is not None and row.current is not None:
+        pairs.append(("baseline / current", f"{format_duration(row.baseline)} / {format_duration(row.current)}"))
+    if row.estimate is not None:
+        pairs.append(("runs", _runs(row)))
+    pairs.append(("why", row.reason))
+    return f'<div class="gate-row">{_facts(pairs)}</div>'
+
+
+def _caption(m: Measurement, base: Sequence[float], comparison: Comparison | None, row: Row | None) -> str:
+    def drawn(values: Sequence[float]) -> str:
+        shown = len(dots_of(values))
+        return f"{shown} samples" if shown == len(values) else f"{shown} of {len(values)} samples (evenly by rank)"
+
+    text = f"current: {drawn(m.samples)}, one dot per sample (time per call); solid line: the median"
+    text += "" if m.too_few_samples else ", band: its 95% interval"
+    if comparison is not None:
+        runs = sum(1 for run in comparison.base_runs if any(r.key == (row.key if row else "") for r in run.records))
+        if base:
+            text += f"; baseline: {drawn(base)} from {runs} run{'s' if runs != 1 else ''}"
+            text += "; dashed line: the gate's baseline time (geometric mean of its runs)"
+        else:
+            text += "; not in the baseline"
+    return text
+
+
+def _missing(comparison: Comparison | None) -> str:
+    gone = [row for row in comparison.result.rows if row.verdict is Verdict.MISSING] if comparison else []
+    if not gone:
+        return ""
+    items = "".join(
+        f"<li>{_verdict_badge(row)} {escape(short_test(row))} [{escape(row.device)}]: {escape(row.reason)}</li>"
+        for row in gone
+    )
+    return f'<section class="missing"><h2>in the baseline, not in this run</h2><ul>{items}</ul></section>'
+
+
+_CSS: Final = """
+:root { color-scheme: light; --current: #1f6fb2; --baseline: #d0731c; --ink: #1d2125; --muted: #5f6b76; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
+  margin: 0 auto; padding: 16px 24px 40px; max-width: 1100px; background: #fff; }
+h1 { font-size: 22px; margin: 0 0 8px; }
+h2 { font-size: 17px; margin: 24px 0 8px; }
+h3 { font-size: 15px; margin: 0 0 2px; word-break: break-all; }
+.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 6px 0; }
+.facts dt { color: var(--muted); }
+.facts dd { margin: 0; word-break: break-word; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; }
+th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e6ea; vertical-align: top; }
+th { background: #f4f6f8; }
+a { color: var(--current); }
+.record { border: 1px solid #dde1e5; border-radius: 6px; padding: 12px 14px; margin: 14px 0; }
+.nodeid { color: var(--muted); font-family: ui-monospace, monospace; font-size: 12px; margin: 0 0 4px;
+  word-break: break-all; }
+.device { color: var(--muted); font-weight: normal; }
+.gate-row { background: #f8f9fb; border-radius: 4px; padding: 2px 8px; }
+.caption, .muted, footer { color: var(--muted); font-size: 12px; }
+.warn, .fail { color: #b3261e; font-weight: 600; }
+.pass { color: #1e7a34; font-weight: 600; }
+.noise { color: var(--ink); }
+.verdict { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; font-weight: 600;
+  background: #e8eaed; color: var(--ink); }
+.v-slower, .v-unattributed { background: #b3261e; color: #fff; }
+.v-faster { background: #1e7a34; color: #fff; }
+.v-unchanged { background: #d7ecdc; }
+.v-inconclusive { background: #fbe7c6; }
+svg.strip { display: block; max-width: 100%; height: auto; margin-top: 6px; }
+svg .grid { stroke: #eceff2; stroke-width: 1; }
+svg .axis { stroke: #8a949e; stroke-width: 1; }
+svg .tick, svg .axis-name, svg .lane-name { font: 11px system-ui, sans-serif; fill: var(--muted); }
+svg .lane-name { font-size: 12px; fill: var(--ink); }
+svg .current .dot { fill: var(--current); fill-opacity: 0.55; }
+svg .baseline .dot { fill: var(--baseline); fill-opacity: 0.55; }
+svg .current .band { fill: var(--current); fill-opacity: 0.14; }
+svg .baseline .band { fill: var(--baseline); fill-opacity: 0.14; }
+svg .current .median { stroke: #0b3f6b; stroke-width: 2.5; }
+svg .baseline .median { stroke: #7a3e06; stroke-width: 2.5; }
+"""

@@ -1,0 +1,51 @@
+"""``--gpuperf-html=PATH``: the session writes its HTML report at the end, with the gate's verdicts when comparing."""
+
+from __future__ import annotations
+
+import pytest
+
+FAST = (
+    "--gpuperf-device=cpu",
+    "--gpuperf-min-time=0.005",
+    "--gpuperf-max-time=0.2",
+    "--gpuperf-warmup-time=0.01",
+    "--gpuperf-memory=off",
+    "--gpuperf-confirm=0",
+    "-p",
+    "no:cacheprovider",
+)
+
+TEST = """
+def test_sum(gpuperf):
+    data = list(range(200))
+    gpuperf.measure(lambda: sum(data), flops=200)
+"""
+
+
+def test_the_session_writes_its_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_it=TEST)
+    result = pytester.runpytest(*FAST, "--gpuperf-html=out/report.html")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["gpuperf: wrote the HTML report of 1 record to out/report.html"])
+    html = (pytester.path / "out/report.html").read_text(encoding="utf-8")
+    assert "test_it.py::test_sum[cpu]" in html and "<svg" in html and "<circle" in html
+    assert "ratio [95% CI]" not in html  # no baseline, no verdicts
+
+
+def test_with_a_baseline_the_report_holds_the_verdicts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_it=TEST)
+    assert pytester.runpytest(*FAST, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    result = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-html=report.html", "--gpuperf-fail-on=none")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["gpuperf: wrote the HTML report of 1 record to report.html"])
+    html = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert "ratio [95% CI]" in html and "against" in html and "baseline noise: run-to-run" in html
+    assert 'class="lane baseline"' in html
+
+
+def test_a_directory_is_refused_before_measuring(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_it=TEST)
+    pytester.mkdir("out")
+    result = pytester.runpytest(*FAST, "--gpuperf-html=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf-html=out: that is a directory; give a file path such as out/report.html"])

@@ -1,0 +1,72 @@
+"""A real browser opens the HTML report from disk and draws its plots.
+
+Headless Chromium loads the file (``file://``: the page needs nothing else) twice: ``--dump-dom``
+shows the DOM it built, where every sample is one ``<circle>``; a screenshot shows that they
+were painted: the page has many more coloured pixels than the same page with its plots taken
+out. ``GPUPERF_SCREENSHOT`` keeps the screenshot as ``report.png`` (``tests/browser.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from pathlib import Path
+
+from pytest_gpuperf.report import compare, render, samples_drawn, write
+from pytest_gpuperf.results import Baseline, Record
+from tests.browser import CHROMIUM, NO_CHROMIUM, Image, chromium, keep_screenshot, read_png, skip_unless
+from tests.synthetic import make_measurement, make_record, make_run, samples_around
+
+pytestmark = skip_unless([NO_CHROMIUM] if CHROMIUM is None else [], "the HTML report's browser test")
+
+WINDOW = "1200,1500"
+
+
+def _page(tmp_path: Path) -> tuple[Path, int, int]:
+    """A report of three records against a baseline of two runs; its path, records and dots drawn."""
+    tests = ("t.py::test_matmul[cpu]", "t.py::test_conv<3x3>[cpu]", "t.py::test_mlp[cpu]")
+    spread = {"t.py::test_matmul[cpu]": 0.3, "t.py::test_conv<3x3>[cpu]": 0.1, "t.py::test_mlp[cpu]": 0.05}
+
+    def record(test: str, median: float) -> Record:
+        samples = list(samples_around(median, 41, spread[test]))  # spread out, so that the dots do not pile up
+        random.Random(test).shuffle(samples)  # in no order, as real samples come (no drift)
+        return dataclasses.replace(make_record(median, test=test), measurement=make_measurement(test, samples))
+
+    base_run = make_run(*(record(t, m) for t, m in zip(tests, (10e-3, 2e-3, 40e-6), strict=True)))
+    run = make_run(*(record(t, m) for t, m in zip(tests, (12e-3, 2e-3, 38e-6), strict=True)))
+    comparison = compare(Baseline(tmp_path / "main.json", [base_run, base_run], "main"), run)
+    path = tmp_path / "report.html"
+    write(path, render(run, comparison, source="synthetic run"))
+    return path, len(run.records), samples_drawn(run, comparison)
+
+
+def _coloured(image: Image) -> int:
+    """Pixels of a clear hue (the dots; text and grid lines are grey, the interval bands faint)."""
+    return image.count(lambda p: max(p) - min(p) > 60)
+
+
+def test_the_report_draws_every_sample_in_a_browser(tmp_path: Path) -> None:
+    path, records, dots = _page(tmp_path)
+    done = chromium(tmp_path, "--dump-dom", path.as_uri(), window=WINDOW)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = done.stdout
+    assert len(re.findall(r"<svg\b", dom)) == records
+    assert len(re.findall(r"<circle\b", dom)) == dots == 3 * (41 + 2 * 41)
+    assert "test_conv&lt;3x3&gt;" in dom
+
+    shot = tmp_path / "report.png"
+    taken = chromium(tmp_path, f"--screenshot={shot}", path.as_uri(), window=WINDOW)
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    image = read_png(shot)
+    assert (image.width, image.height) == (1200, 1500)
+    blank = image.count(lambda p: min(p) >= 250)
+    assert 0.5 < blank / (image.width * image.height) < 0.98  # a page with things on it, mostly white
+
+    bare = tmp_path / "bare.html"
+    bare.write_text(re.sub(r"<svg\b.*?</svg>", "", path.read_text(encoding="utf-8"), flags=re.S), encoding="utf-8")
+    bare_shot = tmp_path / "bare.png"
+    assert chromium(tmp_path, f"--screenshot={bare_shot}", bare.as_uri(), window=WINDOW).returncode == 0
+    painted = _coloured(image) - _coloured(read_png(bare_shot))
+    assert painted > 2000, f"the plots added only {painted} coloured pixels"
+    keep_screenshot(shot, "report.png")

@@ -1,0 +1,160 @@
+"""The HTML report's renderer, from synthetic runs: what it says, in which order, escaped, and loading nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.measuring import Check
+from pytest_gpuperf.report import compare, policy_of, render, samples_drawn
+from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
+from pytest_gpuperf.results import Baseline, Record, Run
+from pytest_gpuperf.results._table import flags
+from tests.synthetic import make_measurement, make_record, make_run, samples_around, with_fingerprint
+
+
+def baseline_of(*medians_by_test: tuple[str, float], runs: int = 3) -> Baseline:
+    run = make_run(*(make_record(m, test=t) for t, m in medians_by_test))
+    return Baseline(Path("/results/baselines/main.json"), [run] * runs, "main")
+
+
+def test_every_string_of_the_run_is_escaped() -> None:
+    test = "t.py::test_<b>&'q'\"[cpu]"
+    run = make_run(make_record(1e-3, test=test), fingerprint=with_fingerprint(cpu_model="<CPU & co>"))
+    html = render(run, source='file "<x>.json"')
+    assert "<b>" not in html and "<CPU" not in html and '"<x>' not in html
+    assert "test_&lt;b&gt;&amp;&#x27;q&#x27;&quot;" in html
+    assert "&lt;CPU &amp; co&gt;" in html
+
+
+def test_the_page_loads_nothing() -> None:
+    base = baseline_of(("t.py::test_a[cpu]", 1e-3))
+    run = make_run(make_record(1.1e-3, test="t.py::test_a[cpu]"))
+    html = render(run, compare(base, run))
+    assert not re.search(r"https?:", html, re.IGNORECASE)
+    for loader in ("<script", "<link", "<img", "<iframe", "@import", "url(", "src=", "@font-face"):
+        assert loader not in html.lower()
+
+
+def test_too_few_samples_claim_no_interval() -> None:
+    record = make_record(1e-3)
+    few = dataclasses.replace(record, measurement=make_measurement("few", (1e-3, 1.1e-3, 0.9e-3)))
+    html = render(make_run(few))
+    assert "- (3 samples)" in html
+    assert "+-0.0%" not in html and "+-0%" not in html
+    assert 'class="band"' not in html  # no band drawn for an interval that is not claimed
+    assert ", band: its 95% interval" not in html
+
+
+def test_an_interval_is_shown_with_its_ends_and_drawn_as_a_band() -> None:
+    html = render(make_run(make_record(2e-3)))
+    assert re.search(r"\+-0\.\d% \[1\.99\d ms, 2\.00\d ms\]", html)
+    assert html.count('class="band"') == 1
+
+
+def test_against_a_baseline_the_largest_slowdown_comes_first() -> None:
+    tests = ("t.py::test_same[cpu]", "t.py::test_much[cpu]", "t.py::test_new[cpu]", "t.py::test_some[cpu]")
+    base = baseline_of((tests[0], 10e-3), (tests[1], 10e-3), (tests[3], 10e-3), ("t.py::test_gone[cpu]", 1e-3))
+    run = make_run(
+        make_record(10e-3, test=tests[0]),
+        make_record(13e-3, test=tests[1]),
+        make_record(5e-3, test=tests[2]),
+        make_record(11.5e-3, test=tests[3]),
+    )
+    html = render(run, compare(base, run))
+    order = re.findall(r'<p class="nodeid">t\.py::(test_\w+)\[cpu\]</p>', html)
+    assert order == ["test_much", "test_some", "test_same", "test_new"]  # no ratio (new) last
+    assert "1.300 [" in html and "SLOWER" in html and "+30.0%: significant and over the 5% tolerance" in html
+    assert "in the baseline, not in this run" in html and "test_gone [cpu]: not measured in this run" in html
+    assert "baseline noise: run-to-run " in html
+    assert "gpuperf gate: FAILED (" in html
+
+
+def test_without_a_baseline_the_run_order_is_kept() -> None:
+    run = make_run(make_record(3e-3, test="t.py::test_b[cpu]"), make_record(1e-3, test="t.py::test_a[cpu]"))
+    order = re.findall(r'<p class="nodeid">t\.py::(test_\w+)\[cpu\]</p>', render(run))
+    assert order == ["test_b", "test_a"]
+
+
+def test_one_dot_per_sample_beside_the_baselines() -> None:
+    base = baseline_of(("t.py::test_a[cpu]", 1e-3), runs=2)
+    run = make_run(make_record(1e-3, test="t.py::test_a[cpu]"))
+    comparison = compare(base, run)
+    html = render(run, comparison)
+    assert html.count("<circle") == samples_drawn(run, comparison) == 41 + 2 * 41
+    assert "baseline: 82 samples from 2 runs" in html
+
+
+def test_a_long_run_draws_its_shape_not_every_sample() -> None:
+    record = make_record(1e-3)
+    many = dataclasses.replace(record, measurement=make_measurement("many", samples_around(1e-3, 1001)))
+    html = render(make_run(many))
+    assert html.count("<circle") == MAX_DOTS
+    assert f"{MAX_DOTS} of 1001 samples (evenly by rank)" in html
+
+
+def test_the_header_names_the_date_commit_machine_and_torch() -> None:
+    gpus = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}, {"index": 1, "name": "NVIDIA H100 80GB HBM3"}]
+    fingerprint = with_fingerprint(cuda_devices=gpus, torch_cuda="13.0", git={"commit": "b" * 40, "dirty": True})
+    html = render(make_run(make_record(1e-3), fingerprint=fingerprint))
+    for text in (
+        "2026-11-22T03:00:00+00:00",
+        "bbbbbbbbbbbb with uncommitted changes",
+        "AMD EPYC 9R14 (2 CPUs); NVIDIA H100 80GB HBM3 x2; host box-1",
+        "torch 2.13.0+cpu, CUDA 13.0; Python 3.11.9",
+    ):
+        assert text in html
+
+
+def test_throughput_percent_of_peak_and_flags_are_the_tables() -> None:
+    record = make_record(1e-3)
+    record = Record(
+        record.test,
+        record.device,
+        dataclasses.replace(record.measurement, converged=False),
+        checks=[Check("throughput", ">=", "2 TFLOP/s", "fail", "measured 1 TFLOP/s")],
+    )
+    run = dataclasses.replace(make_run(record), devices={"cpu": {"reference_peak": {"FLOP/s": 4e12, "how": "mm"}}})
+    html = render(run)
+    assert "1 TFLOP/s" in html
+    assert "<dt>% peak</dt><dd>25%</dd>" in html
+    assert flags(record).startswith("not converged") and f"<dd>{flags(record)}</dd>" in html
+
+
+def test_the_policy_is_the_sessions() -> None:
+    run = dataclasses.replace(make_run(), settings={"tolerance": 0.1, "noise_floor": 0.03, "fail_on": ["faster"]})
+    policy = policy_of(run)
+    assert (policy.tolerance, policy.noise_floor, policy.fail_on) == (0.1, 0.03, frozenset({"faster"}))
+    assert policy_of(make_run()).tolerance == 0.05
+
+
+def test_an_interrupted_run_says_so() -> None:
+    assert "This session was interrupted" in render(make_run(make_record(1e-3), interrupted=True))
+
+
+def test_an_empty_run_is_a_page_too() -> None:
+    html = render(Run("2026-11-22T03:00:00+00:00", {}, {}, []))
+    assert 'data-records="0"' in html and "not recorded" in html and "outside git" in html
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "log", "expected"),
+    [
+        (0.9e-3, 1.21e-3, False, [0.9e-3, 1e-3, 1.1e-3, 1.2e-3]),
+        (0.0, 7e-6, False, [0.0, 2e-6, 4e-6, 6e-6]),
+        (0.8e-6, 30e-6, True, [1e-6, 2e-6, 5e-6, 10e-6, 20e-6]),
+    ],
+)
+def test_ticks_fall_on_round_values(lo: float, hi: float, log: bool, expected: list[float]) -> None:
+    assert ticks(lo, hi, log) == pytest.approx(expected)
+
+
+def test_the_axis_unit_follows_the_range_and_a_wide_range_goes_log() -> None:
+    assert unit_for(2.5e-3) == ("ms", 1e-3) and unit_for(3e-7) == ("ns", 1e-9) and unit_for(2.0) == ("s", 1.0)
+    wide = dataclasses.replace(make_record(1e-3).measurement, samples=(1e-6, 1e-3, 2e-3, 1e-4, 5e-4, 2e-5))
+    html = render(make_run(dataclasses.replace(make_record(1e-3), measurement=wide)))
+    assert "time per call (log scale)" in html and ">1 us<" in html and ">1 ms<" in html
+    assert "time per call (linear scale)" in render(make_run(make_record(1e-3)))
