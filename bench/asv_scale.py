@@ -321,15 +321,20 @@ def asv_publish(out: Path, results: Path, html: Path, label: str) -> Timed:
 
 
 def shard(out: Path, results: Path, machines: int) -> list[tuple[str, str]]:
-    """One asv publish per machine, each on a results dir holding that machine and benchmarks.json (linked)."""
+    """One asv publish per machine, each on a results dir holding that machine and benchmarks.json (hard links)."""
     walls, rss, pages = [], [], 0
     for machine_dir in sorted(d for d in results.iterdir() if d.is_dir()):
         part = out / "shards" / machine_dir.name
         part.mkdir(parents=True)
-        (part / "benchmarks.json").symlink_to(results / "benchmarks.json")
-        (part / machine_dir.name).symlink_to(machine_dir, target_is_directory=True)
+        # Hard links, not symlinks: asv walks the results directory without following links.
+        os.link(results / "benchmarks.json", part / "benchmarks.json")
+        (part / machine_dir.name).mkdir()
+        for path in machine_dir.iterdir():
+            os.link(path, part / machine_dir.name / path.name)
         html = out / "html-shards" / machine_dir.name
         timed = asv_publish(out, part, html, machine_dir.name)
+        if not json.loads((html / "index.json").read_text())["revision_to_hash"]:
+            raise SystemExit(f"asv publish of {machine_dir.name} alone found no results in {part}")
         walls.append(timed.wall)
         rss.append(timed.rss_mib)
         pages += tree_bytes(html)
