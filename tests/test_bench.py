@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,3 +45,30 @@ def test_pytest_benchmark_side_by_side_runs() -> None:
     assert "- (5 samples)" in out  # pedantic's 5 rounds claim no interval
     assert "benchmark(fn): geometric mean of the ratios" in out
     assert "wall time per session (median): pytest-benchmark" in out
+
+
+def test_asv_scale_runs_small_and_publishes(tmp_path: Path) -> None:
+    """The fleet history script at a tiny size: results written by our writer, merged, published (no speed judged)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "asv_scale.py"),
+            *("--machines", "2", "--commits", "4", "--benchmarks", "3", "--shard", "--keep"),
+            *("--out", str(tmp_path / "scale")),
+        ],
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "2 machines x 4 commits x 3 benchmarks" in out
+    assert "4 files per machine directory, one per commit" in out and "written by every machine: benchmarks.json" in out
+    for row in ("asv publish (all)", "page (html dir)", "asv publish per machine"):
+        assert row in out
+    html = tmp_path / "scale" / "html"
+    index = json.loads((html / "index.json").read_text())
+    assert len(index["revision_to_hash"]) == 4 and sorted(index["params"]["machine"]) == ["gpu-type-00", "gpu-type-01"]
+    assert len(index["benchmarks"]) == 3

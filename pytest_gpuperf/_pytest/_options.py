@@ -170,6 +170,16 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "warm|cold|graph",
     ),
     OptionSpec(
+        "per_call",
+        "off",
+        MEASURE_FIELDS["per_call"],
+        "time every call alone (blocks of one call), so the results give per-call percentiles p50, p90 and p99 "
+        "and assert_latency(percentile=...) can judge them; costs a timer read per call (on CUDA an event pair "
+        "and a synchronization)",
+        "",
+        switch=True,
+    ),
+    OptionSpec(
         "size",
         "auto",
         values.choice(*SIZES),

@@ -100,7 +100,11 @@ class Settings:
         out = []
         for spec in OPTIONS:
             if spec.field not in _SESSION_ONLY:
-                text = _flag_value(self.value(spec.field))
+                value = self.value(spec.field)
+                if spec.switch:  # a flag without a value: given when on
+                    out += [spec.flag] if value else []
+                    continue
+                text = _flag_value(value)
                 if text is not None:
                     out.append(f"{spec.flag}={text}")
         return out

@@ -523,10 +523,13 @@ def cpu_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> 
     return max(sizes, default=64 << 20)
 
 
-def block_timer(backend: Backend, fn: Callable[[], object], mode: str) -> Callable[[int], float]:
-    """``run_block(iterations) -> seconds`` for ``fn`` in timing ``mode`` (graph mode captures ``fn`` first)."""
+def block_timer(
+    backend: Backend, fn: Callable[[], object], mode: str, *, per_call: bool = False
+) -> Callable[[int], float]:
+    """``run_block(iterations) -> seconds`` for ``fn`` in timing ``mode`` (graph mode captures ``fn`` first;
+    ``per_call``: a graph of one call, so that a block of one call is one call's replay)."""
     if mode == "graph":
-        return _graph_timer(backend, fn)
+        return _graph_timer(backend, fn, per_call=per_call)
     if mode == "cold":
         return lambda iterations: backend.time_cold(fn, iterations)
     if mode != "warm":
@@ -534,7 +537,7 @@ def block_timer(backend: Backend, fn: Callable[[], object], mode: str) -> Callab
     return lambda iterations: backend.time_block(fn, iterations)
 
 
-def _graph_timer(backend: Backend, fn: Callable[[], object]) -> Callable[[int], float]:
+def _graph_timer(backend: Backend, fn: Callable[[], object], *, per_call: bool = False) -> Callable[[int], float]:
     """Replays of a graph of enough calls of ``fn`` to last ``GRAPH_REPLAY_TIME``, timed per call.
 
     Each graph launch costs the GPU time of its own: on an H100 a graph of one 52 us
@@ -542,11 +545,11 @@ def _graph_timer(backend: Backend, fn: Callable[[], object]) -> Callable[[int], 
     graph of one short call would carry that cost whole. So one call is captured and timed,
     then as many calls as fill ``GRAPH_REPLAY_TIME`` (at most ``GRAPH_MAX_CALLS``) are
     captured in the graph that is timed. A block of ``iterations`` calls runs whole
-    replays and is scaled to ``iterations`` calls, its host time too.
+    replays and is scaled to ``iterations`` calls, its host time too. ``per_call`` keeps the
+    graph of one call (each replay then carries its launch cost, the price of timing calls alone).
     """
     replay = backend.capture(fn)
-    per_call = backend.time_block(replay, PROBE_REPLAYS) / PROBE_REPLAYS
-    calls = graph_calls(per_call)
+    calls = 1 if per_call else graph_calls(backend.time_block(replay, PROBE_REPLAYS) / PROBE_REPLAYS)
     if calls > 1:
         replay = backend.capture(fn, calls)
 

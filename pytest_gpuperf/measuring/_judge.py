@@ -103,6 +103,9 @@ def judge(
     subject: str = "",
     why_undecided: str = "",
     stacklevel: int = 3,
+    estimate: str = "median",
+    of: str = "the median",
+    need: int | None = None,
 ) -> Check:
     """Judge ``[low, high]`` (around ``median``) against ``relation`` (``>=``/``<=``) ``bound``.
 
@@ -113,7 +116,9 @@ def judge(
     starts the message (a measurement's name). ``confidence`` is the confidence asked for;
     ``achieved`` the interval's actual coverage (order statistics are discrete) when it may
     be lower, from ``count`` ``counted`` ("samples", "paired rounds"): below ``confidence``
-    the check is inconclusive, whatever the interval says.
+    the check is inconclusive, whatever the interval says. ``estimate`` names the point estimate
+    (``median``, ``p99``), ``of`` what the interval is of (``the median``, ``the 99th percentile``)
+    and ``need`` how many samples an interval of it needs (default: the median's, ``min_samples_for``).
     """
     __tracebackhide__ = True
     check_bound(f"{subject}{what} {relation} bound", bound)
@@ -121,22 +126,22 @@ def judge(
     short = achieved is not None and achieved < confidence - 1e-12
     outcome: Outcome = "inconclusive" if short else side
     expected = f"{'at least' if relation == '>=' else 'at most'} {fmt(bound)}"
-    numbers = f"median {fmt(median)}, {confidence:.0%} CI [{fmt(low)}, {fmt(high)}] {evidence}"
+    numbers = f"{estimate} {fmt(median)}, {confidence:.0%} CI [{fmt(low)}, {fmt(high)}] {evidence}"
     advice = "" if inconclusive == "fail" else ", or set --gpuperf-inconclusive=fail to fail on this"
     if short:
         assert achieved is not None
-        need = min_samples_for(confidence)
+        need = min_samples_for(confidence) if need is None else need
         if count == 1:
             numbers = f"one sample is a point, not an interval: {fmt(median)} {evidence}, {_side(side)} the bound"
         else:
             numbers = (
-                f"median {fmt(median)}, the {format_coverage(achieved)} interval [{fmt(low)}, {fmt(high)}] "
+                f"{estimate} {fmt(median)}, the {format_coverage(achieved)} interval [{fmt(low)}, {fmt(high)}] "
                 f"{evidence}, {_side(side)} the bound"
             )
         few = f"only {counted_as(count, counted)}" if count else f"too few {counted}"
         message = (
             f"{subject}{what} {expected} is inconclusive: {few}, and a distribution-free {confidence:.0%} "
-            f"interval of the median needs at least {need}; {numbers}{why_undecided}. "
+            f"interval of {of} needs at least {need}; {numbers}{why_undecided}. "
             f"Take at least {need} {counted} (--gpuperf-min-samples={need} and a --gpuperf-max-time long enough) "
             f"for a verdict{advice}"
         )

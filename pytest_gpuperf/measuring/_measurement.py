@@ -4,6 +4,12 @@ Assertions go through the one interval judge (``_judge.py``): pass when the whol
 confidence interval of the median is on the right side of the bound, fail when it is
 wholly on the wrong side, inconclusive when it straddles the bound or when too few
 samples were taken for an interval at the confidence asked for (6 at 95%).
+
+A sample is one block of calls timed together, and its value is the block's mean time
+per call. Where each block held one call (``single_calls``: a block size of 1, forced
+with ``--gpuperf-per-call``), the samples are calls and their percentiles are per-call
+percentiles (p50, p90, p99); ``assert_latency(percentile=99)`` judges the quantile's own
+distribution-free interval. Means of blocks have no per-call percentiles: they are refused.
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from typing import Any, Final
 from ._clocks import ClockSummary
 from ._judge import Check, check_bound, counted_as, judge
 from ._sampling import Warmup
-from ._stats import Interval, Summary, Trend, summarize, trend
+from ._stats import Interval, Summary, Trend, min_samples_for, quantile, quantile_ci, summarize, trend
 from ._units import Quantity, UnitError, format_bytes, format_duration, parse_quantity
 
-__all__ = ["DRIFT_MIN", "DRIFT_P", "Measurement", "NoDeviceWorkWarning"]
+__all__ = ["DRIFT_MIN", "DRIFT_P", "PERCENTILES", "Measurement", "NoDeviceWorkWarning"]
 
 #: A device block shorter than this (and than NO_WORK_FRACTION of the host's time) ran no device work.
 NO_WORK_BLOCK: Final = 5e-6
@@ -29,6 +35,8 @@ NO_WORK_FRACTION: Final = 0.01
 DRIFT_P: Final = 0.001
 #: ... and the smallest change over the run that is flagged.
 DRIFT_MIN: Final = 0.01
+#: The per-call percentiles reported for samples of single calls.
+PERCENTILES: Final = (50, 90, 99)
 
 
 class NoDeviceWorkWarning(UserWarning):
@@ -62,6 +70,8 @@ class Measurement:
     mode: str = "warm"
     #: median host seconds spent launching one call, on devices that run asynchronously (else None)
     host_per_call: float | None = None
+    #: each sample is one call timed alone (a block of one call), so percentiles of the samples are per call
+    single_calls: bool = False
     observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------ statistics
@@ -101,6 +111,48 @@ class Measurement:
             and self.median < NO_WORK_FRACTION * self.host_per_call
             and self.median * self.iterations < NO_WORK_BLOCK
         )
+
+    @property
+    def percentiles(self) -> dict[int, float] | None:
+        """Per-call p50, p90 and p99 in seconds where every sample is one call, else None (means of blocks)."""
+        if not self.single_calls:
+            return None
+        return {p: self.percentile(p) for p in PERCENTILES}
+
+    def percentile(self, p: float) -> float:
+        """The ``p``-th percentile (0 < p < 100) of the time per call; ValueError for means of blocks."""
+        return quantile(self.samples, self._quantile_of(p, "percentile"))
+
+    def percentile_ci(self, p: float) -> Interval:
+        """Distribution-free interval of the ``p``-th percentile per call (its ``confidence`` falls short of the
+        measurement's with fewer than ``min_samples_for(confidence, p / 100)`` samples: 368 for p99 at 95%)."""
+        return quantile_ci(self.samples, self._quantile_of(p, "percentile_ci"), self.confidence)
+
+    def percentile_text(self, p: float) -> str:
+        """A per-call percentile as the tables show it: ``2.95 us``; ``- (45 samples)`` where they are too few
+        for its interval (368 for p99 at 95%); ``-`` for means of blocks, which have none."""
+        if not self.single_calls:
+            return "-"
+        if len(self.samples) < min_samples_for(self.confidence, p / 100.0):
+            return f"- ({counted_as(len(self.samples), 'samples')})"
+        return format_duration(self.percentile(p))
+
+    def _quantile_of(self, p: float, call: str) -> float:
+        """``p`` as a fraction, once checked, for samples that are single calls."""
+        __tracebackhide__ = True
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 100:
+            raise ValueError(f"{call}(percentile={p!r}): the percentile must be a number between 0 and 100, such as 99")
+        if not self.single_calls:
+            if self.iterations > 1:
+                what = f"the mean of a block of {self.iterations} calls"
+            else:
+                what = "a share of a CUDA graph replay of several calls"
+            raise ValueError(
+                f"{self.name}: {call}(percentile={p:g}) needs per-call times, but each sample here is {what}, "
+                "and percentiles of such means are not percentiles of calls; time calls one per sample with "
+                "--gpuperf-per-call (@pytest.mark.gpuperf(per_call=True), or measure(..., per_call=True))"
+            )
+        return p / 100.0
 
     @cached_property
     def trend(self) -> Trend:
@@ -183,14 +235,27 @@ class Measurement:
         return self
 
     def assert_latency(
-        self, *, at_most: str | float | Quantity | None = None, at_least: str | float | Quantity | None = None
+        self,
+        *,
+        at_most: str | float | Quantity | None = None,
+        at_least: str | float | Quantity | None = None,
+        percentile: float | None = None,
     ) -> Measurement:
-        """Assert the time per call, such as ``at_most="3.2 ms"`` (a bare number is seconds)."""
+        """Assert the time per call, such as ``at_most="3.2 ms"`` (a bare number is seconds).
+
+        The median's interval is judged; with ``percentile=99`` the 99th percentile's, which
+        needs samples of one call each (``--gpuperf-per-call``) and enough of them for its
+        interval (368 at 95%; from fewer the check is inconclusive and says how many).
+        """
         __tracebackhide__ = True
         if at_least is None and at_most is None:
             raise ValueError("assert_latency needs at_most= or at_least=, for example at_most='3.2 ms'")
+        q = None if percentile is None else self._quantile_of(percentile, "assert_latency")
         bounds = _bounds("assert_latency", "time", {"at_least": at_least, "at_most": at_most}, "'3.2 ms'")
         for relation, bound in bounds:
+            if q is not None:
+                self._judge_percentile(relation, bound, q)
+                continue
             self._judge(
                 "latency",
                 relation,
@@ -201,8 +266,36 @@ class Measurement:
             )
         return self
 
+    def _judge_percentile(self, relation: str, bound: Quantity, q: float) -> None:
+        __tracebackhide__ = True
+        interval = quantile_ci(self.samples, q, self.confidence)
+        label = f"p{q * 100:g}"
+        self._judge(
+            f"{label} latency",
+            relation,
+            bound,
+            Quantity(quantile(self.samples, q), "s"),
+            Quantity(interval.low, "s"),
+            Quantity(interval.high, "s"),
+            achieved=interval.confidence,
+            estimate=label,
+            of=f"the {_ordinal(q * 100)} percentile",
+            need=min_samples_for(self.confidence, q),
+        )
+
     def _judge(
-        self, what: str, relation: str, bound: Quantity, median: Quantity, low: Quantity, high: Quantity
+        self,
+        what: str,
+        relation: str,
+        bound: Quantity,
+        median: Quantity,
+        low: Quantity,
+        high: Quantity,
+        *,
+        achieved: float | None = None,
+        estimate: str = "median",
+        of: str = "the median",
+        need: int | None = None,
     ) -> None:
         __tracebackhide__ = True
         judge(
@@ -213,7 +306,7 @@ class Measurement:
             low.value,
             high.value,
             confidence=self.confidence,
-            achieved=self.ci.confidence,
+            achieved=self.ci.confidence if achieved is None else achieved,
             count=len(self.samples),
             evidence=(
                 f"from {counted_as(len(self.samples), 'samples')} x {self.iterations} calls "
@@ -224,7 +317,10 @@ class Measurement:
             fmt=lambda value: str(Quantity(value, bound.unit)),
             subject=f"{self.name}: ",
             why_undecided=f"; sampling stopped: {self.stop_reason}",
-            stacklevel=4,
+            stacklevel=4 if estimate == "median" else 5,
+            estimate=estimate,
+            of=of,
+            need=need,
         )
 
     # ------------------------------------------------------------ display and storage
@@ -240,6 +336,8 @@ class Measurement:
         if self.peak_memory is not None:
             parts.append(f"peak {format_bytes(self.peak_memory)}")
         parts.append(f"{len(self.samples)}x{self.iterations} calls")
+        if self.single_calls:
+            parts.append(" ".join(f"p{p} {self.percentile_text(p)}" for p in PERCENTILES))
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -263,6 +361,7 @@ class Measurement:
                 "ci_low": s.ci.low,
                 "ci_high": s.ci.high,
                 "ci_confidence": s.ci.confidence,
+                **{f"p{p}": v for p, v in (self.percentiles or {}).items()},
             },
             "throughput": {f"{u}/s": self.work[u] / s.median for u in self.work},
             "work": dict(self.work),
@@ -285,6 +384,7 @@ class Measurement:
             "timer": self.timer,
             "mode": self.mode,
             "host_per_call": self.host_per_call,
+            "single_calls": self.single_calls,
             "clocks": None if self.clocks is None else self.clocks.to_dict(),
         }
 
@@ -317,11 +417,22 @@ class Measurement:
             timer=str(data.get("timer", "")),
             mode=str(data.get("mode", "warm")),
             host_per_call=None if data.get("host_per_call") is None else float(data["host_per_call"]),
+            # Files written before samples said whether they were single calls make no claim.
+            single_calls=bool(data.get("single_calls", False)),
             clocks=ClockSummary.from_dict(data.get("clocks")),
         )
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _ordinal(number: float) -> str:
+    """``99th``, ``50th``, ``99.9th``, ``1st``, ``2nd``, ``3rd``, ``11th``."""
+    if number != int(number):
+        return f"{number:g}th"
+    n = int(number)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _bounds(

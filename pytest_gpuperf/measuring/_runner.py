@@ -136,6 +136,9 @@ def measurement_of(
     blocks on an asynchronous device (the last ones match the kept samples)."""
     description = backend.describe()
     kept = result.samples if samples is None else samples
+    # A sample is one call timed alone when its block held one call (a graph of one call in graph mode); paired
+    # rounds keep a step's share of each round, which is no single call.
+    single = samples is None and result.iterations == 1 and (settings.mode != "graph" or settings.per_call)
     measurement = Measurement(
         name=name,
         device=device,
@@ -157,6 +160,7 @@ def measurement_of(
         inconclusive=settings.inconclusive,
         mode=settings.mode,
         host_per_call=_host_per_call(host, len(kept)),
+        single_calls=single,
         observer=observer,
     )
     if measurement.no_device_work:
@@ -211,7 +215,7 @@ def measure_on(
     """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
     plan = settings.plan(backend.min_block_time)
     with torch_threads(settings.threads_for(device)) as threads, clock_monitor(backend) as monitor:
-        host = HostTimes(backend, block_timer(backend, fn, settings.mode))
+        host = HostTimes(backend, block_timer(backend, fn, settings.mode, per_call=settings.per_call))
         block = host if coordinator is None else coordinator.wrap_block(host)
         block = monitored(block, monitor)
         with gc_paused():
@@ -289,7 +293,7 @@ def measure_fixed(
             return out
 
         try:
-            return block_timer(backend, call, settings.mode)(iterations)
+            return block_timer(backend, call, settings.mode, per_call=settings.per_call)(iterations)
         finally:
             if teardown is not None:
                 teardown(*call_args, **call_kwargs)

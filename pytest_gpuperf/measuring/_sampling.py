@@ -15,6 +15,9 @@ wall clock as ``clock() -> seconds``, so a fake clock drives every path in tests
    Blocks are re-sized from steady calls: once the first ``RESIZE_AFTER`` samples
    are in, if their median says a block is less than half ``min_block_time`` long,
    the block is enlarged and sampling starts over (the short blocks count as warmup).
+   ``per_call`` forces blocks of one call (``--gpuperf-per-call``): each sample is then
+   one call timed alone, so percentiles of the samples are percentiles of calls, paid
+   for with a timer read (on CUDA an event pair and a synchronization) per call.
 3. Sampling. A stop rule sees the samples and the elapsed time after each block:
    by default it stops when the distribution-free 95% CI of the median is within
    ``target`` (relative half-width), after ``min_samples`` and ``min_time``, or at
@@ -68,6 +71,8 @@ class SamplingPlan:
     max_samples: int = 1_000_000
     #: A block never grows past this fraction of max_time, so slow steps still give samples.
     max_block_fraction: float = 0.05
+    #: Every block is one call (``--gpuperf-per-call``): samples are single calls, not means of blocks.
+    per_call: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,9 @@ def caps_reached(plan: SamplingPlan, n: int, elapsed: float, goal: str) -> tuple
 
 
 def block_size(per_iteration: float, plan: SamplingPlan) -> int:
-    """Iterations per sample so a sample lasts at least ``min_block_time``, but not a large part of the budget."""
-    if per_iteration <= 0 or not math.isfinite(per_iteration):
+    """Iterations per sample so a sample lasts at least ``min_block_time``, but not a large part of the budget
+    (always 1 under ``per_call``)."""
+    if plan.per_call or per_iteration <= 0 or not math.isfinite(per_iteration):
         return 1
     wanted = math.ceil(plan.min_block_time / per_iteration)
     ceiling = max(1, math.floor(plan.max_time * plan.max_block_fraction / per_iteration))
@@ -251,7 +257,7 @@ def _warm_up(
         # A timer that reads zero cannot size a block: grow it, within reason, until it reads something.
         if math.isinf(cheapest):
             resized = 1
-        elif cheapest > 0:
+        elif cheapest > 0 or plan.per_call:
             resized = block_size(cheapest, plan)
         else:
             resized = min(iterations * 10, 1_000_000)

@@ -30,6 +30,7 @@ MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "inconclusive": values.choice("warn", "fail"),
     "memory": values.on_off,
     "mode": values.choice(*MODES),
+    "per_call": values.on_off,
 }
 
 
@@ -51,6 +52,8 @@ class MeasureSettings:
     #: timing mode: ``warm`` (calls back to back), ``cold`` (caches flushed before each call, flush untimed)
     #: or ``graph`` (the step captured once in a CUDA graph, replays timed)
     mode: str = "warm"
+    #: time every call alone (blocks of one call), so the samples give per-call percentiles (p50, p90, p99)
+    per_call: bool = False
 
     def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
         return SamplingPlan(
@@ -60,6 +63,7 @@ class MeasureSettings:
             max_time=self.max_time,
             warmup_time=self.warmup_time,
             min_block_time=min_block_time,
+            per_call=self.per_call,
         )
 
     def threads_for(self, device: str) -> int | None:

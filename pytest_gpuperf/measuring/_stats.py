@@ -1,4 +1,4 @@
-"""Robust statistics of timing samples: median, quartiles, a distribution-free CI of the median.
+"""Robust statistics of timing samples: median, quartiles, distribution-free CIs of the median and of any quantile.
 
 Timings are skewed (a floor and a long tail of interruptions), so everything here
 is order-statistic based; nothing assumes a normal distribution. Pure Python: the
@@ -26,6 +26,9 @@ __all__ = [
     "median_ci",
     "median_ci_ranks",
     "min_samples_for",
+    "quantile",
+    "quantile_ci",
+    "quantile_ci_ranks",
     "summarize",
     "t_quantile",
     "trend",
@@ -128,16 +131,80 @@ class Summary:
 
 
 def binomial_cdf(k: int, n: int, p: float = 0.5) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), computed in log space so large n does not overflow."""
+    """P(X <= k) for X ~ Binomial(n, p), computed in log space so large n does not overflow.
+
+    The terms are summed from ``k`` away from the mode until they no longer count, on the
+    side of ``k`` that is a tail: a few standard deviations of terms, not ``k`` of them,
+    so that the ranks of a 99th percentile's interval from a million samples stay cheap.
+    """
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    if k <= n * p:
+        return min(1.0, _tail_sum(k, n, p, -1))
+    return max(0.0, 1.0 - _tail_sum(k + 1, n, p, +1))
+
+
+def _tail_sum(start: int, n: int, p: float, step: int) -> float:
+    """The sum of Binomial(n, p) probabilities from ``start`` outward (``step`` -1: down to 0, +1: up to n)."""
     log_n = math.lgamma(n + 1)
     log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q for i in range(k + 1)]
+    terms: list[float] = []
+    i = start
+    while 0 <= i <= n:
+        term = log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
+        terms.append(term)
+        # Terms fall faster than geometrically away from the mode: 40 nats below the first is far past double precision.
+        if term < terms[0] - 40.0 and len(terms) > 1:
+            break
+        i += step
     top = max(terms)
-    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+    return math.exp(top) * math.fsum(math.exp(t - top) for t in terms)
+
+
+@lru_cache(maxsize=4096)
+def quantile_ci_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[int, int, float]:
+    """0-based ranks (lo, hi) of the order statistics bounding the ``q`` quantile, and the confidence they keep.
+
+    The number of samples at or below the true ``q`` quantile is Binomial(n, q) whatever the
+    (continuous) distribution, so ``x_(lo)`` lies above it with probability ``P(B <= lo)`` and
+    ``x_(hi)`` below it with probability ``P(B >= hi + 1)``. Each side may miss with at most
+    ``(1 - confidence) / 2``, as a two-sided interval of the median does: ``lo`` is the
+    highest rank and ``hi`` the lowest that keep that. The confidence returned is
+    ``1 - 2 * (the larger miss)``, which is at least ``confidence`` when both sides keep it.
+    With fewer samples than ``min_samples_for(confidence, q)`` (368 for a 99th percentile at
+    95%) one side cannot keep it: the full range is returned with its lower confidence, and
+    the judge and the reports call it too short to decide anything (it is no interval).
+    """
+    if n < 1:
+        raise ValueError("need at least one sample")
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile q={q!r} must be strictly between 0 and 1")
+    half = (1.0 - confidence) / 2.0
+    spread = NormalDist().inv_cdf(1.0 - half) * math.sqrt(n * q * (1.0 - q))
+    lo = min(max(0, math.floor(n * q - spread)), n - 1)
+    while lo > 0 and binomial_cdf(lo, n, q) > half:
+        lo -= 1
+    while lo + 1 <= n - 1 and binomial_cdf(lo + 1, n, q) <= half:
+        lo += 1
+    hi = min(max(0, math.ceil(n * q + spread)), n - 1)
+
+    def above(rank: int) -> float:  # P(B >= rank + 1): x_(rank) lies below the quantile
+        return binomial_cdf(n - rank - 1, n, 1.0 - q)
+
+    while hi < n - 1 and above(hi) > half:
+        hi += 1
+    while hi - 1 >= lo and above(hi - 1) <= half:
+        hi -= 1
+    miss = max(binomial_cdf(lo, n, q), above(hi))
+    if _short(1.0 - 2.0 * miss, confidence):
+        lo, hi, miss = 0, n - 1, max(q, 1.0 - q) ** n
+    return lo, hi, max(0.0, 1.0 - 2.0 * miss)
 
 
 @lru_cache(maxsize=4096)
@@ -146,38 +213,32 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
 
     The number of samples below the true median is Binomial(n, 1/2) whatever the
     distribution, so ``[x_(j), x_(n-1-j)]`` covers it with probability
-    ``1 - 2 P(B <= j)``. We take the narrowest symmetric pair whose coverage is
-    at least ``confidence``; with too few samples (fewer than ``min_samples_for``:
-    6 at 95%) no pair reaches it and the full range is returned with its lower coverage
-    (0 for one sample: a point is no interval). The judge and the reports call such an
-    interval too short to decide anything.
+    ``1 - 2 P(B <= j)``: the narrowest symmetric pair whose coverage is at least
+    ``confidence`` (``quantile_ci_ranks`` at one half). With too few samples (fewer than
+    ``min_samples_for``: 6 at 95%) no pair reaches it and the full range is returned with
+    its lower coverage (0 for one sample: a point is no interval). The judge and the
+    reports call such an interval too short to decide anything.
     """
-    if n < 1:
-        raise ValueError("need at least one sample")
-    alpha = 1.0 - confidence
-    # x_(j) lies above the median when at most j samples fall below it: P(B <= j).
-    # Largest j with 2*P(B <= j) <= alpha; start from the normal-theory value.
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
-    j = min(max(0, math.floor(n / 2 - z * math.sqrt(n) / 2) + 2), (n - 1) // 2)
-    while j > 0 and 2.0 * binomial_cdf(j, n) > alpha:
-        j -= 1
-    while j + 1 <= (n - 1) // 2 and 2.0 * binomial_cdf(j + 1, n) <= alpha:
-        j += 1
-    coverage = 1.0 - 2.0 * binomial_cdf(j, n)
-    return j, n - 1 - j, coverage
+    return quantile_ci_ranks(n, 0.5, confidence)
 
 
 @lru_cache(maxsize=64)
-def min_samples_for(confidence: float) -> int:
-    """The fewest samples whose full range covers the median with ``confidence``: 6 at 95%, 8 at 99%.
+def min_samples_for(confidence: float, q: float = 0.5) -> int:
+    """The fewest samples whose range bounds the ``q`` quantile with ``confidence`` on each side, as
+    ``quantile_ci_ranks`` asks: 6 at 95% for the median (8 at 99%), 36 for a 90th percentile, 368 for a 99th.
 
-    The range of n samples misses the median only when all n fall on one side of it,
-    which happens with probability 2 / 2**n whatever the distribution.
+    The range of n samples misses the ``q`` quantile from above when all n fall below it
+    (probability ``q**n``), from below when all fall above it (``(1 - q)**n``), whatever
+    the distribution; each must be at most ``(1 - confidence) / 2``. (A one-sided bound
+    needs fewer: ``q**n <= 1 - confidence``, 299 samples for a 99th percentile at 95%.)
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence={confidence!r} must be strictly between 0 and 1")
-    n = 1
-    while _short(1.0 - 2.0 * 0.5**n, confidence):
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile q={q!r} must be strictly between 0 and 1")
+    worse = max(q, 1.0 - q)
+    n = max(1, math.floor(math.log((1.0 - confidence) / 2.0) / math.log(worse)) - 1)
+    while _short(1.0 - 2.0 * worse**n, confidence):
         n += 1
     return n
 
@@ -195,6 +256,20 @@ def _quantile(data: Sequence[float], q: float) -> float:
     below = math.floor(position)
     above = min(below + 1, len(data) - 1)
     return data[below] + (data[above] - data[below]) * (position - below)
+
+
+def quantile(samples: Iterable[float], q: float) -> float:
+    """The ``q`` quantile, interpolated between order statistics (numpy's default): ``quantile(xs, 0.99)``."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile q={q!r} must be between 0 and 1")
+    return _quantile(_sorted(samples), q)
+
+
+def quantile_ci(samples: Iterable[float], q: float, confidence: float = 0.95) -> Interval:
+    """Distribution-free confidence interval of the ``q`` quantile (order statistics, binomial coverage)."""
+    data = _sorted(samples)
+    lo, hi, coverage = quantile_ci_ranks(len(data), q, confidence)
+    return Interval(data[lo], data[hi], coverage)
 
 
 def median(samples: Iterable[float]) -> float:

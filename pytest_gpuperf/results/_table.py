@@ -60,7 +60,9 @@ def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
 def results_table(
     records: Sequence[Record], *, tablefmt: str = "simple", peaks: Mapping[str, float] | None = None
 ) -> str:
-    """One row per record; with ``peaks`` (device -> reference FLOP/s) a "% peak" column follows throughput."""
+    """One row per record; with ``peaks`` (device -> reference FLOP/s) a "% peak" column follows throughput,
+    and where some record's samples are single calls (``--gpuperf-per-call``) a "p99" column follows the CI."""
+    tail = any(r.measurement.single_calls for r in records)
     rows = []
     for record in records:
         m = record.measurement
@@ -70,8 +72,10 @@ def results_table(
             record.device,
             format_duration(m.median),
             m.ci_text,
-            throughput or "-",
         ]
+        if tail:
+            row.append(m.percentile_text(99))
+        row += [throughput or "-"]
         if peaks:
             row.append(percent_of_peak(record, peaks))
         row += [
@@ -81,6 +85,8 @@ def results_table(
         ]
         rows.append(row)
     headers = list(HEADERS)
+    if tail:
+        headers.insert(headers.index("95% CI") + 1, "p99")
     if peaks:
         headers.insert(headers.index("throughput") + 1, "% peak")
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)

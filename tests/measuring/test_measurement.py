@@ -195,3 +195,84 @@ def test_a_bad_bound_is_refused_before_any_other_is_judged() -> None:
     with pytest.raises(ValueError, match="at_most='0 ms'"):
         make(SAMPLES, checks=checks).assert_latency(at_least="1 ms", at_most="0 ms")
     assert checks == []
+
+
+# ---------------------------------------------------------------- per-call percentiles
+
+
+def per_call(samples: list[float], *, inconclusive: str = "warn", checks: list[Check] | None = None) -> Measurement:
+    return make_measurement(
+        "t",
+        samples,
+        device_name="Test CPU",
+        iterations=1,
+        single_calls=True,
+        inconclusive=inconclusive,
+        observer=None if checks is None else checks.append,
+    )
+
+
+# 400 calls, shuffled: 1.00 ms to 1.399 ms in 1 us steps, so the p99's 95% interval is [x_(391), x_(399)] (0-based).
+CALLS = [(1000 + i) * 1e-6 for i in range(400)]
+random.Random(3).shuffle(CALLS)
+
+
+def test_per_call_percentiles_and_their_interval() -> None:
+    m = per_call(CALLS)
+    tail = m.percentiles
+    assert tail is not None and list(tail) == [50, 90, 99]
+    assert tail[99] == pytest.approx(1.39501e-3) and tail[50] == pytest.approx(1.1995e-3)
+    ci = m.percentile_ci(99)
+    assert [ci.low, ci.high] == pytest.approx([1.391e-3, 1.399e-3]) and ci.confidence >= 0.95
+    assert m.percentile_text(99) == "1.395 ms"
+    assert "p50 1.2 ms p90 1.359 ms p99 1.395 ms" in m.describe()
+
+
+def test_percentile_assertions_pass_fail_and_are_inconclusive_from_too_few_calls() -> None:
+    checks: list[Check] = []
+    per_call(CALLS, checks=checks).assert_latency(at_most="1.4 ms", percentile=99)
+    with pytest.raises(GpuperfAssertionError) as info:
+        per_call(CALLS, checks=checks).assert_latency(at_most="1.38 ms", percentile=99)
+    message = str(info.value)
+    assert "t: p99 latency at most 1.38 ms expected, but p99 1.395 ms, 95% CI [1.391 ms, 1.399 ms]" in message
+    assert "from 400 samples x 1 calls" in message
+    few = CALLS[:367]  # one short of the 368 a p99 interval needs at 95%
+    with pytest.warns(InconclusiveWarning) as caught:
+        per_call(few, checks=checks).assert_latency(at_most="10 ms", percentile=99)
+    text = str(caught[0].message)
+    assert "p99 latency at most 10 ms is inconclusive: only 367 samples" in text
+    assert "a distribution-free 95% interval of the 99th percentile needs at least 368" in text
+    assert "--gpuperf-min-samples=368" in text
+    with pytest.raises(GpuperfAssertionError, match="inconclusive: only 367 samples"):
+        per_call(few, inconclusive="fail", checks=checks).assert_latency(at_most="10 ms", percentile=99)
+    assert [c.outcome for c in checks] == ["pass", "fail", "inconclusive", "inconclusive"]
+    assert checks[0].what == "p99 latency"
+    assert per_call(few).percentile_text(99) == "- (367 samples)"
+
+
+def test_percentiles_of_block_means_are_refused_with_the_fix() -> None:
+    m = make(SAMPLES)  # blocks of 4 calls
+    assert m.percentiles is None and m.percentile_text(99) == "-"
+    with pytest.raises(ValueError, match=r"mean of a block of 4 calls.*--gpuperf-per-call"):
+        m.assert_latency(at_most="1 s", percentile=99)
+    graph = make_measurement("g", SAMPLES, iterations=1, mode="graph")  # a share of a graph of several calls
+    with pytest.raises(ValueError, match="share of a CUDA graph replay"):
+        graph.percentile(99)
+
+
+@pytest.mark.parametrize("bad", [0, 100, -1, 150, True, "99", float("nan")])
+def test_a_percentile_must_be_between_0_and_100(bad: object) -> None:
+    with pytest.raises(ValueError, match="between 0 and 100"):
+        per_call(CALLS).assert_latency(at_most="1 s", percentile=bad)  # type: ignore[arg-type]
+
+
+def test_single_calls_and_percentiles_round_trip_and_old_files_still_load() -> None:
+    data = per_call(CALLS).to_dict()
+    assert data["single_calls"] is True and data["stats"]["p99"] == pytest.approx(1.39501e-3)
+    back = Measurement.from_dict(data)
+    assert back.single_calls and back.percentiles == per_call(CALLS).percentiles
+    old = {k: v for k, v in data.items() if k != "single_calls"}
+    old["stats"] = {k: v for k, v in data["stats"].items() if not k.startswith("p")}
+    loaded = Measurement.from_dict(old)
+    assert not loaded.single_calls and loaded.percentiles is None  # no claim made, none invented
+    assert "p99" not in make(SAMPLES).to_dict()["stats"]

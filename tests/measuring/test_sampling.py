@@ -189,3 +189,13 @@ def test_stop_rule_protocol_is_pluggable() -> None:
     assert len(result.samples) == 7 and result.stop_reason == "seven"
     rule = CiStopRule(SamplingPlan())
     assert rule([1e-3] * 3, 10.0) == (True, False, "time cap 5 s reached before the 1.00% target")
+
+
+@pytest.mark.parametrize("seconds", [2e-6, 0.0])
+def test_per_call_keeps_every_block_one_call(seconds: float) -> None:
+    """Even a call far below ``min_block_time``, or a timer that reads zero, is timed one call per sample."""
+    device = FakeDevice(lambda k: seconds)
+    plan = SamplingPlan(min_samples=20, min_time=1e-3, max_time=0.01, warmup_time=1e-3, per_call=True)
+    result = sample(device.run_block, plan, clock=device.clock)
+    assert set(device.blocks) == {1} and result.iterations == 1
+    assert block_size(1e-9, plan) == 1

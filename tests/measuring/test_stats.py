@@ -3,12 +3,22 @@ from __future__ import annotations
 import math
 import random
 from fractions import Fraction
+from math import comb
 
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import estimate_median, median_ci, min_samples_for, summarize, trend
-from pytest_gpuperf.measuring._stats import binomial_cdf, median_ci_ranks
+from pytest_gpuperf.measuring import (
+    estimate_median,
+    median,
+    median_ci,
+    min_samples_for,
+    quantile,
+    quantile_ci,
+    summarize,
+    trend,
+)
+from pytest_gpuperf.measuring._stats import binomial_cdf, median_ci_ranks, quantile_ci_ranks
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 20, 61])
@@ -99,3 +109,71 @@ def test_an_estimate_from_too_few_rounds_says_so_and_is_never_significant() -> N
     assert not enough.falls_short and enough.significant
     assert str(enough).endswith("97% CI [1.5, 1.7] from 6 paired rounds)")
     assert not median_ci([1.0] * 6).falls_short(0.95) and median_ci([1.0] * 5).falls_short(0.95)
+
+
+# ---------------------------------------------------------------- quantiles
+
+
+def _exact_cdf(k: int, n: int, q: Fraction) -> Fraction:
+    return sum((comb(n, i) * q**i * (1 - q) ** (n - i) for i in range(k + 1)), Fraction(0))
+
+
+@pytest.mark.parametrize(("n", "q"), [(40, "9/10"), (120, "9/10"), (400, "99/100"), (700, "99/100"), (50, "1/4")])
+def test_quantile_ranks_keep_each_side_within_alpha_half_exactly(n: int, q: str) -> None:
+    """The binomial sum, in exact arithmetic: each side misses with at most 2.5%, and no narrower pair would."""
+    fq = Fraction(q)
+    lo, hi, confidence = quantile_ci_ranks(n, float(fq), 0.95)
+    below = _exact_cdf(lo, n, fq)  # x_(lo) above the quantile: at most lo samples below it
+    above = 1 - _exact_cdf(hi, n, fq)  # x_(hi) below the quantile: at least hi + 1 samples below it
+    assert below <= Fraction(1, 40) and above <= Fraction(1, 40)
+    assert _exact_cdf(lo + 1, n, fq) > Fraction(1, 40)  # lo + 1 would miss more often
+    assert 1 - _exact_cdf(hi - 1, n, fq) > Fraction(1, 40)  # and so would hi - 1
+    assert confidence == pytest.approx(float(1 - 2 * max(below, above)), abs=1e-12)
+    assert 1 - below - above >= Fraction(95, 100)  # the two-sided coverage itself
+
+
+def test_a_99th_percentile_at_95_percent_needs_368_samples() -> None:
+    # Two-sided, 2.5% per side: 0.99**n <= 0.025 from n = 368 (one-sided 5% would take 299: 0.99**299 < 0.05).
+    assert min_samples_for(0.95, 0.99) == 368
+    assert 0.99**367 > 0.025 >= 0.99**368 and 0.99**298 > 0.05 >= 0.99**299
+    assert [min_samples_for(0.95, q) for q in (0.5, 0.9, 0.01)] == [6, 36, 368]
+    assert min_samples_for(0.95, 0.5) == min_samples_for(0.95)
+    short = quantile_ci_ranks(367, 0.99, 0.95)
+    assert short[:2] == (0, 366) and short[2] < 0.95  # the full range, called short: no fake interval
+    assert quantile_ci_ranks(368, 0.99, 0.95)[2] >= 0.95
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        min_samples_for(0.95, 1.0)
+
+
+def test_the_median_is_the_half_quantile() -> None:
+    for n in (1, 5, 6, 20, 101, 1000):
+        assert median_ci_ranks(n, 0.95) == quantile_ci_ranks(n, 0.5, 0.95)
+
+
+def test_quantile_interval_covers_a_known_quantile_as_claimed() -> None:
+    """Exponential samples (true p90 = ln 10): the interval misses it about as often as it may, no more."""
+    rng = random.Random(7)
+    truth = math.log(10.0)
+    trials, n = 2000, 100
+    high_misses = low_misses = 0
+    for _ in range(trials):
+        ci = quantile_ci([rng.expovariate(1.0) for _ in range(n)], 0.9, 0.95)
+        assert ci.confidence >= 0.95
+        low_misses += ci.low > truth
+        high_misses += ci.high < truth
+    # Each side may miss 2.5% of the time; 2000 trials put 3 standard errors at about 1%.
+    assert low_misses / trials < 0.036 and high_misses / trials < 0.036
+
+
+def test_binomial_cdf_of_a_far_tail_is_exact_and_cheap() -> None:
+    fq = Fraction(99, 100)
+    for k in (480, 490, 495, 499):
+        assert binomial_cdf(k, 500, 0.99) == pytest.approx(float(_exact_cdf(k, 500, fq)), rel=1e-9, abs=1e-300)
+    lo, hi, confidence = quantile_ci_ranks(1_000_000, 0.99, 0.95)  # a few standard deviations of terms
+    assert lo < 990_000 < hi and confidence >= 0.95
+
+
+def test_quantile_interpolates_like_numpy() -> None:
+    data = [float(x) for x in range(1, 101)]
+    assert quantile(data, 0.99) == pytest.approx(99.01)
+    assert quantile(data, 0.5) == median(data)
