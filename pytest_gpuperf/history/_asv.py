@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._git import GitError, commit_time, git
-from ..results import Record, Run
+from ..results import Record, Run, locked
 from ._asv_files import (
     BENCHMARKS_API,
     COLUMNS,
@@ -169,11 +169,30 @@ def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) ->
     points, described, tests = _collect(run.records, started)
     if not points:
         raise AsvError(f"no measurements to write to {directory}: the run measured nothing")
-    _write_benchmarks(directory / "benchmarks.json", points, described, tests)
+    # Sessions (several machines of a fleet, or xdist-free parallel jobs) may write into one directory at once:
+    # each shared file is re-read, merged and written under its own lock, as baselines are (results._files).
+    benchmarks = directory / "benchmarks.json"
+    benchmarks.parent.mkdir(parents=True, exist_ok=True)
+    with locked(benchmarks):
+        _write_benchmarks(benchmarks, points, described, tests)
     info = machine_info(run.fingerprint, machine)
     write_json(directory / machine / "machine.json", {**info, "version": MACHINE_API})
     env_name, python, requirements = _environment(run.fingerprint)
     path = directory / machine / f"{commit.hash[:8]}-{env_name}.json"
+    with locked(path):
+        _merge_results(path, commit, env_name, info, python, requirements, points)
+    return path
+
+
+def _merge_results(
+    path: Path,
+    commit: Commit,
+    env_name: str,
+    info: Mapping[str, str],
+    python: str,
+    requirements: Mapping[str, str],
+    points: Mapping[str, Mapping[str, Point]],
+) -> None:
     existing = read_results(path) if path.exists() else {}
     rows = existing.get("results", {})
     for name, by_device in points.items():
@@ -192,7 +211,6 @@ def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) ->
         "version": RESULTS_API,
     }
     write_json(path, data)
-    return path
 
 
 def _collect(

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         file_kind,
         load_run,
         load_runs,
+        locked,
         save_baseline_file,
         save_run,
     )
@@ -87,6 +88,7 @@ __all__ = [
     "file_kind",
     "load_run",
     "load_runs",
+    "locked",
     "parse_mismatch_keys",
     "same_code",
     "save_baseline_file",

@@ -202,3 +202,36 @@ def test_gpuperf_asv_on_a_file_is_a_usage_error(pytester: pytest.Pytester) -> No
     result = pytester.runpytest("--gpuperf-asv=taken", *_FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpuperf-asv=taken: taken is a file; give the asv results directory*"])
+
+
+def _write_many(directory: str, worker: int, start: float) -> None:
+    import time
+
+    while time.time() < start:  # all writers begin together
+        time.sleep(0.001)
+    for i in range(15):
+        run = _run(_record(f"t.py::test_w{worker}_{i}[cpu]"))
+        write_results(Path(directory), run, machine=f"m{worker % 2}", commit=Commit("d" * 40, 1))
+
+
+def test_concurrent_writers_lose_no_benchmark_and_no_row(tmp_path: Path) -> None:
+    """A fleet writing into one results directory at once: every shared file is merged under its lock."""
+    import multiprocessing
+    import time
+
+    context = multiprocessing.get_context("spawn")
+    start = time.time() + 3.0  # after every spawned interpreter has imported torch
+    workers = [context.Process(target=_write_many, args=(str(tmp_path), w, start)) for w in range(4)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(120)
+        assert p.exitcode == 0
+    names = {f"t.test_w{w}_{i}" for w in range(4) for i in range(15)}
+    benchmarks = json.loads((tmp_path / "benchmarks.json").read_text())
+    assert names <= set(benchmarks)
+    for machine in ("m0", "m1"):
+        (path,) = (tmp_path / machine).glob("dddddddd-*.json")
+        rows = read_results(path)["results"]
+        assert set(rows) == {n for n in names if int(n.split("_w")[1].split("_")[0]) % 2 == int(machine[1])}
+    assert not list(tmp_path.rglob("*.lock")) and not list(tmp_path.rglob(".*.tmp"))
