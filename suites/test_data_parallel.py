@@ -145,6 +145,7 @@ def test_ddp_spawned(gpuperf: Gpuperf) -> None:
         backend=backend_for_kind(kind),
         args=(kind, gpuperf.size, _settings(gpuperf), threads),
         timeout=600,
+        progress=gpuperf.progress,  # a world of processes takes a while to start: say what it is doing
     )[0]
     assert isinstance(result, ScalingResult)
     assert len({r.pid for r in result.ranks}) == world_size, "every rank must be its own process"

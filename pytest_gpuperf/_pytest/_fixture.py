@@ -41,6 +41,11 @@ class Gpuperf:
 
         return torch.device(self.slot.id)
 
+    def progress(self, text: str) -> None:
+        """A progress line for long work inside this test (a spawned world, a long build), on a line of its own:
+        ``gpuperf: test_x[cpu]: text``. Silent under ``-q``, in xdist workers and on ranks other than 0."""
+        self._session.progress(prefix=f"gpuperf: {self._item.name}").say(text)
+
     def measure(
         self,
         fn: Callable[[], object],

@@ -44,7 +44,6 @@ ROUND_MARK: Final = "[gpuperf round "
 # The results and gate packages are imported where first used: most pytest sessions neither
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
 if TYPE_CHECKING:
-    from .._progress import Progress
     from ..gate import GateResult, Policy
     from ..results import Baseline, Record, ResultsDir, Run
 
@@ -186,7 +185,7 @@ class GatePlugin:
         if not self.session.controller:
             measured = {record.test for record in self.session.records}
             items = [item for item in session.items if item.nodeid in measured]
-            progress = self._progress(session)
+            progress = self.session.progress()
             for extra in range(2, self.settings.rounds + 1):
                 progress.step(f"measuring {_tests(len(items))} again", extra, self.settings.rounds, "round")
                 for item in items:
@@ -253,7 +252,7 @@ class GatePlugin:
         from ..results import ResultsError, with_repeats
 
         config = session.config
-        progress = self._progress(session)
+        progress = self.session.progress()
         total = self.settings.confirm
         for number in range(1, total + 1):
             suspects = self._suspects()
@@ -275,21 +274,6 @@ class GatePlugin:
             self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=True)
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
-
-    def _progress(self, session: pytest.Session) -> Progress:
-        """Lines on pytest's terminal writer, each on a line of its own; silent under ``-q`` and in an xdist worker
-        (whose output nobody sees)."""
-        from .._progress import Progress
-
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or session.config.get_verbosity() < 0 or self.session.worker is not None:
-            return Progress(None)
-
-        def write(line: str) -> None:
-            reporter.ensure_newline()  # pytest's progress line ends where it stands, then ours follows
-            reporter.write_line(line)
-
-        return Progress(write)
 
     def _compare_now(self) -> GateResult:
         """The baseline against this session's records as they are now (for suspects, and the verdicts)."""

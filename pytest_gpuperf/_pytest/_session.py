@@ -9,6 +9,7 @@ a test again go to that round instead), and at the end writes ``--gpuperf-json``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -28,6 +29,7 @@ from ._xdist import check_devices, is_controller, sharing, worker_index, workers
 # What only a session that measures needs is imported where it is first used: pytest imports
 # the plugin at every start, and most sessions run tests that never measure (bench/startup.py).
 if TYPE_CHECKING:
+    from .._progress import Progress
     from ..history import AsvTarget
     from ..measuring import Backend, Coordinator, Measurement, Monitor
     from ..results import Evidence, Record, Run
@@ -91,6 +93,26 @@ class GpuperfSession:
     def reports(self) -> bool:
         """Does this process write results and print the table? Rank 0, and not an xdist worker."""
         return self.rank == 0 and self.worker is None
+
+    def progress(self, prefix: str = "gpuperf") -> Progress:
+        """Progress lines on pytest's terminal writer, each on a line of its own; silent under ``-q``, in an xdist
+        worker (whose output nobody sees) and on ranks other than 0."""
+        from .._progress import Progress
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.config.get_verbosity() < 0 or not self.reports:
+            return Progress(None, prefix=prefix)
+
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+
+        def write(line: str) -> None:
+            # Inside a test pytest captures the output: step out of it, as pytest's live logging does.
+            quiet = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+            with quiet:
+                reporter.ensure_newline()  # pytest's progress line ends where it stands, then ours follows
+                reporter.write_line(line)
+
+        return Progress(write, prefix=prefix)
 
     # ------------------------------------------------------------ devices
 

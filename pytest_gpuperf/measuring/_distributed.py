@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["DistributedError", "TorchDistCoordinator", "World", "free_port", "scaling_sizes", "spawn"]
 
@@ -185,6 +185,10 @@ def _entry(
         pickle.dump(result, f)
 
 
+#: Seconds between progress lines of a spawned world that is still running.
+PROGRESS_EVERY: Final = 15.0
+
+
 def _joined(context: Any, outdir: str) -> bool:
     """Wait a second for the world; on a failure raise the error of the rank whose function raised first."""
     try:
@@ -204,16 +208,22 @@ def spawn(
     backend: str,
     args: Sequence[Any] = (),
     timeout: float = 300.0,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Any]:
     """Run ``fn(world, *args)`` in ``world_size`` fresh processes joined in one process group; their results by rank.
 
     ``fn`` must be importable by name (a module-level function), as the processes are
     started with the ``spawn`` method. A rank that raises fails the whole world with
     its traceback; a world still running after ``timeout`` seconds is killed.
+    ``progress`` gets a line when the world starts, as ranks finish, and every
+    ``PROGRESS_EVERY`` seconds of silence in between.
     """
     import torch.multiprocessing
 
     mp: Any = torch.multiprocessing  # its start_processes is untyped
+    say = progress or (lambda line: None)
+    started = time.monotonic()
+    say(f"starting a world of {world_size} {backend} processes")
     with tempfile.TemporaryDirectory(prefix="gpuperf-world-") as outdir:
         context = mp.start_processes(
             _entry,
@@ -223,8 +233,14 @@ def spawn(
             start_method="spawn",
         )
         deadline = time.monotonic() + timeout
+        finished, quiet_until = 0, started + PROGRESS_EVERY
         while not _joined(context, outdir):
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            done = len(list(Path(outdir).glob("rank*.pkl")))
+            if (finished < done < world_size) or now >= quiet_until:
+                finished, quiet_until = done, now + PROGRESS_EVERY
+                say(f"{done} of {world_size} ranks finished ({now - started:.0f} s)")
+            if now > deadline:
                 for process in context.processes:
                     if process.is_alive():
                         process.kill()
@@ -239,4 +255,5 @@ def spawn(
                 raise DistributedError(f"rank {rank} of {world_size} exited without a result")
             with open(path, "rb") as f:
                 results.append(pickle.load(f))
+        say(f"the world of {world_size} finished ({time.monotonic() - started:.0f} s)")
         return results

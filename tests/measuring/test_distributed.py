@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -130,7 +131,11 @@ def _failing_world(world: World) -> None:
 
 
 def test_two_real_processes_agree_on_every_block() -> None:
-    results = spawn(_agreeing_world, 2, backend="gloo", timeout=120)
+    lines: list[str] = []
+    results = spawn(_agreeing_world, 2, backend="gloo", timeout=120, progress=lines.append)
+    assert lines[0] == "starting a world of 2 gloo processes"
+    assert re.fullmatch(r"the world of 2 finished \(\d+ s\)", lines[-1])
+    assert all(re.fullmatch(r"[01] of 2 ranks finished \(\d+ s\)", line) for line in lines[1:-1])
     zero, one = results
     assert (zero["rank"], one["rank"]) == (0, 1)
     assert len({zero["pid"], one["pid"], os.getpid()}) == 3, "two processes besides this one"

@@ -47,3 +47,22 @@ def test_confirmation_runs_say_what_they_confirm(steps: pytest.Pytester, monkeyp
     quiet = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-confirm=2", "-k", "test_step", "-q")
     assert quiet.ret == pytest.ExitCode.TESTS_FAILED
     assert not [line for line in quiet.stdout.lines if "confirming" in line]
+
+
+def test_a_test_says_what_its_long_work_does_on_a_line_of_its_own(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_long="""
+        def test_world(gpuperf):
+            gpuperf.progress("starting a world of 2 gloo processes")
+            print("captured, not shown")
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu")
+    assert result.ret == pytest.ExitCode.OK
+    lines = result.stdout.lines
+    at = lines.index("gpuperf: test_world[cpu]: starting a world of 2 gloo processes")
+    assert lines[at - 1].startswith("test_long.py") and re.fullmatch(r"\. +\[100%\]", lines[at + 1])
+    assert "captured, not shown" not in result.stdout.str()  # the test's own output stays captured
+    quiet = pytester.runpytest("--gpuperf-device=cpu", "-q")
+    assert quiet.ret == pytest.ExitCode.OK
+    assert "starting a world" not in quiet.stdout.str()
