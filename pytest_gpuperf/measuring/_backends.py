@@ -121,11 +121,7 @@ class CpuBackend:
         return None
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
-        clock = self.clock_ns
-        start = clock()
-        for _ in repeat(None, iterations):
-            fn()
-        return (clock() - start) * 1e-9
+        return host_block(self.clock_ns, fn, iterations)
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         """Each call timed alone after writing a buffer twice the size of the last-level cache."""
@@ -416,12 +412,7 @@ class AllCudaBackend:
             cuda.synchronize(index)
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
-        self.synchronize()
-        start = self.clock_ns()
-        for _ in repeat(None, iterations):
-            fn()
-        self.synchronize()
-        return (self.clock_ns() - start) * 1e-9
+        return host_block(self.clock_ns, fn, iterations, sync=self.synchronize)
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported(
@@ -485,12 +476,7 @@ class MpsBackend:
             end.record()
             end.synchronize()
             return float(start.elapsed_time(end)) * 1e-3
-        mps.synchronize()
-        begin = self.clock_ns()
-        for _ in repeat(None, iterations):
-            fn()
-        mps.synchronize()
-        return (self.clock_ns() - begin) * 1e-9
+        return host_block(self.clock_ns, fn, iterations, sync=mps.synchronize)
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported("cold mode is not available on mps: its cache cannot be flushed from torch; use warm")
@@ -521,6 +507,25 @@ def cpu_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> 
         if digits.isdigit():
             sizes.append(int(digits) * scale)
     return max(sizes, default=64 << 20)
+
+
+def host_block(
+    clock_ns: Callable[[], int],
+    fn: Callable[[], object],
+    iterations: int,
+    *,
+    sync: Callable[[], object] | None = None,
+) -> float:
+    """Seconds for ``iterations`` calls of ``fn`` on the host clock; with ``sync``, the device work queued before
+    is drained first and the block's own is waited for before the clock is read again."""
+    if sync is not None:
+        sync()
+    start = clock_ns()
+    for _ in repeat(None, iterations):
+        fn()
+    if sync is not None:
+        sync()
+    return (clock_ns() - start) * 1e-9
 
 
 def block_timer(
