@@ -104,7 +104,11 @@ class GatePlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self._active and self.settings.html:
-            _check_html_path(Path(self.settings.html))
+            from ..results import output_path_problem
+
+            problem = output_path_problem(Path(self.settings.html), "report.html")
+            if problem:
+                raise pytest.UsageError(f"--gpuperf-html={self.settings.html}: {problem}")
         if not self._active or not (self.settings.save or self.settings.compare):
             return
         from ..results import StorageError
@@ -420,18 +424,3 @@ class GatePlugin:
             )
         for text, is_error in self._lines:
             terminalreporter.write_line(text, red=is_error)
-
-
-def _check_html_path(path: Path) -> None:
-    """Refuse at start, before anything is measured, an HTML report path that cannot be written."""
-    if path.is_dir():
-        raise pytest.UsageError(
-            f"--gpuperf-html={path}: that is a directory; give a file path such as {path / 'report.html'}"
-        )
-    existing = path.absolute().parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise pytest.UsageError(
-            f"--gpuperf-html={path}: {existing} is not a writable directory; choose another location"
-        )

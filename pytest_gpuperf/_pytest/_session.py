@@ -460,21 +460,14 @@ def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
 
 
 def _check_writable(path: Path, option: str) -> None:
-    """Refuse at start, before anything is measured, a results path that cannot be written."""
-    if path.is_dir():
-        raise pytest.UsageError(
-            f"{option}={path}: that is a directory; give a file path such as {path / 'results.json'}"
-        )
-    existing = path.absolute().parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise pytest.UsageError(f"{option}={path}: {existing} is a file, not a directory; choose another location")
-    if not os.access(existing, os.W_OK):
-        raise pytest.UsageError(f"{option}={path}: {existing} is not writable; choose a writable location")
-    if path.is_file():
-        from ..results import file_kind
+    """Refuse at start, before anything is measured, a results path that cannot be written, or that holds a file
+    that is not a results file of ours."""
+    from ..results import file_kind, output_path_problem
 
+    problem = output_path_problem(path, "results.json")
+    if problem:
+        raise pytest.UsageError(f"{option}={path}: {problem}")
+    if path.is_file():
         kind = file_kind(path)
         if kind != "results":
             what = "a pytest-gpuperf baseline" if kind == "baseline" else "not a pytest-gpuperf results file"

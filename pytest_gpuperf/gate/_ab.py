@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from ..measuring import (
     open_device,
     resolve_size,
 )
-from ..results import ResultsError, atomic_write_text, collect
+from ..results import ResultsError, atomic_write_text, collect, output_path_problem
 from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
@@ -156,11 +155,9 @@ def _workloads_path(repo: Path, given: Path) -> Path:
 def _check_json(path: Path | None) -> None:
     if path is None:
         return
-    if path.is_dir():
-        raise AbError(f"--json {path}: that is a directory; give a file path such as {path / 'ab.json'}")
-    parent = path.resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise AbError(f"--json {path}: {parent} is not a writable directory; choose a writable location")
+    problem = output_path_problem(path, "ab.json")
+    if problem:
+        raise AbError(f"--json {path}: {problem}")
 
 
 def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbResult:

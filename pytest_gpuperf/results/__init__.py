@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         load_run,
         load_runs,
         locked,
+        output_path_problem,
         save_baseline_file,
         save_run,
     )
@@ -89,6 +90,7 @@ __all__ = [
     "load_run",
     "load_runs",
     "locked",
+    "output_path_problem",
     "parse_mismatch_keys",
     "same_code",
     "save_baseline_file",

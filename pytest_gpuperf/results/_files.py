@@ -86,6 +86,21 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
         raise
 
 
+def output_path_problem(path: Path, example: str) -> str | None:
+    """Why a file cannot be written at ``path`` (told before any work is done), or None; ``example`` is the
+    file name the fix suggests when ``path`` is a directory. Callers add their option's name."""
+    if path.is_dir():
+        return f"that is a directory; give a file path such as {path / example}"
+    existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory; choose another location"
+    if not os.access(existing, os.W_OK):
+        return f"{existing} is not a writable directory; choose a writable location"
+    return None
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -287,8 +287,9 @@ def test_bad_device_json_and_options(repo: Path, tmp_path: Path, capsys: pytest.
         r"--device cpu,cuda: 'cpu,cuda' names 2 devices \(cpu, cuda(:0)?\); name one",
         bad(capsys, "--base", "base", *FAST, "--device", "cpu,cuda"),
     )
-    err = bad(capsys, "--base", "base", *FAST, "--json", str(tmp_path / "no" / "such" / "dir" / "ab.json"))
-    assert "is not a writable directory; choose a writable location" in err
+    (tmp_path / "afile").write_text("")
+    err = bad(capsys, "--base", "base", *FAST, "--json", str(tmp_path / "afile" / "ab.json"))
+    assert f"{tmp_path / 'afile'} is a file, not a directory; choose another location" in err
     err = bad(capsys, "--base", "base", *FAST, "--json", str(tmp_path))
     assert f"--json {tmp_path}: that is a directory; give a file path such as {tmp_path / 'ab.json'}" in err
     assert "matched none of the workloads (sleepy, steady)" in bad(capsys, "--base", "base", *FAST, "-k", "zzz")
