@@ -13,7 +13,15 @@ from pytest_gpuperf import Gpuperf, Quantity
 
 from .compat import check_torch
 from .support import paired
-from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
+from .workloads import (
+    BANDWIDTH_BYTES,
+    BANDWIDTH_OPS,
+    MATMUL_DTYPES,
+    MATMUL_SWEEP,
+    bandwidth_step,
+    matmul_step,
+    matmul_unsupported,
+)
 
 #: Sampling for the suites unless the command line or ini sets it: short enough that the
 #: whole CPU run takes a few minutes on two cores, long enough for a 3% CI on a quiet GPU.
@@ -34,8 +42,17 @@ def _chosen(config: pytest.Config, key: str) -> bool:
     return config.getoption(f"gpuperf_{key}", None) is not None or config.getini(f"gpuperf_{key}") not in (None, "")
 
 
+#: The tests that measure and record a per-device reference (each once per session and device); they run first.
+REFERENCE_TESTS: Final = ("test_matmul_peak", "test_bandwidth_reference")
+
+
+def _reference_test(item: pytest.Item) -> str | None:
+    name = getattr(item, "originalname", "")
+    return name if item.path.is_relative_to(_HERE) and name in REFERENCE_TESTS else None
+
+
 def _is_peak_test(item: pytest.Item) -> bool:
-    return item.path.is_relative_to(_HERE) and getattr(item, "originalname", "") == "test_matmul_peak"
+    return _reference_test(item) == "test_matmul_peak"
 
 
 @pytest.hookimpl(trylast=True)
@@ -44,7 +61,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     and measure each device's reference peak before the tests that compare with it."""
     # trylast: after any plugin that reorders (pytest-randomly shuffles), so that in any order the peak comes
     # first, its records always belong to test_matmul_peak and the datasheet floors are always checked there.
-    items.sort(key=lambda item: not _is_peak_test(item))
+    items.sort(key=lambda item: _reference_test(item) is None)
     for item in items:
         # This hook sees the whole session's items; only the suites' own tests get the defaults.
         if not item.path.is_relative_to(_HERE):
@@ -102,3 +119,44 @@ def matmul_peak(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> PeakOp:
     if known is None or (is_peak_test and not known.recorded):
         peaks[gpuperf.slot.id] = measure_peak(gpuperf, record=is_peak_test)
     return peaks[gpuperf.slot.id]
+
+
+@dataclass(frozen=True)
+class BandwidthOp:
+    """The device's bandwidth reference: the faster memory-bound op (``BANDWIDTH_OPS``) at the preset's size."""
+
+    op: str
+    nbytes: int
+    bytes_per_second: float
+    #: Whether its measurements were recorded (by ``test_bandwidth_reference``, the only test that records them).
+    recorded: bool = False
+
+
+BANDWIDTHS: Final = pytest.StashKey[dict[str, BandwidthOp]]()
+
+
+def measure_bandwidth(gpuperf: Gpuperf, *, record: bool) -> BandwidthOp:
+    """Each bandwidth op at the preset's size, in interleaved rounds; the faster one is the bandwidth reference.
+
+    With ``record`` the ops' measurements become the test's records, one per op."""
+    nbytes = BANDWIDTH_BYTES[gpuperf.size]
+    steps = {op: bandwidth_step(gpuperf.device, op, nbytes) for op in BANDWIDTH_OPS}
+    rounds, _ = paired(gpuperf, steps, record=None if record else [])
+    for step in steps.values():
+        if step.check is not None:
+            step.check()
+    best = max(BANDWIDTH_OPS, key=lambda op: rounds.measurements[op].throughput("B").value)
+    return BandwidthOp(best, nbytes, rounds.measurements[best].throughput("B").value, recorded=record)
+
+
+@pytest.fixture
+def bandwidth_reference(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> BandwidthOp:
+    """This device's bandwidth reference, measured once per session per device, as ``matmul_peak`` is.
+
+    Its records belong to ``test_bandwidth_reference`` only, whichever test needs it first."""
+    references = request.config.stash.setdefault(BANDWIDTHS, {})
+    is_reference_test = _reference_test(request.node) == "test_bandwidth_reference"
+    known = references.get(gpuperf.slot.id)
+    if known is None or (is_reference_test and not known.recorded):
+        references[gpuperf.slot.id] = measure_bandwidth(gpuperf, record=is_reference_test)
+    return references[gpuperf.slot.id]

@@ -79,9 +79,10 @@ def expect(
     return check
 
 
-def expectations() -> Expectations:
-    """The per-device floors: ``$GPUPERF_EXPECTATIONS`` if set, else the file shipped with the suites."""
-    return Expectations.load(Path(os.environ.get(EXPECTATIONS_ENV) or _SHIPPED))
+def expectations(section: str | None = None) -> Expectations:
+    """The per-device floors: ``$GPUPERF_EXPECTATIONS`` if set, else the file shipped with the suites;
+    with ``section``, those of that block of the file (``"bandwidth"``)."""
+    return Expectations.load(Path(os.environ.get(EXPECTATIONS_ENV) or _SHIPPED), section)
 
 
 def percent(value: float) -> str:

@@ -1,8 +1,9 @@
-"""Host-to-device copy bandwidth on CUDA: pinned against pageable host memory (GB/s).
+"""Host-device copy bandwidth on CUDA: pinned against pageable host memory (GB/s), both directions.
 
-A copy from pinned memory is a DMA the GPU runs on its own; from pageable memory the
-driver first stages the data through a pinned buffer. Pinned must be at least as fast,
-judged on the CI of the paired bandwidth ratio.
+A copy from (or into) pinned memory is a DMA the GPU runs on its own; with pageable
+memory the driver stages the data through a pinned buffer. Pinned must be at least as
+fast, judged on the CI of the paired bandwidth ratio. Device memory bandwidth is in
+``test_bandwidth.py``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,20 @@ from .support import expect, paired
 from .workloads import WORKLOADS
 
 
-@pytest.mark.gpuperf_requires("cuda")
-def test_h2d_copy_pinned_vs_pageable(gpuperf: Gpuperf) -> None:
+def _pinned_vs_pageable(gpuperf: Gpuperf, direction: str) -> None:
     steps = {
-        "pinned": WORKLOADS["h2d_copy_pinned"].build(gpuperf.device, gpuperf.size),
-        "pageable": WORKLOADS["h2d_copy_pageable"].build(gpuperf.device, gpuperf.size),
+        "pinned": WORKLOADS[f"{direction}_copy_pinned"].build(gpuperf.device, gpuperf.size),
+        "pageable": WORKLOADS[f"{direction}_copy_pageable"].build(gpuperf.device, gpuperf.size),
     }
     rounds, checks = paired(gpuperf, steps)
     expect(gpuperf, rounds.throughput_ratio("pinned", "pageable", "B"), at_least=1.0, checks=checks["pinned"])
+
+
+@pytest.mark.gpuperf_requires("cuda")
+def test_h2d_copy_pinned_vs_pageable(gpuperf: Gpuperf) -> None:
+    _pinned_vs_pageable(gpuperf, "h2d")
+
+
+@pytest.mark.gpuperf_requires("cuda")
+def test_d2h_copy_pinned_vs_pageable(gpuperf: Gpuperf) -> None:
+    _pinned_vs_pageable(gpuperf, "d2h")

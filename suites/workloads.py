@@ -20,15 +20,19 @@ import torch
 
 from pytest_gpuperf import Step, Workload, WorkloadUnsupported
 
+from .dataloading import dataloader_steps, dataloader_unsupported, loader_name
 from .models import DeepStack, ResNetStyle, SmallCNN, mlp
 from .precision import pin_fn, pin_step
 from .training import count_flops, training_step
 
 __all__ = [
+    "BANDWIDTH_BYTES",
+    "BANDWIDTH_OPS",
     "MATMUL_DTYPES",
     "MATMUL_SIZES",
     "MATMUL_SWEEP",
     "WORKLOADS",
+    "bandwidth_step",
     "host_buffer",
     "matmul_step",
     "matmul_unsupported",
@@ -326,6 +330,104 @@ def _dataparallel() -> Workload:
     return workload
 
 
+# ---------------------------------------------------------------- memory bandwidth and data loading (issue 15)
+
+#: bytes of one buffer of the bandwidth workloads (the reference size; the suite also runs half of it)
+BANDWIDTH_BYTES: Final = {"small": 32 << 20, "medium": 256 << 20, "large": 1 << 30}
+BANDWIDTH_OPS: Final = ("d2d_copy", "axpy")
+
+
+def bandwidth_step(device: torch.device, op: str, nbytes: int) -> Step:
+    """A memory-bound step on ``device`` over buffers of ``nbytes``; work ``B`` counts the bytes read and written.
+
+    ``d2d_copy``: ``dst.copy_(src)``, reads and writes ``nbytes`` (2 x nbytes). ``axpy``:
+    ``y = a*x + y`` in float32 (``torch.add(y, x, alpha=a, out=y)``), reads x and y and writes y
+    (3 x nbytes). Bytes the hardware moves beyond these (a CPU's write-allocate reads of the
+    destination's lines) are not counted: the figure is the bytes the operation must move.
+    """
+    if op not in BANDWIDTH_OPS:
+        raise ValueError(f"bandwidth op {op!r} is not one of {', '.join(BANDWIDTH_OPS)}")
+    _seeded()
+    if op == "d2d_copy":
+        src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(0xA5)
+        dst = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+
+        def copy() -> None:
+            dst.copy_(src)
+
+        def copy_check() -> None:
+            if int(dst[-1]) != 0xA5 or int(dst[0]) != 0xA5:
+                raise AssertionError(f"d2d_copy of {nbytes} bytes on {device} did not copy")
+
+        return Step(copy, work={"B": 2.0 * nbytes}, params={"op": op, "bytes": nbytes}, check=copy_check)
+    n = nbytes // 4
+    x = torch.ones(n, device=device)
+    y = torch.zeros(n, device=device)
+    a = 1e-3  # y grows by a per call: stays finite and exact enough for any number of calls
+
+    def axpy() -> None:
+        torch.add(y, x, alpha=a, out=y)
+
+    def axpy_check() -> None:
+        if not float(y[-1]) > 0.0 or not bool(torch.isfinite(y[:4]).all()):
+            raise AssertionError(f"axpy over {n} floats on {device} did not update y")
+
+    return Step(axpy, work={"B": 3.0 * n * 4}, params={"op": op, "bytes": nbytes}, check=axpy_check)
+
+
+def _bandwidth(op: str) -> Workload:
+    def build(device: Any, size: str) -> Step:
+        return bandwidth_step(torch.device(device), op, BANDWIDTH_BYTES[size])
+
+    sizes = ", ".join(f"{k} {v >> 20} MiB" for k, v in BANDWIDTH_BYTES.items())
+    return Workload(f"bandwidth_{op}", build, f"memory-bound {op} over buffers of {sizes}; B/s of bytes read + written")
+
+
+def _d2h_unsupported(device: Any) -> str | None:
+    if torch.device(device).type != "cuda":
+        return "a device-to-host copy needs a CUDA device (pinned memory is a CUDA host allocation)"
+    return None
+
+
+def _d2h_copy(pinned: bool) -> Workload:
+    def build(device: Any, size: str) -> Step:
+        dev = torch.device(device)
+        _require(workload, dev)
+        nbytes = COPY_BYTES[size]
+        src = torch.empty(nbytes, dtype=torch.uint8, device=dev).fill_(0xA5)
+        dst = host_buffer(nbytes, dev, pinned=pinned)
+
+        def fn() -> None:
+            # Into pinned memory the copy is a DMA queued on the stream; into pageable memory the driver
+            # copies through a pinned buffer and then on the host, synchronously.
+            dst.copy_(src, non_blocking=pinned)
+
+        return Step(fn, work={"B": float(nbytes)}, params={"bytes": nbytes, "pinned": pinned})
+
+    kind = "pinned" if pinned else "pageable"
+    workload = Workload(f"d2h_copy_{kind}", build, f"device-to-host copy into {kind} memory", _d2h_unsupported)
+    return workload
+
+
+def _dataloader(workers: int, pinned: bool) -> Workload:
+    def build(device: Any, size: str) -> Step:
+        _require(workload, torch.device(device))
+        return dataloader_steps(torch.device(device), size, workers=workers, pinned=pinned)["end_to_end"]
+
+    workload = Workload(
+        loader_name(workers, pinned),
+        build,
+        f"synthetic Dataset -> DataLoader(num_workers={workers}, pin_memory={pinned}) -> copy -> MLP training step",
+        lambda device: dataloader_unsupported(torch.device(device), pinned),
+    )
+    return workload
+
+
+def _bandwidth_and_loading() -> list[Workload]:
+    out = [_bandwidth(op) for op in BANDWIDTH_OPS] + [_d2h_copy(True), _d2h_copy(False)]
+    return out + [_dataloader(workers, pinned) for workers in (0, 2) for pinned in (False, True)]
+
+
 def _all() -> tuple[Workload, ...]:
     out: list[Workload] = [matmul(dtype) for dtype in MATMUL_DTYPES]
     for precision in ("fp32", "amp"):
@@ -334,6 +436,7 @@ def _all() -> tuple[Workload, ...]:
         out.append(_image_build("cnn", precision))
         out.append(_image_build("resnet", precision))
     out += [_stack("full"), _stack("checkpointed"), _stack("forward"), _copy(True), _copy(False), _dataparallel()]
+    out += _bandwidth_and_loading()
     return tuple(out)
 
 

@@ -54,7 +54,9 @@ class Expectations:
     devices: Mapping[str, DeviceFloors]
 
     @classmethod
-    def load(cls, path: Path) -> Expectations:
+    def load(cls, path: Path, section: str | None = None) -> Expectations:
+        """The file's top-level floors, or with ``section`` those of the block of that name (its own
+        ``floor_fraction``, ``applies_to`` and ``devices``, such as ``"bandwidth"``)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -67,9 +69,17 @@ class Expectations:
                 f'{path}: not a pytest-gpuperf expectations file (needs "schema": "{SCHEMA}", '
                 f'"version": {SCHEMA_VERSION})'
             )
+        where = ""
+        if section is not None:
+            data = data.get(section)
+            where = f" {section!r}"
+            if not isinstance(data, dict):
+                raise ExpectationsError(
+                    f'{path}: no block {section!r} (needs "{section}": {{"floor_fraction": ..., "devices": ...}})'
+                )
         fraction = data.get("floor_fraction")
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-            raise ExpectationsError(f"{path}: floor_fraction {fraction!r} must be a number in (0, 1]")
+            raise ExpectationsError(f"{path}:{where} floor_fraction {fraction!r} must be a number in (0, 1]")
         devices = {
             str(key): _device(path, str(key), entry, float(fraction))
             for key, entry in dict(data.get("devices", {})).items()

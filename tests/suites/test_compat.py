@@ -39,8 +39,10 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
         name: (_OLD, "")
         for name in (
             "torch",
+            "torch.Generator",
             "torch.Tensor",
             "torch.__version__",
+            "torch.add",
             "torch.as_tensor",
             "torch.autocast",
             "torch.autograd.backward",
@@ -87,6 +89,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.nn.functional.adaptive_avg_pool2d",
             "torch.nn.functional.cross_entropy",
             "torch.nn.parallel.DistributedDataParallel",
+            "torch.ones",
             "torch.ops.aten",
             "torch.optim.Adam",
             "torch.optim.Optimizer",
@@ -101,7 +104,11 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.uint8",
             "torch.utils._python_dispatch.TorchDispatchMode",
             "torch.utils.checkpoint.checkpoint",
+            "torch.utils.data.DataLoader",
+            "torch.utils.data.Dataset",
+            "torch.utils.data.Sampler",
             "torch.version",
+            "torch.zeros",
         )
     },
 }

@@ -46,6 +46,10 @@ UNSUPPORTED_ON_CPU = {
     "h2d_copy_pinned": "needs a CUDA device",
     "h2d_copy_pageable": "needs a CUDA device",
     "mlp_wide_train_dataparallel": "CUDA devices",
+    "d2h_copy_pinned": "needs a CUDA device",
+    "d2h_copy_pageable": "needs a CUDA device",
+    "dataloader_w0_pinned": "for a CUDA device",
+    "dataloader_w2_pinned": "for a CUDA device",
 }
 
 
