@@ -48,7 +48,7 @@ def fused_gain_expected(device: torch.device) -> str | None:
         return (
             "a CPU has no on-chip memory apart from its caches, which the math path's matmuls use too: the CPU flash "
             "kernel's gain depends on the CPU, the sequence length and the threads "
-            "(3.0x at the small preset on this project's 2-vCPU machine)"
+            "(2.5x to 4.8x at the small preset on this project's 2-vCPU machine, by run)"
         )
     return f"no fused-attention speed expectation is defined for {device.type}"
 
