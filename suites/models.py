@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["DeepStack", "ExpansionBlock", "ResNetStyle", "SmallCNN", "mlp"]
+__all__ = ["DeepStack", "EncoderBlock", "ExpansionBlock", "ResNetStyle", "SmallCNN", "TokenClassifier", "mlp"]
 
 
 def mlp(widths: Sequence[int]) -> nn.Sequential:
@@ -127,3 +127,54 @@ class DeepStack(nn.Module):
             x = checkpoint(block, x, use_reentrant=False) if recompute else block(x)
         out: torch.Tensor = self.head(x)
         return out
+
+
+# ---------------------------------------------------------------- transformer
+
+
+class EncoderBlock(nn.Module):
+    """A pre-norm transformer encoder block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))`` (4x inner width, GELU).
+
+    Attention is ``torch.nn.functional.scaled_dot_product_attention`` over ``heads`` heads,
+    unmasked (an encoder), without dropout: which kernel runs it (flash, memory-efficient,
+    math) is chosen by torch, or pinned by the caller with ``torch.nn.attention.sdpa_kernel``.
+    """
+
+    def __init__(self, width: int, heads: int, ratio: int = 4) -> None:
+        super().__init__()
+        if width % heads:
+            raise ValueError(f"EncoderBlock width {width} is not a multiple of heads {heads}")
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.norm2 = nn.LayerNorm(width)
+        self.up = nn.Linear(width, ratio * width)
+        self.down = nn.Linear(ratio * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, width = x.shape
+        # (batch, seq, 3, heads, head_dim) -> three (batch, heads, seq, head_dim)
+        q, k, v = self.qkv(self.norm1(x)).view(batch, seq, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
+        attended = nn.functional.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, seq, width))
+        out: torch.Tensor = x + self.down(nn.functional.gelu(self.up(self.norm2(x))))
+        return out
+
+
+class TokenClassifier(nn.Module):
+    """``layers`` encoder blocks on (batch, seq, width) embeddings and a per-token linear head.
+
+    The output is flattened to (batch * seq, classes), so a training step's cross entropy
+    takes one target per token.
+    """
+
+    def __init__(self, width: int, heads: int, layers: int, classes: int = 10) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*(EncoderBlock(width, heads) for _ in range(layers)))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self.norm(self.blocks(x)))
+        return out.flatten(0, 1)

@@ -13,6 +13,7 @@ Sizes: ``small`` keeps a CPU run of the whole suite to a few minutes on two core
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -20,8 +21,9 @@ import torch
 
 from pytest_gpuperf import Step, Workload, WorkloadUnsupported
 
+from .attention import FUSED, attention_probe, choose_backend, pin_attention, sdpa_backend
 from .dataloading import dataloader_steps, dataloader_unsupported, loader_name
-from .models import DeepStack, ResNetStyle, SmallCNN, mlp
+from .models import DeepStack, ResNetStyle, SmallCNN, TokenClassifier, mlp
 from .precision import pin_fn, pin_step
 from .training import count_flops, training_step
 
@@ -34,8 +36,12 @@ __all__ = [
     "WORKLOADS",
     "bandwidth_step",
     "host_buffer",
+    "inference_step",
+    "int8_unsupported",
     "matmul_step",
     "matmul_unsupported",
+    "quantization_error",
+    "transformer_train_step",
 ]
 
 # ---------------------------------------------------------------- sizes, per preset
@@ -61,6 +67,14 @@ RESNET: Final = {"small": (32, 16, 3, 1), "medium": (64, 32, 3, 2), "large": (25
 DEEP_STACK: Final = {"small": (1024, 128, 8), "medium": (4096, 512, 12), "large": (8192, 1024, 16)}
 #: bytes per host-to-device copy
 COPY_BYTES: Final = {"small": 16 << 20, "medium": 64 << 20, "large": 256 << 20}
+#: (batch, seq, width, heads, layers) of the transformer encoder (TokenClassifier); a batch holds batch x seq tokens
+TRANSFORMER: Final = {
+    "small": (8, 64, 128, 4, 2),
+    "medium": (16, 256, 512, 8, 4),
+    "large": (16, 1024, 1024, 16, 8),
+}
+#: (batch, heads, seq, head_dim) of the attention-only workloads (math path against the fused kernel)
+ATTENTION: Final = {"small": (4, 4, 256, 32), "medium": (8, 8, 1024, 64), "large": (16, 16, 2048, 64)}
 
 TORCH_DTYPES: Final = {
     "float32": torch.float32,
@@ -423,9 +437,268 @@ def _dataloader(workers: int, pinned: bool) -> Workload:
     return workload
 
 
+# ---------------------------------------------------------------- transformer, attention and inference
+
+
+def _transformer(size: str, device: torch.device) -> tuple[TokenClassifier, torch.Tensor, dict[str, object]]:
+    batch, seq, width, heads, layers = TRANSFORMER[size]
+    _seeded()
+    model = TokenClassifier(width, heads, layers).to(device)
+    x = torch.randn(batch, seq, width, device=device)
+    params: dict[str, object] = {
+        "model": "transformer",
+        "batch": batch,
+        "seq": seq,
+        "width": width,
+        "heads": heads,
+        "layers": layers,
+    }
+    return model, x, params
+
+
+def _pick_sdpa(
+    what: str, shape: tuple[int, int, int, int], dtype: torch.dtype, device: torch.device, *, grad: bool
+) -> str:
+    """The SDPA backend a step runs (``suites/attention.py``); WorkloadUnsupported with each backend's reason."""
+    backend, refused = choose_backend(attention_probe(shape, dtype, device, grad=grad))
+    if backend is None:
+        reasons = "; ".join(f"{name}: {why}" for name, why in refused.items())
+        raise WorkloadUnsupported(f"{what} on {device}: no scaled_dot_product_attention backend runs ({reasons})")
+    return backend
+
+
+def transformer_train_step(device: torch.device, size: str) -> Step:
+    """One fp32 training step (Adam, cross entropy per token) of the transformer encoder at ``size``.
+
+    Work: ``tokens`` (batch x seq) and ``FLOP``, counted by torch's counter on the math path
+    (the counter does not see the fused kernels: 0 FLOP for the CPU's flash attention on
+    torch 2.13); the fused kernels do the same useful arithmetic. The step runs on the SDPA
+    backend ``suites/attention.py`` chooses, recorded as ``sdpa_backend``.
+    """
+    model, x, params = _transformer(size, device)
+    batch, seq, width, heads, _ = TRANSFORMER[size]
+    backend = _pick_sdpa("transformer_train", (batch, heads, seq, width // heads), x.dtype, device, grad=True)
+    y = torch.randint(0, 10, (batch * seq,), device=device)
+    with sdpa_backend("math"):  # the FLOP census at build runs the math path, which the counter sees
+        step = training_step(model, x, y, precision="fp32", params=params)
+    return Step(
+        pin_attention(step.fn, backend),
+        work={"tokens": float(batch * seq), "FLOP": step.work["FLOP"]},
+        params={**step.params, "sdpa_backend": backend},
+        check=step.check,
+    )
+
+
+def inference_step(
+    model: torch.nn.Module, x: torch.Tensor, *, unit: str, params: dict[str, object], attention: str | None = None
+) -> Step:
+    """One forward of ``model`` in eval mode under ``torch.inference_mode()``, fp32 math pinned to IEEE.
+
+    ``unit``: what a row of the batch is (``samples``, ``images``; ``tokens`` counts batch x seq).
+    ``attention``: the SDPA backend to pin (FLOPs are then counted on the math path). The check:
+    the last output is finite.
+    """
+    model.eval()
+    outputs: list[torch.Tensor] = []
+
+    def forward() -> None:
+        with torch.inference_mode():
+            out = model(x)
+        outputs[:] = [out]
+
+    run = pin_fn(forward, "ieee")
+    with sdpa_backend("math") if attention is not None else contextlib.nullcontext():
+        flops = count_flops(run)
+    if attention is not None:
+        run = pin_attention(run, attention)
+    amount = float(x.shape[0] * x.shape[1]) if unit == "tokens" else float(x.shape[0])
+    label = f"{params.get('model', 'model')} inference"
+
+    def check() -> None:
+        if not outputs or not bool(torch.isfinite(outputs[0]).all()):
+            raise AssertionError(f"{label}: the output is not finite (or no call ran)")
+
+    details: dict[str, object] = {**params, "mode": "inference_mode", "fp32_precision": "ieee"}
+    if attention is not None:
+        details["sdpa_backend"] = attention
+    work = {unit: amount, "FLOP": flops} if flops else {unit: amount}
+    return Step(run, work=work, params=details, check=check)
+
+
+def _inference(model_name: str, batch_one: bool) -> Workload:
+    """``<model>_infer`` at the preset's batch (throughput), ``<model>_infer_b1`` at batch 1 (latency)."""
+
+    def build(device: Any, size: str) -> Step:
+        dev = torch.device(device)
+        model: torch.nn.Module
+        if model_name == "mlp_wide":
+            batch, widths = WIDE_MLP[size]
+            _seeded()
+            model = mlp(widths).to(dev)
+            batch = 1 if batch_one else batch
+            x = torch.randn(batch, widths[0], device=dev)
+            params: dict[str, object] = {"model": model_name, "batch": batch, "widths": "-".join(map(str, widths))}
+            return inference_step(model, x, unit="samples", params=params)
+        if model_name == "cnn":
+            batch, width = SMALL_CNN[size]
+            _seeded()
+            model = SmallCNN(width).to(dev)
+            batch = 1 if batch_one else batch
+            x = torch.randn(batch, 3, 32, 32, device=dev)
+            return inference_step(model, x, unit="images", params={"model": "cnn", "batch": batch, "width": width})
+        model, x, params = _transformer(size, dev)
+        if batch_one:
+            x, params = x[:1].contiguous(), {**params, "batch": 1}
+        _, seq, width, heads, _ = TRANSFORMER[size]
+        shape = (x.shape[0], heads, seq, width // heads)
+        backend = _pick_sdpa(f"transformer_infer{suffix}", shape, x.dtype, dev, grad=False)
+        return inference_step(model, x, unit="tokens", params=params, attention=backend)
+
+    suffix = "_b1" if batch_one else ""
+    what = "batch-1 latency" if batch_one else "throughput at the preset's batch"
+    return Workload(f"{model_name}_infer{suffix}", build, f"{model_name} forward under torch.inference_mode(), {what}")
+
+
+# ---------------------------------------------------------------- INT8 dynamic quantization (CPU)
+
+#: The INT8 model's output must be within this relative error of fp32's (Frobenius norm of the difference over
+#: that of fp32's output, on the same batch). Measured 2.7% for the small wide MLP (x86 engine, torch 2.13);
+#: a wrong scale or a broken kernel is off by 100% or more.
+INT8_TOLERANCE: Final = 0.1
+
+
+def int8_unsupported(device: Any, torch_module: Any = torch) -> str | None:
+    """Why dynamic INT8 quantization is not measured on ``device``, or None."""
+    if torch.device(device).type != "cpu":
+        return "torch's dynamic INT8 kernels (fbgemm, x86, qnnpack, onednn) run on the CPU only"
+    engines = [e for e in torch_module.backends.quantized.supported_engines if e != "none"]
+    if not engines:
+        return "this torch build has no quantized engine (torch.backends.quantized.supported_engines lists none)"
+    quantization = getattr(getattr(torch_module, "ao", None), "quantization", None)
+    if getattr(quantization, "quantize_dynamic", None) is None:
+        return "this torch has no torch.ao.quantization.quantize_dynamic (deprecated for torchao, then removed)"
+    return None
+
+
+def quantization_error(reference: torch.Tensor, output: torch.Tensor) -> float:
+    """``|output - reference| / |reference|`` in the Frobenius norm."""
+    return float((output.float() - reference.float()).norm() / reference.float().norm())
+
+
+def _int8() -> Workload:
+    def build(device: Any, size: str) -> Step:
+        dev = torch.device(device)
+        _require(workload, dev)
+        batch, widths = WIDE_MLP[size]
+        _seeded()
+        reference_model = mlp(widths).to(dev).eval()
+        x = torch.randn(batch, widths[0], device=dev)
+        with warnings.catch_warnings():
+            # torch 2.9+ deprecates torch.ao.quantization for torchao, and quantized tensors (a UserWarning at the
+            # weights' quantization); the kernels measured are the same. Each call warns no more.
+            warnings.filterwarnings("ignore", message=r"(?s).*deprecated")
+            model = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]  # untyped in torch
+                reference_model, {torch.nn.Linear}, dtype=torch.qint8
+            )
+        with torch.inference_mode():
+            reference = reference_model(x)
+        params: dict[str, object] = {
+            "model": "mlp_wide",
+            "batch": batch,
+            "widths": "-".join(map(str, widths)),
+            "quantized": "dynamic int8 (Linear)",
+            "engine": str(torch.backends.quantized.engine),
+        }
+        step = inference_step(model, x, unit="samples", params=params)
+        outputs = step.check
+
+        def check() -> None:
+            assert outputs is not None
+            outputs()  # finite
+            with torch.inference_mode():
+                error = quantization_error(reference, model(x))
+            if not error <= INT8_TOLERANCE:
+                raise AssertionError(
+                    f"mlp_wide int8: the output is {error:.1%} off fp32's (relative, Frobenius norm); "
+                    f"at most {INT8_TOLERANCE:.0%} expected"
+                )
+
+        return Step(step.fn, work={"samples": float(batch)}, params=step.params, check=check)
+
+    workload = Workload(
+        "mlp_wide_infer_int8",
+        build,
+        "the wide MLP's forward with its Linear layers quantized to INT8 (torch.ao.quantization.quantize_dynamic)",
+        int8_unsupported,
+    )
+    return workload
+
+
 def _bandwidth_and_loading() -> list[Workload]:
     out = [_bandwidth(op) for op in BANDWIDTH_OPS] + [_d2h_copy(True), _d2h_copy(False)]
     return out + [_dataloader(workers, pinned) for workers in (0, 2) for pinned in (False, True)]
+
+
+# ---------------------------------------------------------------- attention alone: the math path against a fused kernel
+
+
+def attention_dtype(device: torch.device) -> torch.dtype:
+    """fp16 on CUDA (the dtype flash attention takes, on every CUDA GPU torch supports); fp32 elsewhere."""
+    return torch.float16 if device.type == "cuda" else torch.float32
+
+
+def _attention(kind: str) -> Workload:
+    """``attention_math``: the math path; ``attention_fused``: the first fused kernel (flash, efficient) that runs."""
+
+    def build(device: Any, size: str) -> Step:
+        dev = torch.device(device)
+        shape = ATTENTION[size]
+        dtype = attention_dtype(dev)
+        if kind == "math":
+            backend = "math"
+        else:
+            found, refused = choose_backend(attention_probe(shape, dtype, dev, grad=False), FUSED)
+            if found is None:
+                reasons = "; ".join(f"{name}: {why}" for name, why in refused.items())
+                raise WorkloadUnsupported(f"attention_fused on {dev}: torch offers no fused kernel here ({reasons})")
+            backend = found
+        _seeded()
+        q, k, v = (torch.randn(*shape, dtype=dtype, device=dev) for _ in range(3))
+        outputs: list[torch.Tensor] = []
+
+        def fn() -> None:
+            outputs[:] = [torch.nn.functional.scaled_dot_product_attention(q, k, v)]
+
+        with sdpa_backend("math"):
+            flops = count_flops(fn)
+        run = pin_attention(pin_fn(fn, "ieee"), backend)
+
+        def check() -> None:
+            if not outputs or not bool(torch.isfinite(outputs[0]).all()):
+                raise AssertionError(f"attention ({backend}) on {dev}: the output is not finite (or no call ran)")
+
+        batch, heads, seq, head_dim = shape
+        params: dict[str, object] = {
+            "batch": batch,
+            "heads": heads,
+            "seq": seq,
+            "head_dim": head_dim,
+            "dtype": str(dtype).removeprefix("torch."),
+            "sdpa_backend": backend,
+            "fp32_precision": "ieee",
+        }
+        return Step(run, work={"tokens": float(batch * seq), "FLOP": flops}, params=params, check=check)
+
+    what = "the math path" if kind == "math" else "the first fused kernel torch offers (flash, memory-efficient)"
+    return Workload(f"attention_{kind}", build, f"scaled_dot_product_attention alone on {what}")
+
+
+def _transformer_train() -> Workload:
+    return Workload(
+        "transformer_train",
+        lambda device, size: transformer_train_step(torch.device(device), size),
+        "transformer encoder (pre-norm, SDPA attention, GELU MLP) full training step, Adam + per-token cross entropy",
+    )
 
 
 def _all() -> tuple[Workload, ...]:
@@ -437,6 +710,10 @@ def _all() -> tuple[Workload, ...]:
         out.append(_image_build("resnet", precision))
     out += [_stack("full"), _stack("checkpointed"), _stack("forward"), _copy(True), _copy(False), _dataparallel()]
     out += _bandwidth_and_loading()
+    # transformer, attention and inference (suites/test_transformer.py, suites/test_inference.py)
+    out.append(_transformer_train())
+    out += [_inference(model, batch_one) for model in ("mlp_wide", "cnn", "transformer") for batch_one in (True, False)]
+    out += [_int8(), _attention("math"), _attention("fused")]
     return tuple(out)
 
 
