@@ -47,6 +47,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.autograd.profiler.profile",
             "torch.backends",
             "torch.bfloat16",
+            "torch.compile",
             "torch.cuda",
             "torch.cuda.current_device",
             "torch.cuda.device",
