@@ -24,10 +24,12 @@ def paired(
     record: Collection[str] | None = None,
     params: Mapping[str, object] | None = None,
     names: Mapping[str, str] | None = None,
+    metadata: Mapping[str, Mapping[str, object]] | None = None,
 ) -> tuple[Paired, dict[str, list[Check]]]:
     """Measure ``steps`` in interleaved rounds on the test's device and record those named in ``record``.
 
-    ``names`` renames steps in the records (``{"this": "n=512"}``). Returns the rounds
+    ``names`` renames steps in the records (``{"this": "n=512"}``); ``metadata``, per step, is kept in its
+    record's metadata (not compared by the gate: a compile time). Returns the rounds
     and, per step, the list its assertions land in.
     """
     wanted = list(steps) if record is None else list(record)
@@ -46,6 +48,7 @@ def paired(
             result.measurements[name],
             params={"size": gpuperf.size, **step.params, **(params or {})},
             checks=checks[name],
+            metadata=(metadata or {}).get(name),
         )
     return result, checks
 

@@ -229,6 +229,7 @@ def training_step(
     precision: str,
     params: dict[str, object],
     lr: float = 1e-3,
+    measured: nn.Module | None = None,
 ) -> Step:
     """A Step for one full training step of ``model`` with Adam and cross entropy on a fixed random batch.
 
@@ -236,6 +237,10 @@ def training_step(
     that, that the loss stayed finite, and that the optimizer (through the scaler)
     really stepped. Work per step: ``samples`` (the batch) and ``FLOP`` (torch's
     FLOP counter over forward and backward).
+
+    ``measured``: the module the measured calls run instead of ``model`` (``torch.compile(model)``,
+    which shares its parameters). FLOPs and GEMMs are counted on ``model``, eagerly: a compiled
+    module's first call under torch's FLOP counter would leave dynamo running it eagerly for good.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
@@ -245,6 +250,7 @@ def training_step(
     dtype = amp_dtype(device)
     scaler = torch.amp.GradScaler(device.type) if use_amp and dtype == torch.float16 else None
     log = LossLog()
+    net = [model]  # the module step() calls: ``model`` while counting, then ``measured``
 
     def autocast() -> contextlib.AbstractContextManager[Any]:
         if not use_amp:
@@ -254,7 +260,7 @@ def training_step(
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         with autocast():
-            loss = nn.functional.cross_entropy(model(inputs), targets)
+            loss = nn.functional.cross_entropy(net[0](inputs), targets)
         if scaler is not None:
             torch.autograd.backward(scaler.scale(loss))
             scaler.step(optimizer)
@@ -266,6 +272,8 @@ def training_step(
 
     run = pin_fn(step, "ieee")
     flops, gemms = census(run)
+    if measured is not None:
+        net[0] = measured
     log.reset()
     steps_before = _optimizer_steps(optimizer)
     scale_before = scaler.get_scale() if scaler is not None else 1.0

@@ -13,9 +13,12 @@ Sizes: ``small`` keeps a CPU run of the whole suite to a few minutes on two core
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
+import shutil
 import warnings
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import torch
 
@@ -30,11 +33,16 @@ from .training import count_flops, training_step
 __all__ = [
     "BANDWIDTH_BYTES",
     "BANDWIDTH_OPS",
+    "BATCH_LADDER",
+    "BATCH_LADDER_CUDA_MAX",
+    "COMPILE_MODE",
     "MATMUL_DTYPES",
     "MATMUL_SIZES",
     "MATMUL_SWEEP",
     "WORKLOADS",
     "bandwidth_step",
+    "batch_step",
+    "compile_unsupported",
     "host_buffer",
     "inference_step",
     "int8_unsupported",
@@ -634,6 +642,79 @@ def _int8() -> Workload:
     return workload
 
 
+# ---------------------------------------------------------------- batch-size ladder (test_batch_scaling.py)
+
+#: model -> (first batch, largest batch on a CPU): the ladder doubles from the first. On CUDA it climbs until
+#: out of memory or ``BATCH_LADDER_CUDA_MAX``; on a CPU it stops at the small preset's batch (time, not memory).
+BATCH_LADDER: Final = {"mlp": (64, 512), "cnn": (8, 32)}
+BATCH_LADDER_CUDA_MAX: Final = 1 << 20
+
+
+def batch_step(model: str, device: torch.device, batch: int) -> Step:
+    """The fp32 training step of ``model`` (``mlp``: the classifier 1000-512-256-2; ``cnn``: the small CNN of the
+    small preset) at ``batch``; work in samples (images for the CNN) and FLOPs."""
+    _seeded()
+    if model == "mlp":
+        widths = (1000, 512, 256, 2)
+        net: torch.nn.Module = mlp(widths).to(device)
+        x = torch.randn(batch, widths[0], device=device)
+        y = torch.randint(0, _classes(widths), (batch,), device=device)
+        return training_step(net, x, y, precision="fp32", params={"model": model, "batch": batch})
+    if model == "cnn":
+        width = SMALL_CNN["small"][1]
+        net = SmallCNN(width).to(device)
+        x = torch.randn(batch, 3, 32, 32, device=device)
+        y = torch.randint(0, 10, (batch,), device=device)
+        step = training_step(net, x, y, precision="fp32", params={"model": model, "batch": batch, "width": width})
+        return Step(step.fn, {"images": step.work["samples"], "FLOP": step.work["FLOP"]}, step.params, step.check)
+    raise ValueError(f"batch ladder model {model!r} is not one of {', '.join(BATCH_LADDER)}")
+
+
+# ---------------------------------------------------------------- torch.compile (test_compile.py)
+
+#: mode passed to torch.compile: "default" (inductor, no CUDA graphs). Compiling costs seconds on a CPU
+#: (docs/suites.md), so the suites compile the small classifier only.
+COMPILE_MODE: Final = "default"
+
+
+def compile_unsupported(device: Any) -> str | None:
+    """Why torch.compile (inductor) cannot run on ``device`` here, or None; cheap checks only (no compile)."""
+    kind = torch.device(device).type
+    if kind == "cpu":
+        cxx = os.environ.get("CXX")
+        if not (cxx and shutil.which(cxx)) and not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
+            return "inductor compiles C++ kernels on a CPU and no C++ compiler was found (c++, g++, clang++ or $CXX)"
+        return None
+    if kind == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            return "inductor generates Triton kernels on CUDA and the triton package is not installed"
+        return None
+    return f"torch.compile's inductor backend is not measured on {kind}"
+
+
+def _compiled_mlp() -> Workload:
+    def build(device: Any, size: str) -> Step:
+        dev = torch.device(device)
+        _require(workload, dev)
+        batch, widths = _mlp_widths(size)
+        _seeded()
+        model = mlp(widths).to(dev)
+        x = torch.randn(batch, widths[0], device=dev)
+        y = torch.randint(0, _classes(widths), (batch,), device=dev)
+        params = {"model": "mlp", "batch": batch, "widths": "-".join(map(str, widths)), "compile": COMPILE_MODE}
+        # Compiled lazily: the first call of the step compiles (test_compile.py times it apart from the sampler).
+        compiled = cast(torch.nn.Module, torch.compile(model, mode=COMPILE_MODE))  # an OptimizedModule
+        return training_step(model, x, y, precision="fp32", params=params, measured=compiled)
+
+    workload = Workload(
+        "mlp_train_compiled",
+        build,
+        f"mlp full training step with the model under torch.compile(mode={COMPILE_MODE!r}); Adam eager",
+        compile_unsupported,
+    )
+    return workload
+
+
 def _bandwidth_and_loading() -> list[Workload]:
     out = [_bandwidth(op) for op in BANDWIDTH_OPS] + [_d2h_copy(True), _d2h_copy(False)]
     return out + [_dataloader(workers, pinned) for workers in (0, 2) for pinned in (False, True)]
@@ -714,6 +795,7 @@ def _all() -> tuple[Workload, ...]:
     out.append(_transformer_train())
     out += [_inference(model, batch_one) for model in ("mlp_wide", "cnn", "transformer") for batch_one in (True, False)]
     out += [_int8(), _attention("math"), _attention("fused")]
+    out.append(_compiled_mlp())
     return tuple(out)
 
 

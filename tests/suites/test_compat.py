@@ -60,6 +60,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.backends.quantized.engine",
             "torch.backends.quantized.supported_engines",
             "torch.bfloat16",
+            "torch.compile",
             "torch.cuda",
             "torch.cuda.current_device",
             "torch.cuda.device",

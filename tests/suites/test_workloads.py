@@ -59,6 +59,8 @@ def _run(step: Step, calls: int) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(set(WORKLOADS) - set(UNSUPPORTED_ON_CPU)))
+# inductor, imported by the first compile (mlp_train_compiled), warns that torch.jit.script_method is deprecated.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_every_cpu_workload_builds_runs_and_passes_its_check(name: str) -> None:
     step = WORKLOADS[name].build(CPU, "small")
     assert step.work and all(amount > 0 for amount in step.work.values())

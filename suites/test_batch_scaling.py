@@ -1,0 +1,174 @@
+"""Throughput against batch size: the MLP and CNN fp32 training steps over a doubling ladder of batches.
+
+The ladder (``suites/workloads.py``: ``BATCH_LADDER``) doubles the batch from a small one. On
+CUDA it climbs until the step runs out of memory, the next rung would need more than the
+device has (twice the last rung's peak memory), or ``BATCH_LADDER_CUDA_MAX``; on a CPU it
+stops at the small preset's batch, for time. Out of memory stops the ladder cleanly: the
+rung's references are dropped, garbage collected and CUDA's cached blocks returned before
+anything else runs, so nothing leaks into the next rung or test.
+
+Each rung is measured alone (one rung in memory at a time: on CUDA the ladder runs up to
+the memory limit, so the rungs cannot be paired) and recorded as ``batch=N``: the results
+table holds the batch's samples/s and peak memory, and a note lists the ladder.
+
+Asserted (``judge``): on the way up to saturation, throughput does not fall by more than the
+noise. Precisely, with each rung's throughput median and interval:
+
+- the ladder saturates at the first rung whose median reaches ``SATURATED`` of the ladder's
+  best median; rungs from there on are the plateau, and a fall there (a batch that leaves
+  the CPU's caches, a memory-bound kernel) is reported, not asserted: it depends on the device;
+- a rung before saturation fails when its whole interval lies more than ``MAX_FALL`` below the
+  whole interval of the best rung before it (its high end < (1 - ``MAX_FALL``) x the best
+  one's low end). ``MAX_FALL`` allows for a change of load between two rungs measured one
+  after the other, which the intervals do not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import pytest
+
+from pytest_gpuperf import Gpuperf
+
+# The plugin's own out-of-memory test and release (what it does after a test that ran out of memory).
+from pytest_gpuperf._pytest._gate import is_out_of_memory, release_failed_test_memory
+from pytest_gpuperf.measuring import format_bytes, format_rate
+
+from .workloads import BATCH_LADDER, BATCH_LADDER_CUDA_MAX, batch_step
+
+#: The ladder saturates at the first rung whose median throughput reaches this fraction of the best median.
+SATURATED: Final = 0.9
+#: Before saturation, a rung whose interval lies more than this fraction below the best earlier rung's fails.
+MAX_FALL: Final = 0.1
+#: Rungs are measured one after the other: a short cap each keeps the CPU ladder to a few seconds.
+SAMPLING: Final = {"max_time": "0.4 s", "warmup_time": "0.15 s"}
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One batch size of the ladder: throughput median and interval (work/s), and the step's peak memory."""
+
+    batch: int
+    median: float
+    low: float
+    high: float
+    peak_memory: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    #: index of the first rung of the plateau (None: no rungs)
+    saturation: int | None
+    #: what failed, or None
+    failure: str | None
+
+
+def ladder(first: int, last: int) -> list[int]:
+    """``first``, 2 ``first``, 4 ``first`` ... up to ``last`` inclusive."""
+    if first < 1 or last < first:
+        raise ValueError(f"batch ladder from {first} to {last}: give 1 <= first <= last")
+    out = [first]
+    while out[-1] * 2 <= last:
+        out.append(out[-1] * 2)
+    return out
+
+
+def judge(rungs: Sequence[Rung], unit: str = "samples") -> Verdict:
+    """Find where the ladder saturates and whether a rung before it fell beyond the noise (module docstring)."""
+    if not rungs:
+        return Verdict(None, None)
+    best = max(r.median for r in rungs)
+    saturation = next(i for i, r in enumerate(rungs) if r.median >= SATURATED * best)
+    for k in range(1, saturation):
+        before = max(rungs[:k], key=lambda r: r.median)
+        rung = rungs[k]
+        if rung.high < (1 - MAX_FALL) * before.low:
+            return Verdict(
+                saturation,
+                f"throughput fell as the batch grew, before saturating: batch {rung.batch} "
+                f"{format_rate(rung.median, unit)} "
+                f"(CI [{format_rate(rung.low, unit)}, {format_rate(rung.high, unit)}]) "
+                f"against batch {before.batch} {format_rate(before.median, unit)} "
+                f"(CI [{format_rate(before.low, unit)}, {format_rate(before.high, unit)}]): more than "
+                f"{MAX_FALL:.0%} below beyond both intervals; the ladder saturates at batch "
+                f"{rungs[saturation].batch} ({SATURATED:.0%} of the best, {format_rate(best, unit)})",
+            )
+    return Verdict(saturation, None)
+
+
+def climb(
+    batches: Sequence[int],
+    run: Callable[[int], Rung],
+    *,
+    memory_limit: int | None = None,
+    release: Callable[[], None] = release_failed_test_memory,
+) -> tuple[list[Rung], str]:
+    """Run ``run`` at each batch until one runs out of memory or the next would need more than ``memory_limit``
+    (twice the last rung's peak); memory is released after every rung. Returns the rungs and why the ladder ended.
+    """
+    rungs: list[Rung] = []
+    stop = f"the ladder's last batch, {batches[-1]}" if batches else "no batches"
+    for batch in batches:
+        if memory_limit is not None and rungs and rungs[-1].peak_memory is not None:
+            need = 2 * rungs[-1].peak_memory
+            if need > memory_limit:
+                stop = (
+                    f"batch {batch} would need about {format_bytes(need)} (twice batch {rungs[-1].batch}'s peak), "
+                    f"more than the device's {format_bytes(memory_limit)}"
+                )
+                break
+        oom: str | None = None
+        try:
+            rungs.append(run(batch))
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            oom = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            # ``exc`` (and with it the traceback holding the rung's tensors) is dropped when this block ends.
+        release()
+        if oom is not None:
+            stop = f"batch {batch} ran out of memory ({oom})"
+            break
+    return rungs, stop
+
+
+def _measure_rung(gpuperf: Gpuperf, model: str, unit: str, batch: int) -> Rung:
+    step = batch_step(model, gpuperf.device, batch)
+    m = gpuperf.measure(step.fn, name=f"batch={batch}", work=step.work, params={"size": gpuperf.size, **step.params})
+    assert step.check is not None
+    step.check()  # loss finite and falling, the optimizer stepped
+    low, high = m.throughput_ci(unit)
+    return Rung(batch, m.throughput(unit).value, low.value, high.value, m.peak_memory)
+
+
+@pytest.mark.parametrize("model", list(BATCH_LADDER))
+def test_batch_scaling(gpuperf: Gpuperf, model: str) -> None:
+    unit = "images" if model == "cnn" else "samples"
+    first, last = BATCH_LADDER[model]
+    memory_limit: int | None = None
+    if gpuperf.device.type == "cuda":
+        last = BATCH_LADDER_CUDA_MAX
+        memory = gpuperf.backend.describe().get("memory_bytes")
+        memory_limit = memory if isinstance(memory, int) else None
+    rungs, stop = climb(
+        ladder(first, last), lambda batch: _measure_rung(gpuperf, model, unit, batch), memory_limit=memory_limit
+    )
+    if not rungs:
+        pytest.fail(f"{model}: no batch of the ladder ran: {stop}")
+    for rung in rungs:
+        memory = format_bytes(rung.peak_memory) if rung.peak_memory is not None else "-"
+        gpuperf.note(
+            f"{model} batch {rung.batch:>6}: {format_rate(rung.median, unit):>18} "
+            f"(CI [{format_rate(rung.low, unit)}, {format_rate(rung.high, unit)}]), peak memory {memory}"
+        )
+    verdict = judge(rungs, unit)
+    assert verdict.saturation is not None
+    gpuperf.note(
+        f"{model}: the ladder ended at batch {rungs[-1].batch}: {stop}; saturates at batch "
+        f"{rungs[verdict.saturation].batch}; later rungs reported, not asserted "
+        "(cache and memory effects vary by device)"
+    )
+    assert verdict.failure is None, f"{model}: {verdict.failure}"
