@@ -475,20 +475,25 @@ def _pick_sdpa(
     return backend
 
 
-def transformer_train_step(device: torch.device, size: str) -> Step:
+def transformer_train_step(device: torch.device, size: str, *, compiled: bool = False) -> Step:
     """One fp32 training step (Adam, cross entropy per token) of the transformer encoder at ``size``.
 
     Work: ``tokens`` (batch x seq) and ``FLOP``, counted by torch's counter on the math path
     (the counter does not see the fused kernels: 0 FLOP for the CPU's flash attention on
     torch 2.13); the fused kernels do the same useful arithmetic. The step runs on the SDPA
-    backend ``suites/attention.py`` chooses, recorded as ``sdpa_backend``.
+    backend ``suites/attention.py`` chooses, recorded as ``sdpa_backend``. ``compiled``: the
+    measured calls run the model under ``torch.compile`` (compiled lazily: the first call compiles).
     """
     model, x, params = _transformer(size, device)
     batch, seq, width, heads, _ = TRANSFORMER[size]
     backend = _pick_sdpa("transformer_train", (batch, heads, seq, width // heads), x.dtype, device, grad=True)
     y = torch.randint(0, 10, (batch * seq,), device=device)
+    measured = None
+    if compiled:
+        measured = cast(torch.nn.Module, torch.compile(model, mode=COMPILE_MODE))  # an OptimizedModule
+        params = {**params, "compile": COMPILE_MODE}
     with sdpa_backend("math"):  # the FLOP census at build runs the math path, which the counter sees
-        step = training_step(model, x, y, precision="fp32", params=params)
+        step = training_step(model, x, y, precision="fp32", params=params, measured=measured)
     return Step(
         pin_attention(step.fn, backend),
         work={"tokens": float(batch * seq), "FLOP": step.work["FLOP"]},
@@ -715,6 +720,21 @@ def _compiled_mlp() -> Workload:
     return workload
 
 
+def _compiled_transformer() -> Workload:
+    def build(device: Any, size: str) -> Step:
+        dev = torch.device(device)
+        _require(workload, dev)
+        return transformer_train_step(dev, size, compiled=True)
+
+    workload = Workload(
+        "transformer_train_compiled",
+        build,
+        f"transformer_train with the model under torch.compile(mode={COMPILE_MODE!r}); Adam eager",
+        compile_unsupported,
+    )
+    return workload
+
+
 def _bandwidth_and_loading() -> list[Workload]:
     out = [_bandwidth(op) for op in BANDWIDTH_OPS] + [_d2h_copy(True), _d2h_copy(False)]
     return out + [_dataloader(workers, pinned) for workers in (0, 2) for pinned in (False, True)]
@@ -795,7 +815,7 @@ def _all() -> tuple[Workload, ...]:
     out.append(_transformer_train())
     out += [_inference(model, batch_one) for model in ("mlp_wide", "cnn", "transformer") for batch_one in (True, False)]
     out += [_int8(), _attention("math"), _attention("fused")]
-    out.append(_compiled_mlp())
+    out += [_compiled_mlp(), _compiled_transformer()]
     return tuple(out)
 
 
