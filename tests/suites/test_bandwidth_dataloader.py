@@ -15,7 +15,7 @@ from pytest_gpuperf import Check, Gpuperf, Paired
 from pytest_gpuperf.measuring import Expectations, ExpectationsError
 from suites.conftest import BandwidthOp
 from suites.dataloading import SyntheticDataset, _Forever, dataloader_steps, dataloader_unsupported
-from suites.support import expectations
+from suites.support import expect, expectations
 from suites.test_bandwidth import FRACTION_OF_REFERENCE, judge
 from suites.test_dataloader import PINNED_AT_LEAST, bound_note, judge_pinned
 
@@ -74,6 +74,19 @@ def test_pinned_dataloading_fails_when_slower_than_pageable() -> None:
     slower = _rounds({"pinned": 1.0 / PINNED_AT_LEAST * 1.1, "pageable": 1.0}, work)
     with pytest.raises(AssertionError, match=r"at least 0\.95"):
         judge_pinned(_gpuperf(notes), slower.throughput_ratio("pinned", "pageable", "samples"), checks)
+
+
+def test_pinned_copies_fail_when_slower_than_pageable() -> None:
+    """test_copy.py's judgement (both directions): the paired B/s ratio pinned/pageable at least 1."""
+    work = {"pinned": {"B": 1.0}, "pageable": {"B": 1.0}}
+    notes: list[str] = []
+    checks: list[Check] = []
+    faster = _rounds({"pinned": 0.5, "pageable": 1.0}, work).throughput_ratio("pinned", "pageable", "B")
+    assert expect(_gpuperf(notes), faster, at_least=1.0, checks=checks).outcome == "pass"
+    slower = _rounds({"pinned": 1.2, "pageable": 1.0}, work).throughput_ratio("pinned", "pageable", "B")
+    with pytest.raises(AssertionError, match=r"at least 1"):
+        expect(_gpuperf(notes), slower, at_least=1.0, checks=checks)
+    assert [c.outcome for c in checks] == ["pass", "fail"]
 
 
 def test_the_bound_is_the_slower_of_the_loader_and_the_step() -> None:
