@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import pytest
 import torch
@@ -49,10 +50,6 @@ REFERENCE_TESTS: Final = ("test_matmul_peak", "test_bandwidth_reference")
 def _reference_test(item: pytest.Item) -> str | None:
     name = getattr(item, "originalname", "")
     return name if item.path.is_relative_to(_HERE) and name in REFERENCE_TESTS else None
-
-
-def _is_peak_test(item: pytest.Item) -> bool:
-    return _reference_test(item) == "test_matmul_peak"
 
 
 @pytest.hookimpl(trylast=True)
@@ -113,12 +110,27 @@ def matmul_peak(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> PeakOp:
     keys baselines, the gate and asv's history, so it must not follow the test order.
     Another test measures the peak without recording it; ``test_matmul_peak`` then measures
     it again, to record it."""
-    peaks = request.config.stash.setdefault(PEAKS, {})
-    is_peak_test = _is_peak_test(request.node)
-    known = peaks.get(gpuperf.slot.id)
-    if known is None or (is_peak_test and not known.recorded):
-        peaks[gpuperf.slot.id] = measure_peak(gpuperf, record=is_peak_test)
-    return peaks[gpuperf.slot.id]
+    return _once_per_device(request, gpuperf, PEAKS, "test_matmul_peak", measure_peak)
+
+
+Reference = TypeVar("Reference", "PeakOp", "BandwidthOp")
+
+
+def _once_per_device(
+    request: pytest.FixtureRequest,
+    gpuperf: Gpuperf,
+    key: pytest.StashKey[dict[str, Reference]],
+    owner: str,
+    measure: Callable[..., Reference],
+) -> Reference:
+    """A device's reference, measured once per session; measured (again) with its records in test ``owner``, the
+    only test whose records they may be, and without records in any other test that needs it first."""
+    known_by_device = request.config.stash.setdefault(key, {})
+    owns = _reference_test(request.node) == owner
+    known = known_by_device.get(gpuperf.slot.id)
+    if known is None or (owns and not known.recorded):
+        known_by_device[gpuperf.slot.id] = measure(gpuperf, record=owns)
+    return known_by_device[gpuperf.slot.id]
 
 
 @dataclass(frozen=True)
@@ -154,9 +166,4 @@ def bandwidth_reference(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> Ban
     """This device's bandwidth reference, measured once per session per device, as ``matmul_peak`` is.
 
     Its records belong to ``test_bandwidth_reference`` only, whichever test needs it first."""
-    references = request.config.stash.setdefault(BANDWIDTHS, {})
-    is_reference_test = _reference_test(request.node) == "test_bandwidth_reference"
-    known = references.get(gpuperf.slot.id)
-    if known is None or (is_reference_test and not known.recorded):
-        references[gpuperf.slot.id] = measure_bandwidth(gpuperf, record=is_reference_test)
-    return references[gpuperf.slot.id]
+    return _once_per_device(request, gpuperf, BANDWIDTHS, "test_bandwidth_reference", measure_bandwidth)
