@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -51,6 +52,18 @@ def paired(
             metadata=(metadata or {}).get(name),
         )
     return result, checks
+
+
+def fraction_of_reference(
+    gpuperf: Gpuperf, this: Step, reference: Step, *, unit: str, name: str, what: str
+) -> tuple[Estimate, list[Check]]:
+    """``this`` against a device's reference step in paired rounds: its throughput in ``unit`` as a fraction of the
+    reference's (labelled ``what``), with ``this`` recorded as ``name`` and its check run; and its checks."""
+    rounds, checks = paired(gpuperf, {"this": this, "reference": reference}, record=["this"], names={"this": name})
+    assert this.check is not None
+    this.check()
+    ratio = rounds.throughput_ratio("this", "reference", unit)
+    return dataclasses.replace(ratio, what=what), checks["this"]
 
 
 def expect(

@@ -14,7 +14,6 @@ Host-device copies (pinned against pageable) are in ``test_copy.py``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Final
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 from pytest_gpuperf import Check, Estimate, Gpuperf, Quantity
 
 from .conftest import BandwidthOp
-from .support import expect, expectations, paired, percent
+from .support import expect, expectations, fraction_of_reference, percent
 from .workloads import BANDWIDTH_OPS, bandwidth_step
 
 #: On any healthy device the reference op at half the size moves at least this fraction of the reference's B/s:
@@ -85,14 +84,12 @@ def judge(gpuperf: Gpuperf, op: str, reference: BandwidthOp, fraction: Estimate,
 @pytest.mark.parametrize("op", BANDWIDTH_OPS)
 def test_bandwidth(gpuperf: Gpuperf, bandwidth_reference: BandwidthOp, op: str) -> None:
     nbytes = bandwidth_reference.nbytes // 2
-    steps = {
-        "this": bandwidth_step(gpuperf.device, op, nbytes),
-        "reference": bandwidth_step(gpuperf.device, bandwidth_reference.op, bandwidth_reference.nbytes),
-    }
-    rounds, checks = paired(gpuperf, steps, record=["this"], names={"this": f"bytes={nbytes}"})
-    check = steps["this"].check
-    assert check is not None
-    check()
-    ratio = rounds.throughput_ratio("this", "reference", "B")
-    fraction = dataclasses.replace(ratio, what=f"{op} over {nbytes >> 20} MiB as a fraction of the bandwidth reference")
-    judge(gpuperf, op, bandwidth_reference, fraction, checks["this"])
+    fraction, checks = fraction_of_reference(
+        gpuperf,
+        bandwidth_step(gpuperf.device, op, nbytes),
+        bandwidth_step(gpuperf.device, bandwidth_reference.op, bandwidth_reference.nbytes),
+        unit="B",
+        name=f"bytes={nbytes}",
+        what=f"{op} over {nbytes >> 20} MiB as a fraction of the bandwidth reference",
+    )
+    judge(gpuperf, op, bandwidth_reference, fraction, checks)

@@ -9,7 +9,6 @@ of the peak is a paired estimate that a change of load on the machine does not b
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Final
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from pytest_gpuperf import Gpuperf
 
 from .conftest import PeakOp
-from .support import expect, expectations, paired, percent
+from .support import expect, expectations, fraction_of_reference, percent
 from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
 
 #: On any healthy device the best dtype at half the largest size reaches at least this
@@ -56,18 +55,16 @@ def test_matmul(gpuperf: Gpuperf, matmul_peak: PeakOp, dtype: str, scale: str) -
     if why:
         pytest.skip(f"matmul {dtype} on {gpuperf.slot.id}: {why}")
     n = MATMUL_SWEEP[gpuperf.size][-1] // SCALES[scale]
-    steps = {
-        "this": matmul_step(gpuperf.device, dtype, n),
-        "peak": matmul_step(gpuperf.device, matmul_peak.dtype, matmul_peak.n),
-    }
-    rounds, checks = paired(gpuperf, steps, record=["this"], names={"this": f"n={n}"})
-    check = steps["this"].check
-    assert check is not None
-    check()
-    ratio = rounds.throughput_ratio("this", "peak", "FLOP")
-    fraction = dataclasses.replace(ratio, what=f"matmul {dtype} n={n} as a fraction of the reference peak")
+    fraction, checks = fraction_of_reference(
+        gpuperf,
+        matmul_step(gpuperf.device, dtype, n),
+        matmul_step(gpuperf.device, matmul_peak.dtype, matmul_peak.n),
+        unit="FLOP",
+        name=f"n={n}",
+        what=f"matmul {dtype} n={n} as a fraction of the reference peak",
+    )
     if dtype == matmul_peak.dtype and scale == "half":
-        expect(gpuperf, fraction, at_least=FRACTION_OF_PEAK, checks=checks["this"])
+        expect(gpuperf, fraction, at_least=FRACTION_OF_PEAK, checks=checks)
     else:
         gpuperf.note(
             f"matmul {dtype} n={n} reaches {percent(fraction.value)} of the peak "
