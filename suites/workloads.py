@@ -267,10 +267,8 @@ def _stack(mode: str) -> Workload:
 # ---------------------------------------------------------------- host-to-device copy
 
 
-def _copy_unsupported(device: Any) -> str | None:
-    if torch.device(device).type != "cuda":
-        return "a host-to-device copy needs a CUDA device (pinned memory is a CUDA host allocation)"
-    return None
+#: direction -> what the copy is called in messages and descriptions.
+_COPIES: Final = {"h2d": "host-to-device", "d2h": "device-to-host"}
 
 
 def host_buffer(nbytes: int, device: torch.device, *, pinned: bool, torch_module: Any = torch) -> Any:
@@ -290,23 +288,36 @@ def host_buffer(nbytes: int, device: torch.device, *, pinned: bool, torch_module
     return buffer
 
 
-def _copy(pinned: bool) -> Workload:
+def _copy(direction: str, pinned: bool) -> Workload:
+    """``h2d_copy_<kind>`` (from host memory to the device) or ``d2h_copy_<kind>`` (back), pinned or pageable."""
+    what = _COPIES[direction]
+
     def build(device: Any, size: str) -> Step:
         dev = torch.device(device)
         _require(workload, dev)
         nbytes = COPY_BYTES[size]
-        src = host_buffer(nbytes, dev, pinned=pinned)
-        dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        if direction == "h2d":
+            src = host_buffer(nbytes, dev, pinned=pinned)
+            dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        else:
+            src = torch.empty(nbytes, dtype=torch.uint8, device=dev).fill_(0xA5)
+            dst = host_buffer(nbytes, dev, pinned=pinned)
 
         def fn() -> None:
-            # From pinned memory the copy is a DMA queued on the stream; from pageable memory
-            # the driver stages it through a pinned buffer, synchronously.
+            # With pinned memory the copy is a DMA queued on the stream; with pageable memory the driver
+            # stages it through a pinned buffer (and, into the host, copies on from there), synchronously.
             dst.copy_(src, non_blocking=pinned)
 
         return Step(fn, work={"B": float(nbytes)}, params={"bytes": nbytes, "pinned": pinned})
 
+    def unsupported(device: Any) -> str | None:
+        if torch.device(device).type != "cuda":
+            return f"a {what} copy needs a CUDA device (pinned memory is a CUDA host allocation)"
+        return None
+
     kind = "pinned" if pinned else "pageable"
-    workload = Workload(f"h2d_copy_{kind}", build, f"host-to-device copy from {kind} memory", _copy_unsupported)
+    where = f"from {kind} memory" if direction == "h2d" else f"into {kind} memory"
+    workload = Workload(f"{direction}_copy_{kind}", build, f"{what} copy {where}", unsupported)
     return workload
 
 
@@ -403,32 +414,6 @@ def _bandwidth(op: str) -> Workload:
 
     sizes = ", ".join(f"{k} {v >> 20} MiB" for k, v in BANDWIDTH_BYTES.items())
     return Workload(f"bandwidth_{op}", build, f"memory-bound {op} over buffers of {sizes}; B/s of bytes read + written")
-
-
-def _d2h_unsupported(device: Any) -> str | None:
-    if torch.device(device).type != "cuda":
-        return "a device-to-host copy needs a CUDA device (pinned memory is a CUDA host allocation)"
-    return None
-
-
-def _d2h_copy(pinned: bool) -> Workload:
-    def build(device: Any, size: str) -> Step:
-        dev = torch.device(device)
-        _require(workload, dev)
-        nbytes = COPY_BYTES[size]
-        src = torch.empty(nbytes, dtype=torch.uint8, device=dev).fill_(0xA5)
-        dst = host_buffer(nbytes, dev, pinned=pinned)
-
-        def fn() -> None:
-            # Into pinned memory the copy is a DMA queued on the stream; into pageable memory the driver
-            # copies through a pinned buffer and then on the host, synchronously.
-            dst.copy_(src, non_blocking=pinned)
-
-        return Step(fn, work={"B": float(nbytes)}, params={"bytes": nbytes, "pinned": pinned})
-
-    kind = "pinned" if pinned else "pageable"
-    workload = Workload(f"d2h_copy_{kind}", build, f"device-to-host copy into {kind} memory", _d2h_unsupported)
-    return workload
 
 
 def _dataloader(workers: int, pinned: bool) -> Workload:
@@ -736,7 +721,7 @@ def _compiled_transformer() -> Workload:
 
 
 def _bandwidth_and_loading() -> list[Workload]:
-    out = [_bandwidth(op) for op in BANDWIDTH_OPS] + [_d2h_copy(True), _d2h_copy(False)]
+    out = [_bandwidth(op) for op in BANDWIDTH_OPS] + [_copy("d2h", True), _copy("d2h", False)]
     return out + [_dataloader(workers, pinned) for workers in (0, 2) for pinned in (False, True)]
 
 
@@ -809,7 +794,14 @@ def _all() -> tuple[Workload, ...]:
         out.append(_mlp_build(_wide_widths, "mlp_wide", precision))
         out.append(_image_build("cnn", precision))
         out.append(_image_build("resnet", precision))
-    out += [_stack("full"), _stack("checkpointed"), _stack("forward"), _copy(True), _copy(False), _dataparallel()]
+    out += [
+        _stack("full"),
+        _stack("checkpointed"),
+        _stack("forward"),
+        _copy("h2d", True),
+        _copy("h2d", False),
+        _dataparallel(),
+    ]
     out += _bandwidth_and_loading()
     # transformer, attention and inference (suites/test_transformer.py, suites/test_inference.py)
     out.append(_transformer_train())
