@@ -18,16 +18,17 @@ from pathlib import Path
 __all__ = ["exports"]
 
 
-def _table(init_file: str) -> dict[str, str]:
-    """Name -> relative module, from the ``from .x import a, b`` lines under ``if TYPE_CHECKING:``."""
+def _table(init_file: str) -> dict[str, tuple[str, str]]:
+    """Name -> (relative module, its name there), from the ``from .x import a, b as c`` lines under
+    ``if TYPE_CHECKING:``."""
     tree = ast.parse(Path(init_file).read_text(encoding="utf-8"))
-    table: dict[str, str] = {}
+    table: dict[str, tuple[str, str]] = {}
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for statement in node.body:
                 if isinstance(statement, ast.ImportFrom) and statement.level > 0:
                     module = "." * statement.level + (statement.module or "")
-                    table.update({alias.asname or alias.name: module for alias in statement.names})
+                    table.update({alias.asname or alias.name: (module, alias.name) for alias in statement.names})
     return table
 
 
@@ -36,10 +37,11 @@ def exports(package: str, init_file: str) -> tuple[Callable[[str], object], Call
     table = _table(init_file)
 
     def __getattr__(name: str) -> object:
-        module = table.get(name)
-        if module is None:
+        where = table.get(name)
+        if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, package), name)
+        module, original = where
+        value = getattr(importlib.import_module(module, package), original)
         setattr(sys.modules[package], name, value)  # later lookups are plain attributes
         return value
 

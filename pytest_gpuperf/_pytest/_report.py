@@ -1,6 +1,6 @@
 """Terminal tables (tabulate) of the session's records; ``docs/glossary.md`` explains every column.
 
-The results table itself is rendered in ``results/_table.py``, which ``pytest-gpuperf runs show`` uses too.
+The results table itself is ``results.results_table``, which ``pytest-gpuperf runs show`` uses too.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from tabulate import tabulate
 
 from ..measuring import DeviceSlot, MeasureSettings
-from ..results import Record
-from ..results._table import HEADERS, flags, peak_memory_cell, percent_of_peak, results_table
+from ..results import RESULTS_HEADERS as HEADERS
+from ..results import Record, flags, peak_memory_cell, percent_of_peak, results_table
 
 __all__ = [
     "HEADERS",

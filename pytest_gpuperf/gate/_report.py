@@ -27,19 +27,29 @@ from ..results import short_test
 from ._compare import GateResult, Row
 from ._verdicts import Verdict
 
-__all__ = ["HEADERS", "gate_lines", "gate_table", "github_annotations", "github_summary", "report_to_github"]
+__all__ = [
+    "HEADERS",
+    "gate_lines",
+    "gate_table",
+    "github_annotations",
+    "github_summary",
+    "ratio_cell",
+    "report_to_github",
+    "runs_cell",
+    "verdict_cell",
+]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
 
 
-def _ratio(row: Row) -> str:
+def ratio_cell(row: Row) -> str:
     est = row.estimate
     if est is None:
         return "-"
     return f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}]"
 
 
-def _runs(row: Row) -> str:
+def runs_cell(row: Row) -> str:
     """Runs used on each side: ``3/1``, ``2 of 3/1``; ``1/1 (40 rounds)`` when runs had several rounds."""
     if row.estimate is None:
         return "-"
@@ -55,7 +65,7 @@ def _runs(row: Row) -> str:
     return f"{runs} ({row.base_rounds}/{row.head_rounds} rounds)"
 
 
-def _verdict(row: Row) -> str:
+def verdict_cell(row: Row) -> str:
     marks = {Verdict.SLOWER: "SLOWER", Verdict.UNATTRIBUTED: "UNATTRIBUTED", Verdict.FASTER: "faster"}
     return marks.get(row.verdict, row.verdict.value)
 
@@ -67,9 +77,9 @@ def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
             row.device,
             "-" if row.baseline is None else format_duration(row.baseline),
             "-" if row.current is None else format_duration(row.current),
-            _ratio(row),
-            _runs(row),
-            _verdict(row),
+            ratio_cell(row),
+            runs_cell(row),
+            verdict_cell(row),
             row.reason,
         )
         for row in result.rows
@@ -157,8 +167,8 @@ def github_annotations(
             continue
         path, line = locate(row.test, root) if workloads is None else locate_workload(row.test, workloads, root)
         where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
-        title = _escape(f"{label}: {short_test(row)} [{row.device}] {_verdict(row)}", prop=True)
-        ratio = f" (ratio {_ratio(row)})" if row.estimate is not None else ""
+        title = _escape(f"{label}: {short_test(row)} [{row.device}] {verdict_cell(row)}", prop=True)
+        ratio = f" (ratio {ratio_cell(row)})" if row.estimate is not None else ""
         message = _escape(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}")
         out.append(f"::{'error' if failing else 'warning'} {where},title={title}::{message}")
     return out

@@ -17,11 +17,31 @@ from html import escape
 from pathlib import Path
 from typing import Final
 
-from ..gate import BaselineNoise, GateResult, Policy, Row, Verdict, baseline_noise, compare_runs, gate_lines
-from ..gate._report import _ratio, _runs, _verdict  # the gate table's own cells, so both read the same
+from ..gate import (
+    BaselineNoise,
+    GateResult,
+    Policy,
+    Row,
+    Verdict,
+    baseline_noise,
+    compare_runs,
+    gate_lines,
+    ratio_cell,
+    runs_cell,
+    verdict_cell,
+)
 from ..measuring import Measurement, format_duration
-from ..results import Baseline, Record, Run, atomic_write_text, short_test
-from ..results._table import flags, peak_memory_cell, peaks_of, percent_of_peak
+from ..results import (
+    Baseline,
+    Record,
+    Run,
+    atomic_write_text,
+    flags,
+    peak_memory_cell,
+    peaks_of,
+    percent_of_peak,
+    short_test,
+)
 from ._svg import Lane, dots_of, strip_plot
 
 __all__ = ["Comparison", "compare", "policy_of", "render", "samples_drawn", "write"]
@@ -203,7 +223,7 @@ def _facts(pairs: Iterable[tuple[str, str]]) -> str:
 def _verdict_badge(row: Row | None) -> str:
     if row is None:
         return ""
-    return f'<span class="verdict v-{escape(row.verdict.value)}">{escape(_verdict(row))}</span>'
+    return f'<span class="verdict v-{escape(row.verdict.value)}">{escape(verdict_cell(row))}</span>'
 
 
 def _gate_section(comparison: Comparison) -> str:
@@ -250,7 +270,7 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
         cells.append(escape(flags(record)))
         if gate:
             row = rows.get(record.key)
-            cells += [escape(_ratio(row)) if row else "-", _verdict_badge(row)]
+            cells += [escape(ratio_cell(row)) if row else "-", _verdict_badge(row)]
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table></section>")
     return "".join(out)
@@ -313,11 +333,11 @@ def _card(
 
 
 def _gate_facts(row: Row) -> str:
-    pairs = [("ratio [95% CI]", _ratio(row)), ("verdict", _verdict(row))]
+    pairs = [("ratio [95% CI]", ratio_cell(row)), ("verdict", verdict_cell(row))]
     if row.baseline is not None and row.current is not None:
         pairs.append(("baseline / current", f"{format_duration(row.baseline)} / {format_duration(row.current)}"))
     if row.estimate is not None:
-        pairs.append(("runs", _runs(row)))
+        pairs.append(("runs", runs_cell(row)))
     pairs.append(("why", row.reason))
     return f'<div class="gate-row">{_facts(pairs)}</div>'
 

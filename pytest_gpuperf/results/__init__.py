@@ -55,6 +55,8 @@ if TYPE_CHECKING:
         check_name,
         same_code,
     )
+    from ._table import HEADERS as RESULTS_HEADERS
+    from ._table import flags, peak_memory_cell, peaks_of, percent_of_peak, results_table
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -63,6 +65,7 @@ __all__ = [
     "MUST_MATCH",
     "RECORDED_SINCE",
     "RECORD_KEYS",
+    "RESULTS_HEADERS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SHOWN",
@@ -87,11 +90,16 @@ __all__ = [
     "collect",
     "differences",
     "file_kind",
+    "flags",
     "load_run",
     "load_runs",
     "locked",
     "output_path_problem",
     "parse_mismatch_keys",
+    "peak_memory_cell",
+    "peaks_of",
+    "percent_of_peak",
+    "results_table",
     "same_code",
     "save_baseline_file",
     "save_run",

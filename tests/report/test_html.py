@@ -11,8 +11,7 @@ import pytest
 from pytest_gpuperf.measuring import Check
 from pytest_gpuperf.report import compare, policy_of, render, samples_drawn
 from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
-from pytest_gpuperf.results import Baseline, Record, Run
-from pytest_gpuperf.results._table import flags
+from pytest_gpuperf.results import Baseline, Record, Run, flags
 from tests.synthetic import make_measurement, make_record, make_run, samples_around, with_fingerprint
 
 
