@@ -12,17 +12,10 @@ import torch
 
 from pytest_gpuperf import Gpuperf, Quantity
 
+# Only .compat here: the suites' other modules use torch APIs an older torch lacks (torch 2.2 has no
+# torch.nn.attention), and an import error in a conftest is a traceback, not the refusal with the fix
+# that pytest_configure gives. The fixtures import the workloads when they run.
 from .compat import check_torch
-from .support import paired
-from .workloads import (
-    BANDWIDTH_BYTES,
-    BANDWIDTH_OPS,
-    MATMUL_DTYPES,
-    MATMUL_SWEEP,
-    bandwidth_step,
-    matmul_step,
-    matmul_unsupported,
-)
 
 #: Sampling for the suites unless the command line or ini sets it: short enough that the
 #: whole CPU run takes a few minutes on two cores, long enough for a 3% CI on a quiet GPU.
@@ -88,6 +81,9 @@ def measure_peak(gpuperf: Gpuperf, *, record: bool) -> PeakOp:
     """Every supported dtype at the largest size, in interleaved rounds; the fastest is the reference peak.
 
     With ``record`` the dtypes' measurements become the test's records, one per dtype."""
+    from .support import paired
+    from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
+
     n = MATMUL_SWEEP[gpuperf.size][-1]
     dtypes = [d for d in MATMUL_DTYPES if matmul_unsupported(gpuperf.device, d) is None]
     steps = {dtype: matmul_step(gpuperf.device, dtype, n) for dtype in dtypes}
@@ -151,6 +147,9 @@ def measure_bandwidth(gpuperf: Gpuperf, *, record: bool) -> BandwidthOp:
     """Each bandwidth op at the preset's size, in interleaved rounds; the faster one is the bandwidth reference.
 
     With ``record`` the ops' measurements become the test's records, one per op."""
+    from .support import paired
+    from .workloads import BANDWIDTH_BYTES, BANDWIDTH_OPS, bandwidth_step
+
     nbytes = BANDWIDTH_BYTES[gpuperf.size]
     steps = {op: bandwidth_step(gpuperf.device, op, nbytes) for op in BANDWIDTH_OPS}
     rounds, _ = paired(gpuperf, steps, record=None if record else [])

@@ -39,10 +39,12 @@ CALLS: Final = 3
 #: their allocations differently); the larger is reported.
 AGREEMENT: Final = 0.01
 #: What torch's profiler writes to stderr on its own: kineto's start/stop trace points
-#: (torch 2.13 on Linux) and the CPU allocator's warning about frees of blocks older than
-#: the profiler, which the probe accounts for.
+#: (torch 2.13 on Linux), its stage lines (``STAGE:... Completed Stage: Warm Up``, torch 2.3)
+#: and the CPU allocator's warning about frees of blocks older than the profiler, which the
+#: probe accounts for.
 _PROFILER_NOISE: Final = re.compile(
-    rb"USDT:.*\bprofiler_(start|stop)\b|Memory block of unknown size was allocated before the profiling started"
+    rb"USDT:.*\bprofiler_(start|stop)\b|STAGE:.*\] Completed Stage: "
+    rb"|Memory block of unknown size was allocated before the profiling started"
 )
 
 

@@ -160,6 +160,9 @@ def test_the_profilers_own_lines_are_kept_off_stderr(capfd: pytest.CaptureFixtur
     with profiler_noise_filtered():
         os.write(2, b"USDT:2026-11-22 21:46:13 25012:25012 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
         os.write(2, b"the test's own line\n")
+        # torch 2.3's kineto announces its stages (seen with torch 2.3.1, 2026-11-23)
+        os.write(2, b"STAGE:2026-11-23 01:49:04 21604:21604 ActivityProfilerController.cpp:314] ")
+        os.write(2, b"Completed Stage: Warm Up\n")
         os.write(2, b"[W1122 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the ")
         os.write(2, b"profiling started, profiler results will not include the deallocation event\n")
     assert capfd.readouterr().err == "the test's own line\n"
