@@ -280,7 +280,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "slower,unattributed",
         _verdicts,
         "verdicts that fail the session when comparing: a comma list of slower, unattributed (slower, measured "
-        "while busy), faster, unchanged, inconclusive, incomparable, new, missing, or none "
+        "while busy or on a throttled GPU), faster, unchanged, inconclusive, incomparable, new, missing, or none "
         "(default: slower,unattributed)",
         "VERDICTS",
         marker=False,

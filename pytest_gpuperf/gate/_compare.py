@@ -3,7 +3,9 @@
 ``compare_runs`` judges every record of the current runs against the baseline's
 (``pytest --gpuperf-compare`` and ``pytest-gpuperf compare``); ``pytest-gpuperf ab``
 fills the same ``GateResult`` from paired rounds. The rule is in ``_rule.py`` and the
-evidence model in ``_evidence.py``; ``docs/how-the-gate-decides.md`` states both.
+evidence model in ``_evidence.py``; ``docs/how-the-gate-decides.md`` states both. What
+else than the code may explain a change (the machine's load, the GPU's clocks) is weighed
+here, once, after the rule (``_other_cause``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from ..measuring import Estimate
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
-from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
+from ._rule import DEFAULT_TOLERANCE, THROTTLE_MARGIN, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
 
 __all__ = ["BaselineNoise", "GateResult", "PairedRounds", "Row", "baseline_noise", "compare_runs", "count_verdicts"]
@@ -54,6 +56,9 @@ class Row:
     base_rounds: int = 0  # rounds in the runs used (a run's extra and paired rounds count inside it)
     head_rounds: int = 0
     paired: PairedRounds | None = None
+    #: what, instead of the code, may explain the change: "busy" (the machine's load) or "throttled" (the GPU's
+    #: clocks), with an unattributed or inconclusive verdict from that rule; "" otherwise
+    cause: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,9 +95,7 @@ def _setting(records: Sequence[Record], name: str, default: float) -> float:
     return default if value is None else value
 
 
-def _busy_verdict(
-    verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side, tolerance: float
-) -> tuple[Verdict, str]:
+def _busy_verdict(verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: float) -> tuple[Verdict, str] | None:
     """Load only slows: a slowdown measured while busy cannot be told from the load (unattributed, which fails
     by default: seen, never a plain pass), and a busy baseline cannot show the absence of one."""
     if h.all_busy and verdict is Verdict.SLOWER:
@@ -104,7 +107,46 @@ def _busy_verdict(
         return Verdict.INCONCLUSIVE, (
             f"the baseline was measured while busy ({b.busy_text}); save a new baseline on a quiet machine"
         )
-    return verdict, reason
+    return None
+
+
+def _throttled_verdict(
+    verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: float
+) -> tuple[Verdict, str] | None:
+    """The GPU's clocks, judged as load is: throttling only slows. A side throttled in a larger share of its
+    samples than the other (by THROTTLE_MARGIN) may owe a slowdown to its clocks; equal throttling (a kernel
+    that keeps the GPU power-capped) is the kernel's normal state. Without clock data on both sides: nothing."""
+    bt, ht = b.throttle, h.throttle
+    if bt is None or ht is None:
+        return None
+    if verdict is Verdict.SLOWER and ht.share - bt.share >= THROTTLE_MARGIN:
+        return Verdict.UNATTRIBUTED, (
+            f"{est.value - 1:+.1%}: significant and over the {tolerance:.0%} tolerance, but the GPU was throttled "
+            f"in {ht.count} (baseline: {bt.count}): {ht.describe()}, so the throttling may explain it; "
+            "let the GPU cool, check its power and cooling, and re-run"
+        )
+    if verdict in (Verdict.FASTER, Verdict.UNCHANGED) and bt.share - ht.share >= THROTTLE_MARGIN:
+        return Verdict.INCONCLUSIVE, (
+            f"{est.value - 1:+.1%}, but the baseline's GPU was throttled in {bt.count} (current: {ht.count}): "
+            f"{bt.describe()}, so the baseline may be slow; save a new baseline with the GPU cool"
+        )
+    return None
+
+
+#: What else than the code may explain a change, checked in this order; the name goes to ``Row.cause``.
+_OTHER_CAUSES = (("busy", _busy_verdict), ("throttled", _throttled_verdict))
+
+
+def _other_cause(
+    verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side, tolerance: float
+) -> tuple[Verdict, str, str]:
+    """The verdict and reason after the load and the clocks are weighed, and what the change may be due to
+    instead of the code ("" when nothing: the verdict stands)."""
+    for cause, rule in _OTHER_CAUSES:
+        changed = rule(verdict, est, b, h, tolerance)
+        if changed is not None:
+            return changed[0], changed[1], cause
+    return verdict, reason, ""
 
 
 def _left_out(b: Side, h: Side) -> str:
@@ -142,7 +184,7 @@ def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> 
     runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
-    verdict, reason = _busy_verdict(verdict, reason, est, b, h, tolerance)
+    verdict, reason, cause = _other_cause(verdict, reason, est, b, h, tolerance)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
@@ -162,6 +204,7 @@ def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> 
         head_total=h.total,
         base_rounds=b.rounds,
         head_rounds=h.rounds,
+        cause=cause,
     )
 
 

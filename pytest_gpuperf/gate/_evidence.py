@@ -1,17 +1,19 @@
 """The evidence model: what one record's runs and rounds contribute to a comparison, and what is left out.
 
 The rule it implements (runs as the unit of evidence, the low median of a run's rounds,
-disturbed and outlying runs left out) is stated once, in ``docs/how-the-gate-decides.md``.
+disturbed and outlying runs left out, the share of a side's samples taken while the GPU was
+throttled) is stated once, in ``docs/how-the-gate-decides.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from ..measuring import Load, median, median_ci, needed_cores
+from ..measuring import ClockSummary, Load, median, median_ci, needed_cores
 from ..results import RECORD_KEYS, Record, Round
 from ._rule import OUTLIER_FLOORS
 
@@ -19,6 +21,7 @@ __all__ = [
     "Observation",
     "RunValue",
     "Side",
+    "Throttle",
     "disturbed",
     "record_mismatches",
     "runs_of",
@@ -142,6 +145,9 @@ class RunValue:
     rounds: int
     disturbed: bool  # every round was measured while busy
     load: Load | None  # the worst disturbed round's load, for the message
+    #: NVML's clocks over the run's first round (the record's measurement); None without NVML, and for a
+    #: confirmation run, whose clocks the record does not keep
+    clocks: ClockSummary | None = None
 
 
 def _run_value(obs: Sequence[Observation]) -> RunValue:
@@ -165,8 +171,51 @@ def runs_of(record: Record) -> list[RunValue]:
     """The record's own run (its measurement, then its rounds), then its confirmation runs in fresh processes."""
     evidence = record.evidence
     own = [evidence.first_round(record.measurement), *evidence.rounds]
-    values = [_rounds_value(record, own), *(_rounds_value(record, rerun.rounds) for rerun in evidence.runs)]
+    first = _rounds_value(record, own)
+    if first is not None:
+        first = dataclasses.replace(first, clocks=record.measurement.clocks)
+    values = [first, *(_rounds_value(record, rerun.rounds) for rerun in evidence.runs)]
     return [v for v in values if v is not None]
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """How many of a side's samples with a clock reading were taken while the GPU was throttled."""
+
+    throttled: int
+    readings: int
+    #: the clocks-event reasons seen in any reading, but ``gpu_idle`` (read between blocks, it explains nothing)
+    reasons: tuple[str, ...]
+    threshold: float  # the throttle threshold: SM clock below this fraction of its maximum
+
+    @property
+    def share(self) -> float:
+        return self.throttled / self.readings
+
+    @property
+    def count(self) -> str:
+        return f"{self.throttled} of {self.readings} samples"
+
+    def describe(self) -> str:
+        """What made a sample throttled, and the reasons seen: for a verdict's reason."""
+        seen = f" (seen: {', '.join(self.reasons)})" if self.reasons else ""
+        return f"SM clock below {self.threshold:.0%} of its maximum or a slowdown reason{seen}"
+
+
+def _throttle_of(runs: Sequence[RunValue]) -> Throttle | None:
+    """The throttling over the runs that have clock readings; None when none has (no evidence either way)."""
+    clocks = [r.clocks for r in runs if r.clocks is not None and r.clocks.readings > 0]
+    if not clocks:
+        return None
+    reasons: list[str] = []
+    for summary in clocks:
+        reasons += [r for r in summary.reasons if r != "gpu_idle" and r not in reasons]
+    return Throttle(
+        sum(c.throttled for c in clocks),
+        sum(c.readings for c in clocks),
+        tuple(reasons),
+        max(c.threshold for c in clocks),
+    )
 
 
 @dataclass(frozen=True)
@@ -184,6 +233,11 @@ class Side:
     @property
     def rounds(self) -> int:
         return sum(s.rounds for s in self.kept)
+
+    @property
+    def throttle(self) -> Throttle | None:
+        """The GPU's throttling over the kept runs' samples with a clock reading (None: no clock data)."""
+        return _throttle_of(self.kept)
 
 
 def select(runs: Sequence[RunValue], noise_floor: float) -> Side:

@@ -87,6 +87,10 @@ def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
     return tabulate(rows, headers=HEADERS, tablefmt=tablefmt, disable_numparse=True)
 
 
+#: Row.cause -> what an unattributed slowdown was measured while.
+_WHILE = {"busy": "the machine was busy", "throttled": "the GPU was throttled"}
+
+
 def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     """The lines under the table: what differs, what was skipped, the counts, and pass or fail."""
     lines = [f"differs (shown, not blocking): {note}" for note in result.notes]
@@ -101,8 +105,10 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
         unseen = [r for r in result.rows if r.verdict is Verdict.UNATTRIBUTED]
         if unseen:  # a slowdown the rule could not attribute never passes unsaid
             names = ", ".join(short_test(r) + f" [{r.device}]" for r in unseen)
+            causes = [text for cause, text in _WHILE.items() if any(r.cause == cause for r in unseen)]
             lines.append(
-                f"{label}: WARNING: {len(unseen)} significant slowdown(s) measured while the machine was busy, "
+                f"{label}: WARNING: {len(unseen)} significant slowdown(s) measured while "
+                f"{' or '.join(causes) or 'the machine was busy'}, "
                 f"passed only because unattributed is not among the verdicts that fail: {names}"
             )
     return lines

@@ -10,7 +10,8 @@ __all__ = ["DEFAULT_FAIL_ON", "VERDICTS", "Verdict", "parse_verdicts"]
 
 class Verdict(str, enum.Enum):
     SLOWER = "slower"
-    #: significant and beyond the tolerance, but every current run was measured while the machine was busy
+    #: significant and beyond the tolerance, but every current run was measured while the machine was busy, or
+    #: the GPU was throttled in a larger share of the current samples than of the baseline's
     UNATTRIBUTED = "unattributed"
     FASTER = "faster"
     UNCHANGED = "unchanged"
@@ -21,8 +22,8 @@ class Verdict(str, enum.Enum):
 
 
 VERDICTS: Final = tuple(v.value for v in Verdict)
-#: A slowdown fails whether or not it can be told from the machine's load: a gate that passed every
-#: slowdown measured while CI runners were busy would never fire.
+#: A slowdown fails whether or not it can be told from the machine's load or the GPU's clocks: a gate that
+#: passed every slowdown measured while CI runners were busy would never fire.
 DEFAULT_FAIL_ON: Final = (Verdict.SLOWER.value, Verdict.UNATTRIBUTED.value)
 
 

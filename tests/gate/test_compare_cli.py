@@ -11,6 +11,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.results import ResultsDir, Run, save_run
+from tests.gate.clocked import with_clocks
 from tests.synthetic import make_record, make_run, with_fingerprint
 
 
@@ -155,3 +156,22 @@ def test_a_multi_round_head_is_judged_on_its_rounds(results: Path) -> None:
         run: Run = make_run(make_record(median))
         store.save_baseline("pr", run)
     assert main(["compare", "main", "pr"]) == 1
+
+
+def test_a_slowdown_on_a_throttled_gpu_exits_1_as_unattributed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the saved files: the clocks survive saving and loading, and the gate weighs them."""
+    store = ResultsDir(tmp_path / ".gpuperf")
+    for _ in range(3):
+        store.save_baseline("cool", make_run(with_clocks(make_record(10e-3), 0)))
+    save_run(tmp_path / "hot.json", make_run(with_clocks(make_record(12e-3), 41)))
+    assert main(["compare", str(store.baseline_path("cool")), str(tmp_path / "hot.json")]) == 1
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.startswith("test_step")]
+    assert "1.200 [" in row and "UNATTRIBUTED" in row
+    assert "but the GPU was throttled in 41 of 41 samples (baseline: 0 of 123 samples)" in row
+    assert "(seen: sw_thermal_slowdown), so the throttling may explain it; let the GPU cool" in row
+    assert out.splitlines()[-1] == (
+        "gpuperf gate: FAILED (1 unattributed; failing on slower,unattributed): test_step [cpu]"
+    )
