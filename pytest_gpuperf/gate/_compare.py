@@ -113,19 +113,20 @@ def _busy_verdict(verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: 
 def _throttled_verdict(
     verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: float
 ) -> tuple[Verdict, str] | None:
-    """The GPU's clocks, judged as load is: throttling only slows. A side throttled in a larger share of its
-    samples than the other (by THROTTLE_MARGIN) may owe a slowdown to its clocks; equal throttling (a kernel
-    that keeps the GPU power-capped) is the kernel's normal state. Without clock data on both sides: nothing."""
+    """The GPU's clocks, judged as load is: throttling only slows. When every current run was throttled in a
+    larger share of its samples than the baseline (by THROTTLE_MARGIN), a slowdown may owe to the clocks; when
+    every baseline run was, the baseline may be slow. Equal throttling (a kernel that keeps the GPU
+    power-capped) is the kernel's normal state. Without clock data on both sides: nothing."""
     bt, ht = b.throttle, h.throttle
     if bt is None or ht is None:
         return None
-    if verdict is Verdict.SLOWER and ht.share - bt.share >= THROTTLE_MARGIN:
+    if verdict is Verdict.SLOWER and h.all_throttled_beyond(bt.share, THROTTLE_MARGIN):
         return Verdict.UNATTRIBUTED, (
             f"{est.value - 1:+.1%}: significant and over the {tolerance:.0%} tolerance, but the GPU was throttled "
             f"in {ht.count} (baseline: {bt.count}): {ht.describe()}, so the throttling may explain it; "
             "let the GPU cool, check its power and cooling, and re-run"
         )
-    if verdict in (Verdict.FASTER, Verdict.UNCHANGED) and bt.share - ht.share >= THROTTLE_MARGIN:
+    if verdict in (Verdict.FASTER, Verdict.UNCHANGED) and b.all_throttled_beyond(ht.share, THROTTLE_MARGIN):
         return Verdict.INCONCLUSIVE, (
             f"{est.value - 1:+.1%}, but the baseline's GPU was throttled in {bt.count} (current: {ht.count}): "
             f"{bt.describe()}, so the baseline may be slow; save a new baseline with the GPU cool"

@@ -145,9 +145,8 @@ class RunValue:
     rounds: int
     disturbed: bool  # every round was measured while busy
     load: Load | None  # the worst disturbed round's load, for the message
-    #: NVML's clocks over the run's first round (the record's measurement); None without NVML, and for a
-    #: confirmation run, whose clocks the record does not keep
-    clocks: ClockSummary | None = None
+    #: NVML's clocks over each of the run's rounds that has them (none without NVML, or in older files)
+    clocks: tuple[ClockSummary, ...] = ()
 
 
 def _run_value(obs: Sequence[Observation]) -> RunValue:
@@ -164,17 +163,17 @@ def _run_value(obs: Sequence[Observation]) -> RunValue:
 
 def _rounds_value(record: Record, rounds: Sequence[Round]) -> RunValue | None:
     obs = [o for o in (_observation(record, r) for r in rounds) if o is not None]
-    return _run_value(obs) if obs else None
+    if not obs:
+        return None
+    clocks = tuple(r.clocks for r in rounds if r.clocks is not None)
+    return dataclasses.replace(_run_value(obs), clocks=clocks)
 
 
 def runs_of(record: Record) -> list[RunValue]:
     """The record's own run (its measurement, then its rounds), then its confirmation runs in fresh processes."""
     evidence = record.evidence
     own = [evidence.first_round(record.measurement), *evidence.rounds]
-    first = _rounds_value(record, own)
-    if first is not None:
-        first = dataclasses.replace(first, clocks=record.measurement.clocks)
-    values = [first, *(_rounds_value(record, rerun.rounds) for rerun in evidence.runs)]
+    values = [_rounds_value(record, own), *(_rounds_value(record, rerun.rounds) for rerun in evidence.runs)]
     return [v for v in values if v is not None]
 
 
@@ -204,7 +203,7 @@ class Throttle:
 
 def _throttle_of(runs: Sequence[RunValue]) -> Throttle | None:
     """The throttling over the runs that have clock readings; None when none has (no evidence either way)."""
-    clocks = [r.clocks for r in runs if r.clocks is not None and r.clocks.readings > 0]
+    clocks = [c for r in runs for c in r.clocks if c.readings > 0]
     if not clocks:
         return None
     reasons: list[str] = []
@@ -238,6 +237,13 @@ class Side:
     def throttle(self) -> Throttle | None:
         """The GPU's throttling over the kept runs' samples with a clock reading (None: no clock data)."""
         return _throttle_of(self.kept)
+
+    def all_throttled_beyond(self, share: float, margin: float) -> bool:
+        """Was every kept run throttled in a share of its samples at least ``margin`` above ``share``? As with
+        load (every run busy), one run measured with the GPU at its clocks that shows the change is enough to
+        attribute it to the code; a run without clock readings shows no throttling."""
+        shares = [_throttle_of([run]) for run in self.kept]
+        return bool(shares) and all(t is not None and t.share - share >= margin for t in shares)
 
 
 def select(runs: Sequence[RunValue], noise_floor: float) -> Side:

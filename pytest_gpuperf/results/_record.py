@@ -14,7 +14,8 @@ Schema history (bump the version and say why here; files are read and written in
   ``"gate"`` (its Evidence: ``tolerance``, ``noise_floor``, ``load``,
   ``quiet_wait_s``, ``rounds``, ``runs``) and a run's ``"interrupted"``; a measurement's
   ``"clocks"`` (NVML's clocks over its samples and which were throttled, ``null`` without
-  NVML) and the fingerprint's ``"precision"``, ``"env"`` and NVML's UUID and MIG keys.
+  NVML) and the fingerprint's ``"precision"``, ``"env"`` and NVML's UUID and MIG keys;
+  a round's ``"clocks"`` (as a measurement's; absent without NVML).
 * baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ..measuring import Check, Load, Measurement
+from ..measuring import Check, ClockSummary, Load, Measurement
 
 __all__ = [
     "BASELINE_SCHEMA",
@@ -49,11 +50,13 @@ BASELINE_SCHEMA_VERSION: Final = 1
 
 @dataclass(frozen=True)
 class Round:
-    """One more measurement of a record: its raw samples (seconds per call) and the machine's load meanwhile."""
+    """One more measurement of a record: its raw samples (seconds per call), the machine's load and the GPU's
+    clocks meanwhile (None without NVML, and in files written before rounds kept them)."""
 
     samples: tuple[float, ...]
     load: Load | None = None
     quiet_wait_s: float | None = None
+    clocks: ClockSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -62,6 +65,8 @@ class Round:
         }
         if self.quiet_wait_s is not None:
             out["quiet_wait_s"] = self.quiet_wait_s
+        if self.clocks is not None:
+            out["clocks"] = self.clocks.to_dict()
         return out
 
     @classmethod
@@ -71,6 +76,7 @@ class Round:
             tuple(float(x) for x in data.get("samples") or ()),
             Load.from_dict(data.get("load")),
             None if wait is None else float(wait),
+            ClockSummary.from_dict(data.get("clocks")),
         )
 
 
@@ -113,7 +119,7 @@ class Evidence:
 
     def first_round(self, measurement: Measurement) -> Round:
         """The record's own measurement as a Round."""
-        return Round(measurement.samples, self.load, self.quiet_wait_s)
+        return Round(measurement.samples, self.load, self.quiet_wait_s, measurement.clocks)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -4,6 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from pytest_gpuperf.gate import THROTTLE_MARGIN, Policy, Row, Verdict, compare_runs, gate_lines
 from pytest_gpuperf.measuring import ClockReading
-from pytest_gpuperf.results import Record
+from pytest_gpuperf.results import Record, Round, with_repeats
 from tests.gate.clocked import CAPPED, HOT, with_clocks
 from tests.synthetic import BUSY, QUIET, make_record, make_run
 
@@ -114,3 +115,25 @@ def test_only_the_runs_the_estimate_keeps_count() -> None:
 def test_busy_is_weighed_first() -> None:
     row = judge(three(10e-3, 0), clocked(12e-3, N, load=BUSY))
     assert row.verdict is Verdict.UNATTRIBUTED and row.cause == "busy" and "measured while busy" in row.reason
+
+
+def test_a_cool_confirmation_run_that_is_still_slow_attributes_the_slowdown() -> None:
+    """As with load: throttling explains a slowdown only when every current run was throttled. A confirmation
+    run measured with the GPU at its clocks (kept with its round since rounds keep their clocks) that is
+    still slow shows the slowdown is the code's."""
+    first = clocked(12e-3, N)
+    both_hot = with_repeats([first], [clocked(12e-3, N)], as_runs=True)[0]
+    assert judge(three(10e-3, 0), both_hot).verdict is Verdict.UNATTRIBUTED
+    one_cool = with_repeats([first], [clocked(12e-3, 0)], as_runs=True)[0]
+    row = judge(three(10e-3, 0), one_cool)
+    assert row.head_runs == 2 and row.verdict is Verdict.SLOWER and row.cause == ""
+
+
+def test_rounds_keep_their_clocks_through_a_file() -> None:
+    record = with_repeats([clocked(12e-3, N)], [clocked(12e-3, 3)], as_runs=False)[0]
+    (own, extra) = (record.evidence.first_round(record.measurement), *record.evidence.rounds)
+    assert own.clocks is not None and own.clocks.throttled == N
+    assert extra.clocks is not None and extra.clocks.throttled == 3
+    again = Round.from_dict(json.loads(json.dumps(extra.to_dict())))
+    assert again == extra
+    assert Round.from_dict({"samples": [1e-3], "load": None}).clocks is None  # a file from before
