@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_gpu_harness_runs_on_the_cpu() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gpu_harness.py"), "--device", "cpu", "--first-call", "0.05"],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "gpu_harness.py"),
+            *("--device", "cpu", "--first-call", "0.05", "--repeats", "3"),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -25,6 +30,13 @@ def test_gpu_harness_runs_on_the_cpu() -> None:
         assert row in out
     assert "CUDA graph" not in out and "do_bench" not in out  # the GPU-only rows
     assert "fresh within 3% of pre-warmed (" in out  # the target is judged, met or missed
+    # the precision-matched table: Timer.blocked_autorange() is the CPU's rival, its spread defined in the output
+    assert "3 runs of each method" in out and "a run-to-run spread, not a confidence interval" in out
+    header = ["rival spread", "rival median wall", "ours' spread", "ours' median CI", "ours' median wall"]
+    assert re.search(r"\s+".join(map(re.escape, header)), out)
+    for workload in ("matmul fp32 n=512", "MLP train step"):  # judged with its figures, met or missed
+        line = f"{workload}, wall time at Timer.blocked_autorange()'s precision: our median wall "
+        assert re.search(rf"^(met|MISSED): {re.escape(line)}.* our run-to-run spread ", out, re.MULTILINE)
 
 
 def test_pytest_benchmark_side_by_side_runs() -> None:
