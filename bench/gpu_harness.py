@@ -17,6 +17,9 @@ our median, and the wall time each method took:
   is compared with our cold mode, not our warm one;
 - ``torch.utils.benchmark.Timer.blocked_autorange()`` with its defaults.
 
+On a CPU every method runs on one thread (pytest-gpuperf's default there); on cuda
+torch's own thread count is left as it is.
+
 Workloads on cuda: an almost empty kernel (launch-bound), a ~50 us elementwise kernel
 (``y = a*x + y``), bf16 matmul at n=4096 and n=8192, and a training step of an MLP. On the
 CPU the reference is pytest-gpuperf on the pre-warmed step, and the extra row is the lazy
@@ -28,7 +31,9 @@ times (5 by default) with its defaults; its spread is half the range of its medi
 relative to their median: a run-to-run spread, not a confidence interval. Ours then runs
 as many times with ``target`` set to that spread (not below 0.1%) and a ``min_time`` of
 10 ms, in the mode that measures what the rival does (cold against do_bench, warm against
-``blocked_autorange``), and its spread is computed the same way. The rivals are
+``blocked_autorange``), alternating with as many more runs of the rival, so that both
+see the same machine; the spreads and wall times compared are from those alternating
+runs. The rivals are
 ``Timer.blocked_autorange()`` on every device (on a CPU the only one) and do_bench on
 cuda when triton is installed.
 
@@ -309,7 +314,16 @@ class Runs:
 
 
 def repeat(run: Method, repeats: int) -> Runs:
-    results = [timed(run) for _ in range(repeats)]
+    return runs_of([timed(run) for _ in range(repeats)])
+
+
+def interleaved(first: Method, second: Method, repeats: int) -> tuple[Runs, Runs]:
+    """``repeats`` runs of each, alternating, so that both see the same machine (its load drifts over seconds)."""
+    pairs = [(timed(first), timed(second)) for _ in range(repeats)]
+    return runs_of([a for a, _ in pairs]), runs_of([b for _, b in pairs])
+
+
+def runs_of(results: Sequence[tuple[float, float, float | None, str]]) -> Runs:
     return Runs(
         medians=tuple(r[0] for r in results),
         walls=tuple(r[1] for r in results),
@@ -330,13 +344,14 @@ class Matched:
     workload: Workload
     rival: str
     mode: str  # our mode that measures what the rival does
-    theirs: Runs
+    calibration: Runs  # the rival's first runs, alone: their spread set our target
+    theirs: Runs  # the rival's runs alternating with ours
     ours: Runs
     target: float  # the target our runs had
 
     @property
     def clamped(self) -> bool:
-        return self.target != self.theirs.spread
+        return self.target != self.calibration.spread
 
     @property
     def met(self) -> bool:
@@ -353,14 +368,15 @@ def rivals(fn: Fn, device: str, triton: bool) -> list[tuple[str, str, Method]]:
 
 
 def precision_matched(device: str, workloads: Sequence[Workload], repeats: int, triton: bool) -> list[Matched]:
-    """Each rival ``repeats`` times with its defaults, then ours as many times with the rival's spread as target."""
+    """Each rival ``repeats`` times with its defaults, whose spread is our target; then the rival and ours at
+    that target, alternating, ``repeats`` times each: the spreads and walls compared come from these."""
     out = []
     for workload in workloads:
         for rival, mode, run in rivals(workload.fn, device, triton):
-            theirs = repeat(run, repeats)
-            target = matched_target(theirs.spread)
-            mine = repeat(ours(workload.fn, device, mode, target=target), repeats)
-            out.append(Matched(workload, rival, mode, theirs, mine, target))
+            calibration = repeat(run, repeats)
+            target = matched_target(calibration.spread)
+            theirs, mine = interleaved(run, ours(workload.fn, device, mode, target=target), repeats)
+            out.append(Matched(workload, rival, mode, calibration, theirs, mine, target))
             print(f"  {workload.name}: {rival} and ours at its precision done", file=sys.stderr, flush=True)
     return out
 
@@ -375,6 +391,7 @@ def matched_table(matched: Sequence[Matched], repeats: int) -> str:
                 m.workload.name,
                 m.rival,
                 m.mode,
+                f"{m.target:.3%}",
                 f"+-{m.theirs.spread:.3%}",
                 f"{m.theirs.wall:.3f} s",
                 f"+-{m.ours.spread:.3%}",
@@ -388,6 +405,7 @@ def matched_table(matched: Sequence[Matched], repeats: int) -> str:
         "workload",
         "rival",
         "ours' mode",
+        "ours' target",
         "rival spread",
         "rival median wall",
         "ours' spread",
@@ -399,14 +417,15 @@ def matched_table(matched: Sequence[Matched], repeats: int) -> str:
     lines = [
         f"Wall time at the same precision, {repeats} runs of each method. A spread is half the range of the "
         f"{repeats} runs' medians relative to their median: a run-to-run spread, not a confidence interval. "
-        f"Each rival ran with its defaults; ours then ran with target = the rival's spread (not below "
-        f"{MIN_TARGET:.1%}) and min_time {MATCHED_MIN_TIME:g} s. 'ours' median CI' is the median of our runs' "
-        "95% CI half-widths.",
+        f"Each rival first ran {repeats} times alone with its defaults; ours then ran with target = that "
+        f"spread (not below {MIN_TARGET:.1%}) and min_time {MATCHED_MIN_TIME:g} s, alternating with {repeats} "
+        "more runs of the rival: the spreads and walls shown are from those alternating runs. 'ours' target' is "
+        "the rival's first spread; 'ours' median CI' is the median of our runs' 95% CI half-widths.",
         tabulate(cells, headers=headers),
     ]
     lines += [
-        f"{m.workload.name} against {m.rival}: our target clamped to {m.target:.1%} (the rival's spread was "
-        f"{m.theirs.spread:.3%})"
+        f"{m.workload.name} against {m.rival}: our target clamped to {m.target:.1%} (the rival's first "
+        f"spread was {m.calibration.spread:.3%})"
         for m in matched
         if m.clamped
     ]
@@ -498,8 +517,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     on_cuda = device.startswith("cuda")
     if on_cuda and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: torch {torch.__version__} sees no CUDA device; use --device cpu")
+    if not on_cuda:
+        # Every method on one thread, pytest-gpuperf's own default on a CPU: on a shared machine torch's
+        # default (all cores) lets the other processes' load into every figure, ours and the rivals' alike.
+        torch.set_num_threads(1)
     name = torch.cuda.get_device_name(device) if on_cuda else "CPU"
-    print(f"torch {torch.__version__}, {device} ({name}), {time.strftime('%Y-%m-%d')}", flush=True)
+    print(
+        f"torch {torch.__version__}, {device} ({name}), {torch.get_num_threads()} thread(s), "
+        f"{time.strftime('%Y-%m-%d')}",
+        flush=True,
+    )
     triton = on_cuda and have_triton()
     if on_cuda and not triton:
         print("  (triton not installed: no do_bench rows)", file=sys.stderr)
