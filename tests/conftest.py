@@ -32,7 +32,12 @@ _TESTS: Final = Path(__file__).parent
 #: not pyproject's ``filterwarnings`` ini, which would apply to ``pytest suites/`` too, where a torch,
 #: cuDNN or NCCL warning must not fail a measurement, and to other plugins' configure-time warnings
 #: (pytest-benchmark's under xdist), which pytest then turns into an INTERNALERROR.
-STRICT_WARNINGS: Final = ("error", "default::pytest_gpuperf.InconclusiveWarning")
+#: Also not an error: importlib's load_module deprecation, raised inside torch 2.3's inductor (Python 3.11).
+STRICT_WARNINGS: Final = (
+    "error",
+    "default::pytest_gpuperf.InconclusiveWarning",
+    r"default:the load_module\(\) method is deprecated:DeprecationWarning",
+)
 
 
 def strict_warnings(items: list[pytest.Item], root: Path) -> None:

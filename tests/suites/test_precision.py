@@ -55,7 +55,13 @@ def _conv_follows_cudnn() -> bool:
 
 @pytest.fixture
 def torch_flags() -> Iterator[dict[str, str]]:
-    """torch's fp32 flags as found; what a test sets is put back by value afterwards."""
+    """torch's fp32 flags as found; what a test sets is put back by value afterwards (before torch 2.9, the two
+    allow_tf32 flags, and the dict is empty)."""
+    if not uses_fp32_precision_api():
+        legacy = (BACKENDS.cuda.matmul.allow_tf32, BACKENDS.cudnn.allow_tf32)
+        yield {}
+        BACKENDS.cuda.matmul.allow_tf32, BACKENDS.cudnn.allow_tf32 = legacy
+        return
     found = _state()
     yield found
     flags = _flag_objects()
