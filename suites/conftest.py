@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
@@ -10,7 +10,7 @@ from typing import Final, TypeVar
 import pytest
 import torch
 
-from pytest_gpuperf import Gpuperf, Quantity
+from pytest_gpuperf import Gpuperf, Quantity, Step
 
 # Only .compat here: the suites' other modules use torch APIs an older torch lacks (torch 2.2 has no
 # torch.nn.attention), and an import error in a conftest is a traceback, not the refusal with the fix
@@ -81,18 +81,12 @@ def measure_peak(gpuperf: Gpuperf, *, record: bool) -> PeakOp:
     """Every supported dtype at the largest size, in interleaved rounds; the fastest is the reference peak.
 
     With ``record`` the dtypes' measurements become the test's records, one per dtype."""
-    from .support import paired
     from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
 
     n = MATMUL_SWEEP[gpuperf.size][-1]
     dtypes = [d for d in MATMUL_DTYPES if matmul_unsupported(gpuperf.device, d) is None]
     steps = {dtype: matmul_step(gpuperf.device, dtype, n) for dtype in dtypes}
-    rounds, _ = paired(gpuperf, steps, record=None if record else [])
-    for step in steps.values():
-        if step.check is not None:
-            step.check()
-    best = max(dtypes, key=lambda d: rounds.measurements[d].throughput("FLOP").value)
-    flops = rounds.measurements[best].throughput("FLOP").value
+    best, flops = _fastest(gpuperf, steps, "FLOP", record=record)
     gpuperf.offer_reference_peak(flops, f"matmul {best} n={n}, {Quantity(flops, 'FLOP/s')} median")
     return PeakOp(best, n, flops, recorded=record)
 
@@ -107,6 +101,19 @@ def matmul_peak(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> PeakOp:
     Another test measures the peak without recording it; ``test_matmul_peak`` then measures
     it again, to record it."""
     return _once_per_device(request, gpuperf, PEAKS, "test_matmul_peak", measure_peak)
+
+
+def _fastest(gpuperf: Gpuperf, steps: Mapping[str, Step], unit: str, *, record: bool) -> tuple[str, float]:
+    """``steps`` in interleaved rounds (their measurements the test's records with ``record``), each step's check
+    run after them; the fastest step's name and its median throughput in ``unit`` per second."""
+    from .support import paired
+
+    rounds, _ = paired(gpuperf, steps, record=None if record else [])
+    for step in steps.values():
+        if step.check is not None:
+            step.check()
+    best = max(steps, key=lambda name: rounds.measurements[name].throughput(unit).value)
+    return best, rounds.measurements[best].throughput(unit).value
 
 
 Reference = TypeVar("Reference", "PeakOp", "BandwidthOp")
@@ -147,17 +154,12 @@ def measure_bandwidth(gpuperf: Gpuperf, *, record: bool) -> BandwidthOp:
     """Each bandwidth op at the preset's size, in interleaved rounds; the faster one is the bandwidth reference.
 
     With ``record`` the ops' measurements become the test's records, one per op."""
-    from .support import paired
     from .workloads import BANDWIDTH_BYTES, BANDWIDTH_OPS, bandwidth_step
 
     nbytes = BANDWIDTH_BYTES[gpuperf.size]
     steps = {op: bandwidth_step(gpuperf.device, op, nbytes) for op in BANDWIDTH_OPS}
-    rounds, _ = paired(gpuperf, steps, record=None if record else [])
-    for step in steps.values():
-        if step.check is not None:
-            step.check()
-    best = max(BANDWIDTH_OPS, key=lambda op: rounds.measurements[op].throughput("B").value)
-    return BandwidthOp(best, nbytes, rounds.measurements[best].throughput("B").value, recorded=record)
+    best, rate = _fastest(gpuperf, steps, "B", record=record)
+    return BandwidthOp(best, nbytes, rate, recorded=record)
 
 
 @pytest.fixture
