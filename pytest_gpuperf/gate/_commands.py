@@ -21,7 +21,15 @@ from typing import Any
 
 from ..measuring import SIZES
 from ..measuring import _values as values
-from ..results import Baseline, Incomparable, ResultsDir, ResultsError, check_comparable, parse_mismatch_keys
+from ..results import (
+    Baseline,
+    Incomparable,
+    ResultsDir,
+    ResultsError,
+    add_results_dir_argument,
+    check_comparable,
+    parse_mismatch_keys,
+)
 from . import _ab
 from ._compare import baseline_noise, compare_runs
 from ._report import gate_lines, gate_table, report_to_github
@@ -48,7 +56,7 @@ def _compare_parser(commands: Any) -> None:
     cmp = commands.add_parser("compare", help="compare HEAD's records with BASE's; exit 1 if the gate fails")
     cmp.add_argument("base", metavar="BASE", help="baseline name or results file path")
     cmp.add_argument("head", metavar="HEAD", help="baseline name or results file path")
-    cmp.add_argument("--results-dir", type=Path, default=Path(".gpuperf"), help="where names are looked up")
+    add_results_dir_argument(cmp)
     for flag, default, what in (
         ("--tolerance", DEFAULT_TOLERANCE, "tolerance"),
         ("--noise-floor", DEFAULT_NOISE_FLOOR, "noise floor"),

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..results import ResultsDir, ResultsError
+from ..results import ResultsDir, ResultsError, add_results_dir_argument
 from ._html import compare, render, write
 
 __all__ = ["DEFAULT_OUTPUT", "add_parser"]
@@ -46,7 +46,7 @@ def add_parser(commands: Any) -> None:
         metavar="PATH",
         help=f"where to write the page (default: {DEFAULT_OUTPUT})",
     )
-    rep.add_argument("--results-dir", type=Path, default=Path(".gpuperf"), help="where names are looked up")
+    add_results_dir_argument(rep)
     rep.set_defaults(handler=report_command)
 
 

@@ -46,12 +46,14 @@ if TYPE_CHECKING:
         with_repeats,
     )
     from ._store import (
+        DEFAULT_RESULTS_DIR,
         MAX_RUNS,
         Baseline,
         ReplaceRefused,
         ResultsDir,
         SaveOutcome,
         StorageError,
+        add_results_dir_argument,
         check_name,
         same_code,
     )
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "DEFAULT_RESULTS_DIR",
     "MAX_RUNS",
     "MUST_MATCH",
     "RECORDED_SINCE",
@@ -83,6 +86,7 @@ __all__ = [
     "Run",
     "SaveOutcome",
     "StorageError",
+    "add_results_dir_argument",
     "atomic_write_text",
     "blocking_differences",
     "check_comparable",

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._export import FORMATS, export
 from ._files import ResultsError, atomic_write_text
-from ._store import ResultsDir
+from ._store import ResultsDir, add_results_dir_argument
 
 __all__ = ["add_parser"]
 
@@ -38,7 +38,7 @@ def add_parser(commands: Any) -> None:
     exp.add_argument(
         "-o", "--output", type=Path, default=None, metavar="FILE", help="where to write (default: standard output)"
     )
-    exp.add_argument("--results-dir", type=Path, default=Path(".gpuperf"), help="where names are looked up")
+    add_results_dir_argument(exp)
     exp.set_defaults(handler=export_command)
 
 

@@ -25,7 +25,7 @@ from tabulate import tabulate
 
 from ._files import ResultsError, load_runs
 from ._record import Run
-from ._store import ResultsDir
+from ._store import ResultsDir, add_results_dir_argument
 from ._table import peaks_of, results_table
 
 __all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
@@ -207,13 +207,11 @@ def add_parser(commands: Any) -> None:
     description = (__doc__ or "").split("\n\n")[2].replace("\n", " ")
     # Given before or after the subcommand: the subcommands' copy sets it only when given (SUPPRESS).
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--results-dir", type=Path, default=argparse.SUPPRESS, help="the results directory")
+    add_results_dir_argument(parent, default=argparse.SUPPRESS)
     runs = commands.add_parser(
         "runs", help="list the saved runs and baselines; show one, or prune old runs", description=description
     )
-    runs.add_argument(
-        "--results-dir", type=Path, default=Path(".gpuperf"), help="the results directory (default: .gpuperf)"
-    )
+    add_results_dir_argument(runs)
     runs.set_defaults(handler=list_command)
     sub = runs.add_subparsers(dest="runs_command")
     shw = sub.add_parser("show", parents=[parent], help="print a saved run's results table (a baseline's newest run)")

@@ -26,6 +26,7 @@ and none is lost.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import os
@@ -42,17 +43,34 @@ from ._files import ResultsError, atomic_write_text, load_runs, locked, save_bas
 from ._record import Run
 
 __all__ = [
+    "DEFAULT_RESULTS_DIR",
     "MAX_RUNS",
     "Baseline",
     "ReplaceRefused",
     "ResultsDir",
     "SaveOutcome",
     "StorageError",
+    "add_results_dir_argument",
     "check_name",
     "same_code",
 ]
 
 MAX_RUNS: Final = 10
+#: The results directory the CLI's commands use when ``--results-dir`` is not given.
+DEFAULT_RESULTS_DIR: Final = Path(".gpuperf")
+
+
+def add_results_dir_argument(parser: argparse.ArgumentParser, default: Any = DEFAULT_RESULTS_DIR) -> None:
+    """The CLI's ``--results-dir`` on ``parser`` (``default``: ``argparse.SUPPRESS`` where a parent parser
+    already gives it)."""
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=default,
+        help=f"the results directory, where names are looked up (default: {DEFAULT_RESULTS_DIR})",
+    )
+
+
 #: What a results directory this package creates holds as ``.gitignore``: git ignores all of it.
 GITIGNORE: Final = "# Created by pytest-gpuperf automatically.\n*\n"
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
