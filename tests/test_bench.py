@@ -12,18 +12,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_gpu_harness_runs_on_the_cpu() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "gpu_harness.py"),
-            *("--device", "cpu", "--first-call", "0.05", "--repeats", "3"),
-        ],
+def run_bench(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python bench/<script> args...``, its output captured; its exit status is the caller's to check."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        env=env,
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
     )
+
+
+def test_gpu_harness_runs_on_the_cpu() -> None:
+    done = run_bench("gpu_harness.py", "--device", "cpu", "--first-call", "0.05", "--repeats", "3")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for row in ("matmul fp32 n=512", "MLP train step", "pre-warmed (reference)", "fresh (median of 3)"):
@@ -41,14 +43,11 @@ def test_gpu_harness_runs_on_the_cpu() -> None:
 
 def test_pytest_benchmark_side_by_side_runs() -> None:
     """Both tools run the unchanged suites and the ratio table comes out (quick budgets: no figure is judged)."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "pytest_benchmark_side.py"), "--quick", "--repeats", "1"],
+    done = run_bench(
+        "pytest_benchmark_side.py",
+        *("--quick", "--repeats", "1"),
         # pytest-benchmark turns itself off in an xdist worker, which this test may run in
         env={k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
@@ -61,18 +60,11 @@ def test_pytest_benchmark_side_by_side_runs() -> None:
 
 def test_asv_scale_runs_small_and_publishes(tmp_path: Path) -> None:
     """The fleet history script at a tiny size: results written by our writer, merged, published (no speed judged)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "asv_scale.py"),
-            *("--machines", "2", "--commits", "4", "--benchmarks", "3", "--shard", "--keep"),
-            *("--out", str(tmp_path / "scale")),
-        ],
+    done = run_bench(
+        "asv_scale.py",
+        *("--machines", "2", "--commits", "4", "--benchmarks", "3", "--shard", "--keep"),
+        *("--out", str(tmp_path / "scale")),
         env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
