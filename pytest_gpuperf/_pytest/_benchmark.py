@@ -293,8 +293,6 @@ class BenchmarkFixture:
         self._settings = settings
         self._mode: str | None = None
         self._measured: tuple[Measurement, Evidence, list[Check]] | None = None
-        #: checks made on a pedantic measurement (``benchmark.measurement.assert_latency``), kept in its record
-        self._checks: list[Check] = []
 
     @property
     def enabled(self) -> bool:
@@ -353,6 +351,7 @@ class BenchmarkFixture:
         from ..measuring import ModeUnsupported, measure_fixed
 
         self._use("benchmark.pedantic(...)")
+        checks: list[Check] = []
         try:
             measurement, result = measure_fixed(
                 target,
@@ -368,7 +367,7 @@ class BenchmarkFixture:
                 kwargs=kwargs,
                 setup=setup,
                 teardown=teardown,
-                observer=self._checks.append,
+                observer=checks.append,
                 caller="benchmark.pedantic",
             )
         except ModeUnsupported as exc:
@@ -376,10 +375,12 @@ class BenchmarkFixture:
         except Exception:
             self.has_error = True
             raise
-        self._done(measurement, self._checks)
+        self._done(measurement, checks)
         return result
 
     def _done(self, measurement: Measurement, checks: list[Check]) -> None:
+        """Keep the measurement for the record; ``checks`` is the list its observer appends to, so checks made on
+        it later (``benchmark.measurement.assert_latency``) land in the record too."""
         # The gate's evidence now: it holds the machine's load over the samples that just ended.
         evidence = self._session.evidence(self._item, measurement)
         self._measured = (measurement, evidence, checks)
