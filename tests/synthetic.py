@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.measuring import Measurement, Warmup
-from pytest_gpuperf.results import Evidence, Record, Run
+from pytest_gpuperf.results import Evidence, Record, ResultsDir, Run
 
 FINGERPRINT: dict[str, Any] = {
     "python": "3.11.9",
@@ -87,3 +88,10 @@ def make_run(*records: Record, fingerprint: Mapping[str, Any] | None = None, int
 
 def with_fingerprint(**changes: Any) -> dict[str, Any]:
     return {**FINGERPRINT, **changes}
+
+
+def save_main_baseline(root: Path, median: float = 10e-3, runs: int = 3) -> None:
+    """Baseline ``main`` in ``root/.gpuperf``: ``runs`` runs of one synthetic record at ``median``."""
+    store = ResultsDir(root / ".gpuperf")
+    for _ in range(runs):
+        store.save_baseline("main", make_run(make_record(median)))

@@ -12,7 +12,7 @@ import pytest
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.results import ResultsDir, Run, save_run
 from tests.gate.clocked import with_clocks
-from tests.synthetic import make_record, make_run, with_fingerprint
+from tests.synthetic import make_record, make_run, save_main_baseline, with_fingerprint
 
 
 def write(path: Path, *medians: float, test: str = "test_x.py::test_step[cpu]", **fingerprint: object) -> Path:
@@ -26,9 +26,7 @@ def write(path: Path, *medians: float, test: str = "test_x.py::test_step[cpu]", 
 def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A results directory with baseline 'main' of three rounds at 10 ms; cwd is tmp_path."""
     monkeypatch.chdir(tmp_path)
-    store = ResultsDir(tmp_path / ".gpuperf")
-    for _ in range(3):
-        store.save_baseline("main", make_run(make_record(10e-3)))
+    save_main_baseline(tmp_path)
     return tmp_path
 
 

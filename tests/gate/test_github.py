@@ -9,8 +9,8 @@ import pytest
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import GateResult, Policy, compare_runs
 from pytest_gpuperf.gate._report import github_annotations, locate, locate_workload, report_to_github
-from pytest_gpuperf.results import ResultsDir, save_run
-from tests.synthetic import make_record, make_run
+from pytest_gpuperf.results import save_run
+from tests.synthetic import make_record, make_run, save_main_baseline
 
 SOURCE = """
 import pytest
@@ -94,9 +94,7 @@ def on_github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_compare_command_on_github(on_github: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = ResultsDir(Path(".gpuperf"))
-    for _ in range(3):
-        store.save_baseline("main", make_run(make_record(10e-3)))
+    save_main_baseline(Path())
     save_run(Path("head.json"), make_run(make_record(12e-3)))
     assert main(["compare", "main", "head.json"]) == 1
     out = capsys.readouterr().out.splitlines()

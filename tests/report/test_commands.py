@@ -7,17 +7,15 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.results import ResultsDir, save_run
-from tests.synthetic import make_record, make_run
+from pytest_gpuperf.results import save_run
+from tests.synthetic import make_record, make_run, save_main_baseline
 
 
 @pytest.fixture
 def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Baseline 'main' of three runs at 10 ms and a results file head.json at 12 ms; cwd is tmp_path."""
     monkeypatch.chdir(tmp_path)
-    store = ResultsDir(tmp_path / ".gpuperf")
-    for _ in range(3):
-        store.save_baseline("main", make_run(make_record(10e-3)))
+    save_main_baseline(tmp_path)
     save_run(tmp_path / "head.json", make_run(make_record(12e-3)))
     return tmp_path
 
