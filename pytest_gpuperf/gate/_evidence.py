@@ -7,7 +7,6 @@ throttled) is stated once, in ``docs/how-the-gate-decides.md``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -149,7 +148,7 @@ class RunValue:
     clocks: tuple[ClockSummary, ...] = ()
 
 
-def _run_value(obs: Sequence[Observation]) -> RunValue:
+def _run_value(obs: Sequence[Observation], clocks: tuple[ClockSummary, ...]) -> RunValue:
     """The low median of the run's undisturbed rounds: a transient only ever slows a round."""
     calm = [o for o in obs if not o.disturbed]
     pool = sorted(calm or obs, key=lambda o: o.log_median)
@@ -158,15 +157,14 @@ def _run_value(obs: Sequence[Observation]) -> RunValue:
     chosen = pool[(len(pool) - 1) // 2]
     loads = [o.load for o in obs if o.disturbed and o.load is not None]
     worst = max(loads, key=lambda load: load.background_cores) if loads else None
-    return RunValue(chosen.log_median, chosen.within, len(obs), not calm, worst)
+    return RunValue(chosen.log_median, chosen.within, len(obs), not calm, worst, clocks)
 
 
 def _rounds_value(record: Record, rounds: Sequence[Round]) -> RunValue | None:
     obs = [o for o in (_observation(record, r) for r in rounds) if o is not None]
     if not obs:
         return None
-    clocks = tuple(r.clocks for r in rounds if r.clocks is not None)
-    return dataclasses.replace(_run_value(obs), clocks=clocks)
+    return _run_value(obs, tuple(r.clocks for r in rounds if r.clocks is not None))
 
 
 def runs_of(record: Record) -> list[RunValue]:
