@@ -270,9 +270,7 @@ def run_device(device: str, workloads: Sequence[Workload], first_call: float, tr
         if on_cuda:
             methods.append(("pytest-gpuperf graph", ours(fn, device, "graph")))
             methods.append(("pytest-gpuperf cold", ours(fn, device, "cold")))
-        if triton:
-            methods.append(("triton do_bench", do_bench(fn)))
-        methods.append(("Timer.blocked_autorange()", blocked(fn, device)))
+        methods += [(rival, run) for rival, _, run in rivals(fn, device, triton)]
         for method, run in methods:
             seconds, wall, half, flag = timed(run)
             rows.append(Row(workload, method, seconds, wall, half, flag))
