@@ -79,7 +79,7 @@ def main() -> int:
     print(f"  with pytest-gpuperf:  median {with_plugin:.3f} s  (all: {', '.join(f'{t:.2f}' for t in loaded)})")
     print(f"  with -p no:gpuperf:   median {bare:.3f} s  (all: {', '.join(f'{t:.2f}' for t in without)})")
     print(f"  ratio: {with_plugin / bare:.3f}")
-    seconds, modules = _plugin_import(args.plugin or "pytest_gpuperf._pytest.plugin", args.repeats)
+    seconds, modules = _plugin_import(args.plugin or "pytest_gpuperf.plugin.entry", args.repeats)
     print(f"  importing the plugin after pytest: {seconds * 1e3:.1f} ms median, {modules} of its modules loaded")
     return 0
 

@@ -3,7 +3,7 @@
 The public API. The package's roles, one subpackage each (``docs/architecture.md``):
 ``measuring`` (the core: devices, sampling, statistics, Measurement, workloads),
 ``results`` (records, files, fingerprint), ``gate`` (verdicts), ``history`` (asv) and
-``_pytest`` (the plugin).
+``plugin`` (the pytest plugin).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from ._lazy import exports
 
 if TYPE_CHECKING:
-    from ._pytest import Gpuperf, Settings
     from .measuring import (
         Backend,
         Check,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
         measure_paired,
         parse_quantity,
     )
+    from .plugin import Gpuperf, Settings
     from .results import Evidence, Record, Run
 
 __getattr__, __dir__ = exports(__name__, __file__)

@@ -3,7 +3,7 @@
 Extra rounds, confirmation runs, ``pytest-gpuperf ab`` and ``history record`` can work for
 minutes without a word. Each says what it does through one ``Progress``, one full line at a
 time: ``gpuperf: confirming 3 tests that looked slower (run 2 of 4, 14 s)``. Where the lines go
-is the caller's: inside pytest its terminal writer on a line of their own (``_pytest/_gate.py``,
+is the caller's: inside pytest its terminal writer on a line of their own (``plugin/_gate.py``,
 after ``ensure_newline``, so that pytest's own progress line is never cut), in the command line
 standard output; ``-q`` gives ``Progress(None)``, which says nothing.
 """

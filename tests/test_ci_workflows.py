@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_gpuperf._pytest._options import OPTIONS
 from pytest_gpuperf.cli import parser
+from pytest_gpuperf.plugin._options import OPTIONS
 
 CI = Path(__file__).resolve().parent.parent / "docs" / "ci"
 FILES = ("github-workflow.yml", "gitlab-ci.yml")

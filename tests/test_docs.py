@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf._pytest._options import OPTIONS
-from pytest_gpuperf._pytest._report import HEADERS as RESULTS_HEADERS
-from pytest_gpuperf.gate._report import HEADERS as GATE_HEADERS
+from pytest_gpuperf.gate._render import HEADERS as GATE_HEADERS
+from pytest_gpuperf.plugin._options import OPTIONS
+from pytest_gpuperf.plugin._summary import HEADERS as RESULTS_HEADERS
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"

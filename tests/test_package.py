@@ -19,7 +19,7 @@ PACKAGES = (
     "pytest_gpuperf.gate",
     "pytest_gpuperf.history",
     "pytest_gpuperf.report",
-    "pytest_gpuperf._pytest",
+    "pytest_gpuperf.plugin",
 )
 
 
@@ -44,7 +44,7 @@ def test_the_documented_imports_keep_working() -> None:
 _LOADED = """
 import sys
 import pytest
-import pytest_gpuperf._pytest.plugin
+import pytest_gpuperf.plugin.entry
 print("\\n".join(sorted(sys.modules)))
 """
 
@@ -53,7 +53,7 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
     """What pytest imports at every start: no torch, numpy or tabulate, no results, gate or history code."""
     done = subprocess.run([sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
-    assert "pytest_gpuperf._pytest.plugin" in loaded
+    assert "pytest_gpuperf.plugin.entry" in loaded
     heavy = {"torch", "numpy", "tabulate", "pytest_gpuperf.cli"}
     heavy |= {f"pytest_gpuperf.{name}" for name in ("results", "history", "report")}
     assert not heavy & loaded
@@ -72,7 +72,7 @@ ALLOWED = {
     "gate": {"measuring", "results", *UTILITIES},
     "history": {"measuring", "results", *UTILITIES},
     "report": {"measuring", "results", "gate", *UTILITIES},
-    "_pytest": {"measuring", "results", "gate", "history", "report", *UTILITIES},
+    "plugin": {"measuring", "results", "gate", "history", "report", *UTILITIES},
 }
 ROOT = Path(pytest_gpuperf.__file__).parent
 
@@ -107,3 +107,19 @@ def test_the_measuring_core_runs_without_pytest_or_asv() -> None:
     assert "pytest_gpuperf.measuring._paired" in loaded
     forbidden = {"pytest", "_pytest", "asv", "tabulate", "pytest_gpuperf.results", "pytest_gpuperf.gate"}
     assert not forbidden & loaded
+
+
+def test_the_entry_points_old_name_loads_the_same_plugin(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pytest_gpuperf._pytest.plugin`` (before 0.2) is the entry module itself, so a ``-p`` line written for it
+    registers the plugin once, with its options."""
+    import pytest_gpuperf._pytest.plugin as old
+    import pytest_gpuperf.plugin.entry as entry
+
+    assert old is entry
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess("-p", "pytest_gpuperf._pytest.plugin", "--gpuperf-device=cpu")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._ab_load import AbError
     from ._compare import BaselineNoise, GateResult, PairedRounds, Row, baseline_noise, compare_runs, count_verdicts
     from ._evidence import disturbed, work_difference
-    from ._report import gate_lines, gate_table, ratio_cell, report_to_github, runs_cell, verdict_cell
+    from ._render import gate_lines, gate_table, ratio_cell, report_to_github, runs_cell, verdict_cell
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
         DEFAULT_TOLERANCE,

@@ -32,7 +32,7 @@ from ..results import (
 )
 from . import _ab
 from ._compare import baseline_noise, compare_runs
-from ._report import gate_lines, gate_table, report_to_github
+from ._render import gate_lines, gate_table, report_to_github
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
 from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
 

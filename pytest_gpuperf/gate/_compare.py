@@ -162,7 +162,7 @@ def _left_out(b: Side, h: Side) -> str:
     return text
 
 
-def _judge(key: str, base: list[Record], head: list[Record], policy: Policy) -> Row:
+def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -> Row:
     newest = head[-1]
     tolerance = _setting(head, "tolerance", policy.tolerance)
     floor = _setting(head, "noise_floor", policy.noise_floor)
@@ -245,7 +245,7 @@ def compare_runs(
         elif blocking:
             rows.append(Row(key, test, device, Verdict.INCOMPARABLE, "; ".join(blocking)))
         else:
-            rows.append(_judge(key, base[key], records, policy))
+            rows.append(_row_for(key, base[key], records, policy))
     for key, records in base.items():
         if key not in head:
             test = records[-1].test

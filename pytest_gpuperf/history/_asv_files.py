@@ -95,10 +95,6 @@ class Point:
             return None, None, None, None, None, None
         return self.ci_low, self.ci_high, self.q1, self.q3, self.number, len(self.samples)
 
-    @property
-    def has_stats(self) -> bool:
-        return self.ci_low is not None
-
 
 def row_of(by_device: Mapping[str, Point]) -> list[Any]:
     devices = sorted(by_device)

@@ -387,7 +387,7 @@ class CudaBackend:
 class AllCudaBackend:
     """A host clock read after ``torch.cuda.synchronize`` on every visible device, for a step that names none.
 
-    pytest-benchmark's ``benchmark`` fixture times such steps (``_pytest/_benchmark.py``).
+    pytest-benchmark's ``benchmark`` fixture times such steps (``plugin/_benchmark.py``).
     A sample is 10 ms at least (``min_block_time``): the synchronizations at its end
     (a few microseconds per idle device) stay below 0.5% of it even with 8 devices.
     What the clock sees includes the host's launch time of the first call; a step timed

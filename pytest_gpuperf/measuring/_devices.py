@@ -78,7 +78,6 @@ class Inventory:
     cuda_reason: str
     mps_available: bool
     mps_reason: str
-    cuda_names: tuple[str, ...] = ()
 
     def present(self) -> list[str]:
         ids = ["cpu"] + [f"cuda:{i}" for i in range(self.cuda_count)]
@@ -93,10 +92,9 @@ def probe_inventory(torch_module: Any | None = None) -> Inventory:
     cuda = torch.cuda
     if cuda.is_available():
         count = int(cuda.device_count())
-        names = tuple(str(cuda.get_device_name(i)) for i in range(count))
         cuda_reason = ""
     else:
-        count, names = 0, ()
+        count = 0
         built = getattr(torch.version, "cuda", None)
         if built is None:
             cuda_reason = f"torch {torch.__version__} was built without CUDA"
@@ -110,7 +108,7 @@ def probe_inventory(torch_module: Any | None = None) -> Inventory:
         mps_reason = "MPS is built into torch but not available on this machine"
     else:
         mps_reason = "MPS needs Apple silicon and a torch built with MPS"
-    return Inventory(count, cuda_reason, mps_ok, mps_reason, names)
+    return Inventory(count, cuda_reason, mps_ok, mps_reason)
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,12 @@ class Expectations:
 
     path: Path
     fraction: float
-    applies_to: str
     devices: Mapping[str, DeviceFloors]
 
     @classmethod
     def load(cls, path: Path, section: str | None = None) -> Expectations:
         """The file's top-level floors, or with ``section`` those of the block of that name (its own
-        ``floor_fraction``, ``applies_to`` and ``devices``, such as ``"bandwidth"``)."""
+        ``floor_fraction`` and ``devices``; ``applies_to`` is for the reader, such as ``"bandwidth"``)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -84,7 +83,7 @@ class Expectations:
             str(key): _device(path, str(key), entry, float(fraction))
             for key, entry in dict(data.get("devices", {})).items()
         }
-        return cls(path, float(fraction), str(data.get("applies_to", "")), devices)
+        return cls(path, float(fraction), devices)
 
     def for_device(self, device_name: str) -> DeviceFloors | None:
         """The entry whose key appears in ``device_name`` as whole words (case-insensitive); the longest key wins.

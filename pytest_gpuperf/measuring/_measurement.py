@@ -231,7 +231,7 @@ class Measurement:
         for relation, bound in bounds:
             low, high = self.throughput_ci(bound.work_unit)
             median = self.throughput(bound.work_unit)
-            self._judge("throughput", relation, bound, median, low, high)
+            self._check_bound("throughput", relation, bound, median, low, high)
         return self
 
     def assert_latency(
@@ -256,7 +256,7 @@ class Measurement:
             if q is not None:
                 self._judge_percentile(relation, bound, q)
                 continue
-            self._judge(
+            self._check_bound(
                 "latency",
                 relation,
                 bound,
@@ -270,7 +270,7 @@ class Measurement:
         __tracebackhide__ = True
         interval = quantile_ci(self.samples, q, self.confidence)
         label = f"p{q * 100:g}"
-        self._judge(
+        self._check_bound(
             f"{label} latency",
             relation,
             bound,
@@ -283,7 +283,7 @@ class Measurement:
             need=min_samples_for(self.confidence, q),
         )
 
-    def _judge(
+    def _check_bound(
         self,
         what: str,
         relation: str,

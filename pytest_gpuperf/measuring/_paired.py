@@ -158,7 +158,6 @@ class RoundSteps:
     current: dict[str, Step] = field(default_factory=dict)
     spacers: list[object] = field(default_factory=list)
     factories: dict[str, StepFactory] = field(default_factory=dict)
-    builds: int = 0
 
     def __post_init__(self) -> None:
         for name, source in self.sources.items():
@@ -186,7 +185,6 @@ class RoundSteps:
                 for name in order:
                     for _ in range(self.warm_calls):
                         fresh[name].fn()
-            self.builds += 1
         return self.current
 
     def _build(self, name: str) -> Step:

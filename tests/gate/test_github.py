@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import GateResult, Policy, compare_runs
-from pytest_gpuperf.gate._report import github_annotations, locate, locate_workload, report_to_github
+from pytest_gpuperf.gate._render import github_annotations, locate, locate_workload, report_to_github
 from pytest_gpuperf.results import save_run
 from tests.synthetic import make_record, make_run, save_main_baseline
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf._pytest._benchmark import MarkerSettings, Stats, read_markers, target_slot
 from pytest_gpuperf.measuring import Inventory, MeasureSettings, SettingError
+from pytest_gpuperf.plugin._benchmark import MarkerSettings, Stats, read_markers, target_slot
 
 FAST = (
     "-p",

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_gpuperf._pytest._report import (
+from pytest_gpuperf.measuring import ClockReading, ClockSummary
+from pytest_gpuperf.plugin._summary import (
     device_free_key,
     flags,
     header_line,
@@ -17,7 +18,6 @@ from pytest_gpuperf._pytest._report import (
     speedup_table,
     speedups,
 )
-from pytest_gpuperf.measuring import ClockReading, ClockSummary
 from pytest_gpuperf.results import Record, short_test
 from tests.synthetic import make_measurement
 

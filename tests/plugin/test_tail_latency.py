@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_gpuperf._pytest._settings import Settings
+from pytest_gpuperf.plugin._settings import Settings
 
 FAST = ("--gpuperf-device=cpu", "--gpuperf-min-time=0.05", "--gpuperf-warmup-time=0.02", "--gpuperf-memory=off")
 

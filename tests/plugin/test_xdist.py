@@ -16,7 +16,7 @@ pytest.importorskip("xdist")
 TWO_GPUS = """
 import dataclasses
 
-import pytest_gpuperf._pytest._session as session_module
+import pytest_gpuperf.plugin._session as session_module
 import pytest_gpuperf.measuring as measuring
 from pytest_gpuperf.measuring import CpuBackend
 
@@ -24,7 +24,7 @@ _probe = session_module.probe_inventory
 
 
 def two_gpus():
-    return dataclasses.replace(_probe(), cuda_count=2, cuda_reason="", cuda_names=("Stand-in GPU",) * 2)
+    return dataclasses.replace(_probe(), cuda_count=2, cuda_reason="")
 
 
 def on_the_cpu(slot, torch_module=None):

@@ -107,7 +107,7 @@ def test_the_memory_limit_stops_before_a_rung_that_cannot_fit() -> None:
 
 def test_release_returns_cuda_cached_blocks_through_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     # The release after each rung is the plugin's, after a failed test: collect, then empty CUDA's cache.
-    from pytest_gpuperf._pytest import _gate
+    from pytest_gpuperf.plugin import _gate
 
     emptied: list[bool] = []
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
-from ._session import GpuperfSession, local_ranks
+from ._session import GpuperfSession, local_world_size
 from ._xdist import export
 
 #: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
@@ -97,7 +97,7 @@ class GatePlugin:
 
     @property
     def _active(self) -> bool:
-        return self.session.reports
+        return self.session.is_reporter
 
     # ------------------------------------------------------------ start
 
@@ -182,7 +182,7 @@ class GatePlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
-        alone = local_ranks() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
+        alone = local_world_size() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
         if not alone or self.session.rank != 0 or session.shouldfail or session.shouldstop:
             return result
         # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
@@ -196,7 +196,7 @@ class GatePlugin:
                     self._measure_again(item, extra)
         if self._active and self.baseline is not None:
             self._confirm(session)
-            self._judge(session)
+            self._give_verdicts(session)
         return result
 
     @pytest.hookimpl(tryfirst=True)
@@ -207,10 +207,10 @@ class GatePlugin:
             return "failed", "", "FAILED"
         return None
 
-    def _judge(self, session: pytest.Session) -> None:
+    def _give_verdicts(self, session: pytest.Session) -> None:
         """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
         so that JUnit XML, pytest's summary and anything else that reads test reports see it."""
-        from ..gate._report import gate_lines
+        from ..gate._render import gate_lines
 
         self.result = self._compare_now()
         if self.result.failed:

@@ -34,13 +34,13 @@ if TYPE_CHECKING:
     from ..measuring import Backend, Coordinator, Measurement, Monitor
     from ..results import Evidence, Record, Run
 
-__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_ranks"]
+__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_world_size"]
 
 #: ``--gpuperf-quiet-wait=auto``: seconds to wait for a quiet machine when saving or comparing.
 AUTO_QUIET_WAIT: Final = 10.0
 
 
-def local_ranks() -> int:
+def local_world_size() -> int:
     """Processes of this run on this machine (torchrun's LOCAL_WORLD_SIZE), 1 outside a distributed run."""
     try:
         return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
@@ -90,7 +90,7 @@ class GpuperfSession:
         self.controller = is_controller(config)
 
     @property
-    def reports(self) -> bool:
+    def is_reporter(self) -> bool:
         """Does this process write results and print the table? Rank 0, and not an xdist worker."""
         return self.rank == 0 and self.worker is None
 
@@ -100,7 +100,7 @@ class GpuperfSession:
         from .._progress import Progress
 
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or self.config.get_verbosity() < 0 or not self.reports:
+        if reporter is None or self.config.get_verbosity() < 0 or not self.is_reporter:
             return Progress(None, prefix=prefix)
 
         capture = self.config.pluginmanager.get_plugin("capturemanager")
@@ -240,7 +240,7 @@ class GpuperfSession:
             noise_floor=noise_floor,
             # Under torchrun the other local ranks, and under xdist the other workers (each on its own GPU), are
             # part of the run, not background load.
-            load=load if local_ranks() == 1 and self.worker is None else None,
+            load=load if local_world_size() == 1 and self.worker is None else None,
             quiet_wait_s=round(self._waited, 2) if self._waited else None,
         )
 
@@ -301,9 +301,9 @@ class GpuperfSession:
                     f"--gpuperf-missing-device=error: {reasons}. Run on a machine with that device, "
                     "or pass --gpuperf-missing-device=skip to skip its tests"
                 )
-        if self.settings.json and self.reports:
+        if self.settings.json and self.is_reporter:
             _check_writable(Path(self.settings.json), "--gpuperf-json")
-        if self.settings.asv and self.reports:
+        if self.settings.asv and self.is_reporter:
             from ..history import AsvError, AsvTarget
 
             try:
@@ -317,13 +317,13 @@ class GpuperfSession:
         Only when a selected test measures (torch is imported for it), and not under ``-q`` or
         ``--no-header``, as pytest's own header.
         """
-        if not self.reports or config.get_verbosity() < 0 or config.getoption("no_header", False):
+        if not self.is_reporter or config.get_verbosity() < 0 or config.getoption("no_header", False):
             return []
         if not any({"gpuperf", "gpuperf_device"} & set(getattr(item, "fixturenames", ())) for item in items):
             return []
         import torch
 
-        from ._report import header_line
+        from ._summary import header_line
 
         return [header_line(self.slots, self.settings.measure, torch)]
 
@@ -375,7 +375,7 @@ class GpuperfSession:
             wait = AUTO_QUIET_WAIT if (self.settings.save or self.settings.compare) else 0.0
         # Under torchrun and xdist the other ranks or workers are the run itself: waiting for them to go quiet
         # would only wait.
-        return wait if local_ranks() == 1 and self.worker is None else 0.0
+        return wait if local_world_size() == 1 and self.worker is None else 0.0
 
     def _needed_cores(self, item: pytest.Item) -> float:
         from ..measuring import needed_cores
@@ -389,9 +389,9 @@ class GpuperfSession:
         return needed_cores(kind, threads)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.records or not self.reports:
+        if not self.records or not self.is_reporter:
             return
-        from ._report import results_table, speedup_table
+        from ._summary import results_table, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
         peaks = {device: peak.flops_per_second for device, peak in self.reference_peaks.items()}
@@ -424,7 +424,7 @@ class GpuperfSession:
             if dist.is_initialized():
                 dist.destroy_process_group()
             self._group_started = False
-        if not self.reports or not (self.settings.json or self._asv):
+        if not self.is_reporter or not (self.settings.json or self._asv):
             return
         from ..results import ResultsError, save_run
 

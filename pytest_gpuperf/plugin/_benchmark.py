@@ -472,7 +472,7 @@ class BenchmarkPlugin:
                 values.append(value)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.ignored or not self.session.reports:
+        if not self.ignored or not self.session.is_reporter:
             return
         terminalreporter.write_sep("-", "gpuperf: @pytest.mark.benchmark keywords ignored")
         for keyword, (values, why) in self.ignored.items():

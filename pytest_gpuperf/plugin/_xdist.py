@@ -120,7 +120,6 @@ class XdistController:
     def __init__(self, session: GpuperfSession, failures: dict[str, str]) -> None:
         self.session = session
         self.failures = failures
-        self.received = 0
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         from ..results import Record
@@ -129,7 +128,6 @@ class XdistController:
         if raw is None:
             return  # the worker crashed, or measured nothing
         data = json.loads(raw)
-        self.received += 1
         session = self.session
         session.records.extend(Record.from_dict(record) for record in data["records"])
         session.notes.extend((nodeid, text) for nodeid, text in data["notes"])

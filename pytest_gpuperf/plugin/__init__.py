@@ -1,0 +1,18 @@
+"""The pytest adapter: entry point, options and settings, markers, hookspecs, the session object, the
+``gpuperf`` fixture, the results table, and the gate's hooks. It turns pytest's world into Settings and
+Records; the work is done by the measuring, results, gate and history packages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import exports
+
+if TYPE_CHECKING:
+    from ._fixture import Gpuperf
+    from ._session import GpuperfSession, ReferencePeak
+    from ._settings import Settings
+
+__getattr__, __dir__ = exports(__name__, __file__)
+
+__all__ = ["Gpuperf", "GpuperfSession", "ReferencePeak", "Settings"]

@@ -1,0 +1,93 @@
+"""pytest entry point: options, ini keys, markers, hooks and fixtures. The work lives in ``_session.py``
+(the session's state and hooks) and ``_gate.py`` (saving, comparing, the exit status)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import hookspecs
+from ._gate import GatePlugin
+from ._markers import MARKERS
+from ._options import OPTIONS, add_ini
+from ._session import SESSION_KEY, GpuperfSession
+from ._settings import SettingError, Settings
+from ._xdist import XdistController
+
+if TYPE_CHECKING:
+    from ..measuring import DeviceSlot
+    from ._fixture import Gpuperf
+
+PLUGIN_NAME = "gpuperf-session"
+GATE_PLUGIN_NAME = "gpuperf-gate"
+XDIST_PLUGIN_NAME = "gpuperf-xdist"
+BENCHMARK_PLUGIN_NAME = "gpuperf-benchmark"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuperf", "pytest-gpuperf: deep-learning performance tests")
+    for spec in OPTIONS:
+        shape: dict[str, Any] = {"action": "store_true"} if spec.switch else {"metavar": spec.metavar}
+        group.addoption(
+            spec.flag, dest=f"gpuperf_{spec.field}", default=None, help=spec.help.replace("%", "%%"), **shape
+        )
+        add_ini(parser, spec)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    cli = {spec.field: config.getoption(f"gpuperf_{spec.field}") for spec in OPTIONS}
+    ini = {spec.field: config.getini(spec.ini) for spec in OPTIONS}
+    try:
+        settings = Settings.resolve(cli, ini)
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = GpuperfSession(config, settings)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    gate = GatePlugin(session)
+    config.pluginmanager.register(gate, GATE_PLUGIN_NAME)
+    if session.controller:
+        config.pluginmanager.register(XdistController(session, gate.failures), XDIST_PLUGIN_NAME)
+    if not config.pluginmanager.has_plugin("benchmark"):
+        # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture.
+        from ._benchmark import MARKER, BenchmarkPlugin
+
+        config.addinivalue_line("markers", MARKER)
+        config.pluginmanager.register(BenchmarkPlugin(session), BENCHMARK_PLUGIN_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
+        for name in (XDIST_PLUGIN_NAME, BENCHMARK_PLUGIN_NAME):
+            if config.pluginmanager.has_plugin(name):
+                config.pluginmanager.unregister(name=name)
+        config.pluginmanager.unregister(session)
+        del config.stash[SESSION_KEY]
+
+
+@pytest.fixture
+def gpuperf_device(request: pytest.FixtureRequest) -> Any:
+    """The ``torch.device`` this test instance runs on (tests run once per ``--gpuperf-device``)."""
+    import torch
+
+    slot: DeviceSlot = request.config.stash[SESSION_KEY].physical(request.param)
+    return torch.device(slot.id)
+
+
+@pytest.fixture
+def gpuperf(request: pytest.FixtureRequest, gpuperf_device: Any) -> Gpuperf:
+    """Measure on this test's device: ``gpuperf.measure(fn, flops=...)`` returns a Measurement."""
+    from ._fixture import Gpuperf
+
+    session = request.config.stash[SESSION_KEY]
+    slot = session.physical(request.node.callspec.params["gpuperf_device"])
+    return Gpuperf(request.node, session, slot)
