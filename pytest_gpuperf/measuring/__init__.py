@@ -51,7 +51,17 @@ if TYPE_CHECKING:
     )
     from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
     from ._expectations import DeviceFloors, Expectations, ExpectationsError
-    from ._judge import Check, GpuperfAssertionError, InconclusiveWarning, Outcome, expect_interval, judge
+    from ._judge import (
+        Check,
+        GpuperfAssertionError,
+        InconclusiveWarning,
+        JudgeContext,
+        Outcome,
+        Relation,
+        expect_estimate,
+        expect_interval,
+        judge,
+    )
     from ._load import Load, Monitor, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
@@ -106,6 +116,7 @@ __all__ = [
     "InconclusiveWarning",
     "Interval",
     "Inventory",
+    "JudgeContext",
     "Load",
     "MeasureSettings",
     "Measurement",
@@ -118,6 +129,7 @@ __all__ = [
     "Outcome",
     "Paired",
     "Quantity",
+    "Relation",
     "SamplingPlan",
     "SamplingResult",
     "SettingError",
@@ -138,6 +150,7 @@ __all__ = [
     "clock_monitor",
     "cpu_model",
     "estimate_median",
+    "expect_estimate",
     "expect_interval",
     "format_bytes",
     "format_duration",
