@@ -65,8 +65,8 @@ if TYPE_CHECKING:
     from ._load import Load, Monitor, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
-    from ._runner import Coordinator, measure, measure_fixed, measure_on, work_from
-    from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
+    from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
+    from ._sampling import FixedBudget, SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
         Estimate,
@@ -112,6 +112,8 @@ __all__ = [
     "Estimate",
     "Expectations",
     "ExpectationsError",
+    "FixedBudget",
+    "FixedCall",
     "GpuperfAssertionError",
     "InconclusiveWarning",
     "Interval",
@@ -136,6 +138,7 @@ __all__ = [
     "Step",
     "StepFactory",
     "StopRule",
+    "Subject",
     "Summary",
     "Threads",
     "TorchDistCoordinator",
