@@ -93,13 +93,13 @@ class FixedCall:
 
     def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The next round's arguments: those given, or those ``setup`` returns (it runs here)."""
-        given = tuple(self.args), dict(self.kwargs or {})
+        args, kwargs = tuple(self.args), dict(self.kwargs or {})
         if self.setup is None:
-            return given
+            return args, kwargs
         made = self.setup()
         if not made:
-            return given
-        if given[0] or given[1]:
+            return args, kwargs
+        if args or kwargs:
             raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
         new_args, new_kwargs = made
         return tuple(new_args), dict(new_kwargs)
@@ -190,7 +190,7 @@ def measurement_of(
     # A sample is one call timed alone when its block held one call (a graph of one call in graph mode); paired
     # rounds keep a step's share of each round, which is no single call.
     single = paired_samples is None and result.iterations == 1 and (settings.mode != "graph" or settings.per_call)
-    plan = settings.plan()
+    plan = settings.plan()  # the target and confidence sampled for: the settings', whatever the backend's block
     measurement = Measurement(
         name=subject.name,
         device=subject.device,

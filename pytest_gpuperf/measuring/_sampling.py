@@ -86,8 +86,7 @@ class FixedBudget:
         if not _count(self.warmup_rounds, least=0):
             raise ValueError("Must have positive int for `warmup_rounds`.")
 
-    @property
-    def text(self) -> str:
+    def __str__(self) -> str:
         return f"{self.caller}'s fixed budget: {self.rounds} rounds x {self.iterations} iterations"
 
 
@@ -178,14 +177,11 @@ class FixedStopRule:
     def __call__(self, samples: Sequence[float], elapsed: float) -> tuple[bool, bool, str]:
         if len(samples) < self.budget.rounds:
             return False, False, ""
-        plan, budget = self.plan, self.budget.text
+        plan, budget = self.plan, self.budget
         ci = median_ci(samples, plan.confidence)
         if ci.falls_short(plan.confidence):
-            return (
-                True,
-                False,
-                f"{budget}; a {plan.confidence:.0%} interval needs {min_samples_for(plan.confidence)} rounds",
-            )
+            needs = min_samples_for(plan.confidence)
+            return True, False, f"{budget}; a {plan.confidence:.0%} interval needs {needs} rounds"
         width = ci.relative_half_width(median(samples))
         if width > plan.target:
             return True, False, f"{budget}; CI half-width {width:.2%} > target {plan.target:.2%}"
