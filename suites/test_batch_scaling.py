@@ -1,6 +1,6 @@
 """Throughput against batch size: the MLP and CNN fp32 training steps over a doubling ladder of batches.
 
-The ladder (``suites/workloads.py``: ``BATCH_LADDER``) doubles the batch from a small one. On
+The ladder (``suites/workloads/batch_scaling.py``: ``BATCH_LADDER``) doubles the batch from a small one. On
 CUDA it climbs until the step runs out of memory, the next rung would need more than the
 device has (twice the last rung's peak memory), or ``BATCH_LADDER_CUDA_MAX``; on a CPU it
 stops at the small preset's batch, for time. Out of memory stops the ladder cleanly: the
