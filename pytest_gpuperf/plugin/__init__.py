@@ -11,8 +11,8 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._fixture import Gpuperf
     from ._session import GpuperfSession, ReferencePeak
-    from ._settings import Settings
+    from ._settings import Settings, user_settings
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
-__all__ = ["Gpuperf", "GpuperfSession", "ReferencePeak", "Settings"]
+__all__ = ["Gpuperf", "GpuperfSession", "ReferencePeak", "Settings", "user_settings"]

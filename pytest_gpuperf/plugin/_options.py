@@ -17,7 +17,7 @@ import pytest
 from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option
 from ..measuring import _values as values
 
-__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini"]
+__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
 
 
 def _devices(raw: object) -> tuple[str, ...]:
@@ -324,6 +324,13 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
 )
 
 BY_FIELD: Final = {spec.field: spec for spec in OPTIONS}
+
+
+def given_values(config: pytest.Config) -> tuple[dict[str, object], dict[str, object]]:
+    """Every option's command-line value and ini value, by field, as given (None, or '' in ini, where not)."""
+    cli = {spec.field: config.getoption(f"gpuperf_{spec.field}") for spec in OPTIONS}
+    ini = {spec.field: config.getini(spec.ini) for spec in OPTIONS}
+    return cli, ini
 
 
 def add_ini(parser: pytest.Parser, spec: OptionSpec) -> None:
