@@ -35,7 +35,7 @@ from pytest_gpuperf import Gpuperf
 from pytest_gpuperf.measuring import format_bytes, format_rate
 
 # The plugin's own out-of-memory test and release (what it does after a test that ran out of memory).
-from pytest_gpuperf.plugin._gate import is_out_of_memory, release_failed_test_memory
+from pytest_gpuperf.plugin import is_out_of_memory, release_failed_test_memory
 
 from .workloads import BATCH_LADDER, BATCH_LADDER_CUDA_MAX, batch_step
 
