@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..measuring import SIZES
-from ..measuring import _values as values
+from ..measuring import SIZES, values
 from ..results import (
     Baseline,
     Incomparable,

@@ -1,7 +1,7 @@
 """Every option of the plugin, declared once: its ``--gpuperf-*`` flag, ini key, default, parser and help.
 
 ``plugin.py`` turns this table into options and ini keys; ``Settings.resolve`` reads
-them back. The parsers are the measuring core's (``measuring._values``), shared with
+them back. The parsers are the measuring core's (``measuring.values``), shared with
 the ``pytest-gpuperf`` command line; the measuring settings (``MEASURE_FIELDS``) are
 parsed by the core's own table.
 """
@@ -14,8 +14,7 @@ from typing import Any, Final
 
 import pytest
 
-from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option
-from ..measuring import _values as values
+from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option, values
 
 __all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
 
@@ -58,7 +57,7 @@ def _mismatch_keys(raw: object) -> tuple[str, ...]:
 
 
 def _verdicts(raw: object) -> tuple[str, ...]:
-    from ..gate._verdicts import parse_verdicts
+    from ..gate import parse_verdicts
 
     return tuple(_checked(raw, parse_verdicts))
 
