@@ -118,6 +118,7 @@ def test_suite_defaults_yield_to_an_ini_value_too(pytester: pytest.Pytester) -> 
         "no:cacheprovider",
         "--gpuperf-min-time=0.01",
         "--gpuperf-warmup-time=0.05",
+        f"--gpuperf-results-dir={pytester.path / '.gpuperf'}",  # not the clone's
     )
     assert result.ret == 0
     (record,) = json.loads((pytester.path / "run.json").read_text())["records"]
