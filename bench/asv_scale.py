@@ -7,12 +7,12 @@ What it does, in a fresh directory (``--out``, default a temporary one, removed 
 
 1. a git repository of ``--commits`` commits made with ``git fast-import`` (asv publish
    resolves every results file's commit in the repository named by asv.conf.json);
-2. asv results written by pytest-gpuperf's own writer: ``write_results`` (history/_asv.py)
-   for each machine's first commit, from a synthetic Run of ``--benchmarks`` records on
-   one device; every later commit through the same row writer (``row_of``, ``write_json``
-   of history/_asv_files.py) with the first file's header, which is what ``write_results``
-   would write for it, without building a Run per commit. Values drift slowly per
-   machine and benchmark, with a 10% step planted halfway, so the regressions page has work;
+2. asv results written by pytest-gpuperf's own writer: ``history.write_results`` for each
+   machine's first commit, from a synthetic Run of ``--benchmarks`` records on one device;
+   every later commit through the same row writer (``history.row_of``) with the first
+   file's header, which is what ``write_results`` would write for it, without building a
+   Run per commit. Values drift slowly per machine and benchmark, with a 10% step planted
+   halfway, so the regressions page has work;
 3. ``asv publish`` timed under ``/usr/bin/time -v`` (wall time, peak RSS); with
    ``--shard``, also one ``asv publish`` per machine into an html directory of its own.
 
@@ -43,10 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_gpuperf.history._asv import Commit, write_results  # noqa: E402
-from pytest_gpuperf.history._asv_files import CI, Point, read_results, row_of, write_json  # noqa: E402
+from pytest_gpuperf.history import CI, Commit, Point, read_results, row_of, write_results  # noqa: E402
 from pytest_gpuperf.measuring import Measurement, Warmup, summarize  # noqa: E402
-from pytest_gpuperf.results import Evidence, Record, Run  # noqa: E402
+from pytest_gpuperf.results import Evidence, Record, Run, atomic_write_text  # noqa: E402
 
 DEVICE = "cuda"
 #: First commit's time (seconds since the epoch); commits are an hour apart.
@@ -258,7 +257,8 @@ def write_fleet(results: Path, commits: Sequence[Commit], machines: int, benchma
                 for b, bench in enumerate(names)
             }
             data = {**header, "commit_hash": commit.hash, "date": commit.date_ms, "results": rows, "version": 2}
-            write_json(results / name / f"{commit.hash[:8]}-{env}.json", data)
+            text = json.dumps(data, indent=1, allow_nan=True) + "\n"  # as write_results writes it
+            atomic_write_text(results / name / f"{commit.hash[:8]}-{env}.json", text)
 
 
 def check_merge(results: Path, machines: int, commits: int) -> str:

@@ -22,10 +22,14 @@ FORMAT: Final = "gpuperf-asv-1"
 TIMEOUT_MARGIN: Final = 300.0
 
 
+#: Where a checkout keeps ``suites.workloads``: a package, or one module in commits before the package.
+WORKLOADS_FILES: Final = ("suites/workloads/__init__.py", "suites/workloads.py")
+
+
 def suites_root(environ: Mapping[str, str] = os.environ) -> Path:
     """Where ``suites/`` is: the commit asv checked out into its environment, else this checkout."""
     env_dir = environ.get("ASV_ENV_DIR")
-    if env_dir and (Path(env_dir) / "project" / "suites" / "workloads.py").is_file():
+    if env_dir and any((Path(env_dir) / "project" / name).is_file() for name in WORKLOADS_FILES):
         return Path(env_dir) / "project"
     return Path(__file__).resolve().parent.parent
 

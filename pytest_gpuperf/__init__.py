@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         measure_paired,
         parse_quantity,
     )
-    from .plugin import Gpuperf, Settings
+    from .plugin import Gpuperf, Settings, user_settings
     from .results import Evidence, Record, Run
 
 __getattr__, __dir__ = exports(__name__, __file__)
@@ -66,6 +66,7 @@ __all__ = [
     "measure",
     "measure_paired",
     "parse_quantity",
+    "user_settings",
 ]
 
 __version__ = "0.1.0"

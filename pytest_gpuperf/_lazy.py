@@ -4,7 +4,9 @@ pytest imports the plugin at every start, with the package and its subpackages; 
 every module of the package then would cost a session that never measures more than its
 whole collection (``bench/startup.py`` measures it). Each ``__init__`` names its exports
 once, as the imports of its ``if TYPE_CHECKING:`` block (what type checkers and readers
-see), and ``exports`` reads that block to know where each name lives.
+see), and ``exports`` reads that block to know where each name lives. A module may be
+exported too (``from . import _values as values``): a namespace of functions that other
+packages use by that name.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def exports(package: str, init_file: str) -> tuple[Callable[[str], object], Call
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module, original = where
-        value = getattr(importlib.import_module(module, package), original)
+        if module.strip("."):
+            value = getattr(importlib.import_module(module, package), original)
+        else:  # ``from . import _x as x``: the submodule itself
+            value = importlib.import_module(f"{module}{original}", package)
         setattr(sys.modules[package], name, value)  # later lookups are plain attributes
         return value
 

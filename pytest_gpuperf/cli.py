@@ -19,11 +19,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ._signals import terminate_as_interrupt
-from .gate._commands import add_parsers as add_gate_commands
-from .history._commands import add_parser as add_history_command
-from .report._commands import add_parser as add_report_command
-from .results._commands import add_parser as add_export_command
-from .results._runs import add_parser as add_runs_command
+from .gate import add_gate_commands
+from .history import add_history_command
+from .report import add_report_command
+from .results import add_export_command, add_runs_command
 
 __all__ = ["main"]
 

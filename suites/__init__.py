@@ -1,1 +1,2 @@
-"""The performance suites: workloads (``workloads.py``) and the pytest tests that run them."""
+"""The performance suites: workloads (the ``workloads`` package, one module per family) and the pytest tests that
+run them."""

@@ -10,7 +10,7 @@ from typing import Final, TypeVar
 import pytest
 import torch
 
-from pytest_gpuperf import Gpuperf, Quantity, Step
+from pytest_gpuperf import Gpuperf, Quantity, Step, user_settings
 
 # Only .compat here: the suites' other modules use torch APIs an older torch lacks (torch 2.2 has no
 # torch.nn.attention), and an import error in a conftest is a traceback, not the refusal with the fix
@@ -31,11 +31,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(why)
 
 
-def _chosen(config: pytest.Config, key: str) -> bool:
-    """Did the user set ``--gpuperf-<key>`` or ini ``gpuperf_<key>``?"""
-    return config.getoption(f"gpuperf_{key}", None) is not None or config.getini(f"gpuperf_{key}") not in (None, "")
-
-
 #: The tests that measure and record a per-device reference (each once per session and device); they run first.
 REFERENCE_TESTS: Final = ("test_matmul_peak", "test_bandwidth_reference")
 
@@ -52,12 +47,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # trylast: after any plugin that reorders (pytest-randomly shuffles), so that in any order the peak comes
     # first, its records always belong to test_matmul_peak and the datasheet floors are always checked there.
     items.sort(key=lambda item: _reference_test(item) is None)
+    chosen = user_settings(config)  # on the command line or in ini
     for item in items:
         # This hook sees the whole session's items; only the suites' own tests get the defaults.
         if not item.path.is_relative_to(_HERE):
             continue
         wanted = {**SUITE_SAMPLING, **getattr(getattr(item, "module", None), "SAMPLING", {})}
-        defaults = {key: value for key, value in wanted.items() if not _chosen(config, key)}
+        defaults = {key: value for key, value in wanted.items() if key not in chosen}
         if defaults:
             # Appended, so a test's own @pytest.mark.gpuperf(...) still takes precedence.
             item.add_marker(pytest.mark.gpuperf(**defaults), append=True)

@@ -1,6 +1,6 @@
 """Throughput against batch size: the MLP and CNN fp32 training steps over a doubling ladder of batches.
 
-The ladder (``suites/workloads.py``: ``BATCH_LADDER``) doubles the batch from a small one. On
+The ladder (``suites/workloads/batch_scaling.py``: ``BATCH_LADDER``) doubles the batch from a small one. On
 CUDA it climbs until the step runs out of memory, the next rung would need more than the
 device has (twice the last rung's peak memory), or ``BATCH_LADDER_CUDA_MAX``; on a CPU it
 stops at the small preset's batch, for time. Out of memory stops the ladder cleanly: the
@@ -35,7 +35,7 @@ from pytest_gpuperf import Gpuperf
 from pytest_gpuperf.measuring import format_bytes, format_rate
 
 # The plugin's own out-of-memory test and release (what it does after a test that ran out of memory).
-from pytest_gpuperf.plugin._gate import is_out_of_memory, release_failed_test_memory
+from pytest_gpuperf.plugin import is_out_of_memory, release_failed_test_memory
 
 from .workloads import BATCH_LADDER, BATCH_LADDER_CUDA_MAX, batch_step
 

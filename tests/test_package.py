@@ -95,6 +95,81 @@ def test_dependencies_point_one_way(package: str) -> None:
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}: {package} may import {ALLOWED[package]}"
 
 
+#: The repository's code that imports others' (``tests/``, which tests internals, is not among them).
+REPOSITORY = ROOT.parent
+SOURCES = ("pytest_gpuperf", "suites", "bench", "benchmarks", "docs/examples")
+#: Private modules of other projects imported on purpose, and why (none of this project's own may be).
+FOREIGN_PRIVATE = {
+    "_pytest.runner": "runtestprotocol, how pytest-rerunfailures runs an item again: pytest exports it nowhere else",
+    "torch._C._profiler": "the profiler's allocation events (CPU peak memory): torch has no public type for them",
+    "torch.utils._python_dispatch": "TorchDispatchMode (the GEMM census): torch exports it nowhere else",
+    "asv._stats": "asv's own statistics, which bench/gate_power.py compares the gate with",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPOSITORY).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every dotted name a module imports, relative imports resolved: ``from ..gate import _render`` in
+    ``pytest_gpuperf/plugin/_gate.py`` is ``pytest_gpuperf.gate._render``."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _private_owner(imported: str) -> str | None:
+    """The package whose private part ``imported`` reaches (``pytest_gpuperf.gate`` for
+    ``pytest_gpuperf.gate._render.gate_lines``), or None when it reaches none."""
+    parts = imported.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
+            return ".".join(parts[:i])
+    return None
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    """``A.B._c`` (or a private name of ``A.B``) is imported only from inside ``A.B``: other packages use what
+    ``A.B`` exports (``gate/_ab.py`` may import ``pytest_gpuperf._git``, ``plugin/_gate.py`` not
+    ``pytest_gpuperf.gate._render``)."""
+    wrong, foreign = [], set()
+    for source in SOURCES:
+        for path in sorted((REPOSITORY / source).rglob("*.py")):
+            importer = _module_name(path)
+            for imported in sorted(_imported_names(path)):
+                owner = _private_owner(imported)
+                if owner is None or f"{importer}.".startswith(f"{owner}."):
+                    continue
+                allowed = {name for name in FOREIGN_PRIVATE if f"{imported}.".startswith(f"{name}.")}
+                foreign |= allowed
+                if not allowed:
+                    wrong.append(f"{path.relative_to(REPOSITORY)} imports {imported}")
+    assert not wrong, "imports of another package's private module or name:\n" + "\n".join(wrong)
+    assert foreign == set(FOREIGN_PRIVATE), "FOREIGN_PRIVATE lists only what is still imported"
+
+
+def test_an_exported_module_is_imported_on_first_use() -> None:
+    """``from . import _values as values`` in an ``__init__``'s export block: the module, imported when asked."""
+    code = (
+        "import sys, pytest_gpuperf.measuring as m\n"
+        "assert 'pytest_gpuperf.measuring._values' not in sys.modules\n"
+        "assert m.values is sys.modules['pytest_gpuperf.measuring._values'] and m.values.fraction('5%') == 0.05\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_the_measuring_core_runs_without_pytest_or_asv() -> None:
     code = (
         "import sys, importlib, pkgutil, pytest_gpuperf.measuring as m\n"

@@ -15,7 +15,10 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._ab import AbOptions, AbResult
     from ._ab_load import AbError
+    from ._commands import add_parsers as add_gate_commands
     from ._compare import BaselineNoise, GateResult, PairedRounds, Row, baseline_noise, compare_runs, count_verdicts
+    from ._confirm import CONFIRMATION_ENV
+    from ._confirm import run as run_confirmation
     from ._evidence import disturbed, work_difference
     from ._render import gate_lines, gate_table, ratio_cell, report_to_github, runs_cell, verdict_cell
     from ._rule import (
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "CONFIRMATION_ENV",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "OUTLIER_FLOORS",
@@ -51,6 +55,7 @@ __all__ = [
     "Policy",
     "Row",
     "Verdict",
+    "add_gate_commands",
     "baseline_noise",
     "compare_runs",
     "count_verdicts",
@@ -62,6 +67,7 @@ __all__ = [
     "ratio_cell",
     "reason_for",
     "report_to_github",
+    "run_confirmation",
     "runs_cell",
     "verdict_cell",
     "verdict_for",

@@ -6,7 +6,7 @@ separate processes needs many processes a side. Here both sides run in
 ONE process, round by round:
 
 1. Trees and loading (``_ab_load.py``): base checked out aside, each side's workloads
-   module (``--workloads``, default ``suites/workloads.py``) imported on its own.
+   module (``--workloads``, default the package ``suites/workloads``) imported on its own.
 2. Measuring. For every workload of both ``WORKLOADS`` dicts that can run on the
    device, base's and head's steps are built afresh before every round and timed in
    alternating order (``measuring.measure_paired``): memory layout, the largest bias
@@ -49,7 +49,8 @@ __all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOpti
 
 SCHEMA: Final = "pytest-gpuperf/ab"
 SCHEMA_VERSION: Final = 1
-DEFAULT_WORKLOADS: Final = Path("suites/workloads.py")
+#: The suites' workloads package; a revision where it is still the module ``suites/workloads.py`` is found too.
+DEFAULT_WORKLOADS: Final = Path("suites/workloads")
 DEFAULT_MAX_TIME: Final = 5.0
 
 

@@ -1,7 +1,8 @@
 """``ab``'s two trees: base (and head) checked out aside, and each side's workloads module imported on its own.
 
 The base revision is checked out in a temporary ``git worktree`` (always removed); head
-is the working tree, or ``--head REV`` in a second worktree. The workloads module is
+is the working tree, or ``--head REV`` in a second worktree. The workloads module (a
+file such as ``perf/workloads.py``, or a package such as ``suites/workloads``) is
 imported from each tree under a package name of its own (``_gpuperf_ab_base``,
 ``_gpuperf_ab_head``), so that its relative imports (``from .models import mlp``)
 resolve within that copy; the installed pytest_gpuperf serves both. Code that a
@@ -24,7 +25,7 @@ from typing import Any, Final
 
 from .._git import GitError, git_state, resolve, toplevel, worktree
 
-__all__ = ["ALIASES", "AbError", "Tree", "forget", "load_workloads", "repository", "trees"]
+__all__ = ["ALIASES", "AbError", "Tree", "forget", "load_workloads", "module_file", "repository", "trees"]
 
 #: The package names the two copies of the workloads module are imported under.
 ALIASES: Final = {"base": "_gpuperf_ab_base", "head": "_gpuperf_ab_head"}
@@ -99,6 +100,23 @@ def _package_top(path: Path, root: Path) -> Path:
     return top
 
 
+def module_file(root: Path, relative: Path) -> Path | None:
+    """The file that imports the module ``relative`` names in ``root``, or None when there is none.
+
+    ``perf/workloads``, ``perf/workloads.py`` and ``perf/workloads/__init__.py`` name one module, as
+    they do to Python: the package ``perf/workloads/`` when it exists (Python's own choice when both
+    do), else the file ``perf/workloads.py``. So a path written for either layout finds the other, and
+    a revision from before a module became a package is still measured against one after.
+    """
+    if not relative.name:  # the repository root itself
+        return None
+    stem = relative.parent if relative.name == "__init__.py" else relative.with_suffix("")
+    for candidate in (stem / "__init__.py", stem.with_name(stem.name + ".py")):
+        if (root / candidate).is_file():
+            return root / candidate
+    return None
+
+
 def _import_aliased(path: Path, root: Path, alias: str) -> ModuleType:
     """Import the module at ``path`` with its package renamed to ``alias`` (relative imports stay inside)."""
     top = _package_top(path, root)
@@ -116,7 +134,9 @@ def _import_aliased(path: Path, root: Path, alias: str) -> ModuleType:
     if spec.loader is not None:
         spec.loader.exec_module(package)
     parts = path.relative_to(top).with_suffix("").parts
-    return importlib.import_module(".".join((alias, *parts))) if parts != ("__init__",) else package
+    if parts[-1] == "__init__":  # a package: the module is the directory
+        parts = parts[:-1]
+    return importlib.import_module(".".join((alias, *parts))) if parts else package
 
 
 def _outside_environment(path: Path) -> bool:
@@ -141,9 +161,9 @@ def _shared(new: Iterable[str], roots: Sequence[Path]) -> list[tuple[str, Path]]
 
 def load_workloads(tree: Tree, relative: Path, roots: Sequence[Path]) -> dict[str, Any]:
     """``WORKLOADS`` of the workloads module in ``tree``, imported under that side's own package name."""
-    path = tree.path / relative
+    path = module_file(tree.path, relative)
     where = f"{relative} in {tree.side} {tree.describe()}"
-    if not path.is_file():
+    if path is None:
         raise AbError(
             f"{relative} does not exist in {tree.side} {tree.describe()}; pass --workloads with the path of the "
             "workloads module (relative to the repository root) that both revisions have"

@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..measuring import SIZES
-from ..measuring import _values as values
+from ..measuring import SIZES, values
 from ..results import (
     Baseline,
     Incomparable,
@@ -122,8 +121,8 @@ def _ab_parser(commands: Any) -> None:
         type=Path,
         default=_ab.DEFAULT_WORKLOADS,
         metavar="PATH",
-        help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions "
-        f"(default: {_ab.DEFAULT_WORKLOADS})",
+        help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions: "
+        f"a file (perf/workloads.py) or a package (perf/workloads) (default: {_ab.DEFAULT_WORKLOADS})",
     )
     abp.add_argument("--repo", type=Path, default=Path("."), help="a directory of the git repository (default: .)")
     _ab_measuring_options(abp)

@@ -24,6 +24,7 @@ from tabulate import tabulate
 
 from ..measuring import format_duration
 from ..results import short_test
+from ._ab_load import module_file
 from ._compare import GateResult, Row
 from ._verdicts import Verdict
 
@@ -151,13 +152,24 @@ def locate(test: str, root: Path) -> tuple[str, int | None]:
 
 
 def locate_workload(name: str, module: Path, root: Path) -> tuple[str, int | None]:
-    """The workloads module (``ab``), and the line that names workload ``name`` in it, when found."""
-    try:
-        lines = (root / module).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+    """The file of the workloads module (``ab``) that names workload ``name``, and the line, when found: the
+    module's own file; for a package its ``__init__.py``, then the modules inside it."""
+    found = module_file(root, module)
+    if found is None:
         return str(module), None
+    files = [found]
+    if found.name == "__init__.py":
+        files += sorted(path for path in found.parent.rglob("*.py") if path != found)
     quoted = (f'"{name}"', f"'{name}'")
-    return str(module), next((i + 1 for i, text in enumerate(lines) if any(q in text for q in quoted)), None)
+    for file in files:
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        line = next((i + 1 for i, text in enumerate(lines) if any(q in text for q in quoted)), None)
+        if line is not None:
+            return str(file.relative_to(root)), line
+    return str(found.relative_to(root)), None
 
 
 def github_annotations(

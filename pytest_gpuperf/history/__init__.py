@@ -10,13 +10,15 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
     from ._asv import AsvTarget, Commit, benchmark_name, write_results
-    from ._asv_files import FORMAT, AsvError, read_results
+    from ._asv_files import CI, FORMAT, AsvError, Point, read_results, row_of
+    from ._commands import add_parser as add_history_command
     from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "ASSETS",
+    "CI",
     "DEFAULT_OUT",
     "FORMAT",
     "Asset",
@@ -26,7 +28,9 @@ __all__ = [
     "HistoryError",
     "Layout",
     "OfflineError",
+    "Point",
     "Recipe",
+    "add_history_command",
     "benchmark_name",
     "default_cache",
     "localize",
@@ -34,5 +38,6 @@ __all__ = [
     "read_results",
     "record",
     "remote_urls",
+    "row_of",
     "write_results",
 ]

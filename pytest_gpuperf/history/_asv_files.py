@@ -61,6 +61,7 @@ COLUMNS: Final = (
     "samples",
     "profile",
 )
+#: The confidence of the interval asv keeps (its ``stats_ci_99`` columns).
 CI: Final = 0.99
 
 
@@ -97,6 +98,7 @@ class Point:
 
 
 def row_of(by_device: Mapping[str, Point]) -> list[Any]:
+    """One benchmark's row of an asv results file (``COLUMNS``), a Point per device parameter."""
     devices = sorted(by_device)
     ps = [by_device[d] for d in devices]
     return [

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
+    from . import _values as values
     from ._backends import (
         MODES,
         AllCudaBackend,
@@ -187,6 +188,7 @@ __all__ = [
     "t_quantile",
     "throttle_names",
     "trend",
+    "values",
     "wait_for_quiet",
     "work_from",
 ]

@@ -10,9 +10,18 @@ from .._lazy import exports
 
 if TYPE_CHECKING:
     from ._fixture import Gpuperf
+    from ._gate import is_out_of_memory, release_failed_test_memory
     from ._session import GpuperfSession, ReferencePeak
-    from ._settings import Settings
+    from ._settings import Settings, user_settings
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
-__all__ = ["Gpuperf", "GpuperfSession", "ReferencePeak", "Settings"]
+__all__ = [
+    "Gpuperf",
+    "GpuperfSession",
+    "ReferencePeak",
+    "Settings",
+    "is_out_of_memory",
+    "release_failed_test_memory",
+    "user_settings",
+]

@@ -210,7 +210,7 @@ class GatePlugin:
     def _give_verdicts(self, session: pytest.Session) -> None:
         """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
         so that JUnit XML, pytest's summary and anything else that reads test reports see it."""
-        from ..gate._render import gate_lines
+        from ..gate import gate_lines
 
         self.result = self._compare_now()
         if self.result.failed:
@@ -252,7 +252,7 @@ class GatePlugin:
         self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=False)
 
     def _confirm(self, session: pytest.Session) -> None:
-        from ..gate import _confirm as confirm
+        from ..gate import run_confirmation
         from ..results import ResultsError, with_repeats
 
         config = session.config
@@ -265,7 +265,7 @@ class GatePlugin:
             what = f"confirming {_tests(len(suspects))} that looked slower in a fresh process"
             progress.step(what, number, total if number == total else f"at most {total}", "run")
             try:
-                fresh = confirm.run(
+                fresh = run_confirmation(
                     config.rootpath,
                     config.invocation_params.args,
                     self.settings.flags(),

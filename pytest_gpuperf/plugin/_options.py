@@ -1,7 +1,7 @@
 """Every option of the plugin, declared once: its ``--gpuperf-*`` flag, ini key, default, parser and help.
 
 ``plugin.py`` turns this table into options and ini keys; ``Settings.resolve`` reads
-them back. The parsers are the measuring core's (``measuring._values``), shared with
+them back. The parsers are the measuring core's (``measuring.values``), shared with
 the ``pytest-gpuperf`` command line; the measuring settings (``MEASURE_FIELDS``) are
 parsed by the core's own table.
 """
@@ -14,10 +14,9 @@ from typing import Any, Final
 
 import pytest
 
-from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option
-from ..measuring import _values as values
+from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option, values
 
-__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini"]
+__all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
 
 
 def _devices(raw: object) -> tuple[str, ...]:
@@ -58,7 +57,7 @@ def _mismatch_keys(raw: object) -> tuple[str, ...]:
 
 
 def _verdicts(raw: object) -> tuple[str, ...]:
-    from ..gate._verdicts import parse_verdicts
+    from ..gate import parse_verdicts
 
     return tuple(_checked(raw, parse_verdicts))
 
@@ -324,6 +323,13 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
 )
 
 BY_FIELD: Final = {spec.field: spec for spec in OPTIONS}
+
+
+def given_values(config: pytest.Config) -> tuple[dict[str, object], dict[str, object]]:
+    """Every option's command-line value and ini value, by field, as given (None, or '' in ini, where not)."""
+    cli = {spec.field: config.getoption(f"gpuperf_{spec.field}") for spec in OPTIONS}
+    ini = {spec.field: config.getini(spec.ini) for spec in OPTIONS}
+    return cli, ini
 
 
 def add_ini(parser: pytest.Parser, spec: OptionSpec) -> None:

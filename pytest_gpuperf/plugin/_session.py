@@ -250,7 +250,7 @@ class GpuperfSession:
         ``pytest_gpuperf_measured`` fires once per record kept, and not in the fresh processes of
         confirmation runs, whose records become evidence of the records of the session that started them.
         """
-        from ..gate._confirm import CONFIRMATION_ENV
+        from ..gate import CONFIRMATION_ENV
 
         if self.round_sink is not None:
             self.round_sink.append(record)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..measuring import MEASURE_FIELDS, MeasureSettings, SettingError
-from ._options import BY_FIELD, OPTIONS, OptionSpec
+from ._options import BY_FIELD, OPTIONS, OptionSpec, given_values
 
-__all__ = ["SettingError", "Settings"]
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = ["SettingError", "Settings", "chosen", "user_settings"]
 
 #: Options that belong to one session, not to a confirmation run measuring its tests again.
 _SESSION_ONLY: Final = frozenset(
@@ -65,7 +68,7 @@ class Settings:
             raw_cli, raw_ini = cli.get(spec.field), ini.get(spec.field)
             if raw_cli is not None:
                 source, raw = f"{spec.flag}={raw_cli}", raw_cli
-            elif raw_ini not in (None, "", []):
+            elif _in_ini(raw_ini):
                 source, raw = f"ini {spec.ini} = {raw_ini}", raw_ini
             else:
                 source, raw = f"default of {spec.flag}", spec.default
@@ -114,6 +117,27 @@ class Settings:
         out = {spec.field: self.value(spec.field) for spec in OPTIONS}
         out["device"] = ",".join(self.device)
         return out
+
+
+def user_settings(config: pytest.Config) -> frozenset[str]:
+    """The settings the user chose for this session, by name (``max_time``, ``threads`` ...): those given on the
+    command line (``--gpuperf-max-time``) or in an ini file (``gpuperf_max_time``).
+
+    For a conftest with defaults of its own for its tests: apply one only where the user set
+    nothing, with an appended ``@pytest.mark.gpuperf(...)`` (a test's own marker still wins),
+    as ``suites/conftest.py`` does.
+    """
+    return chosen(*given_values(config))
+
+
+def chosen(cli: Mapping[str, object], ini: Mapping[str, object]) -> frozenset[str]:
+    """The fields that ``Settings.resolve`` takes from ``cli`` or ``ini`` rather than from the defaults."""
+    return frozenset(spec.field for spec in OPTIONS if cli.get(spec.field) is not None or _in_ini(ini.get(spec.field)))
+
+
+def _in_ini(raw: object) -> bool:
+    """Set in an ini file: pytest gives None for a key not written, and '' or [] for one written empty."""
+    return raw not in (None, "", [])
 
 
 def _flag_value(value: Any) -> str | None:

@@ -10,7 +10,7 @@ import pytest
 from . import hookspecs
 from ._gate import GatePlugin
 from ._markers import MARKERS
-from ._options import OPTIONS, add_ini
+from ._options import OPTIONS, add_ini, given_values
 from ._session import SESSION_KEY, GpuperfSession
 from ._settings import SettingError, Settings
 from ._xdist import XdistController
@@ -42,10 +42,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    cli = {spec.field: config.getoption(f"gpuperf_{spec.field}") for spec in OPTIONS}
-    ini = {spec.field: config.getini(spec.ini) for spec in OPTIONS}
     try:
-        settings = Settings.resolve(cli, ini)
+        settings = Settings.resolve(*given_values(config))
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
     session = GpuperfSession(config, settings)

@@ -9,6 +9,7 @@ from .._lazy import exports
 
 if TYPE_CHECKING:
     from ..measuring import throttle_names
+    from ._commands import add_parser as add_export_command
     from ._comparable import (
         MUST_MATCH,
         RECORD_KEYS,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         short_test,
         with_repeats,
     )
+    from ._runs import add_parser as add_runs_command
     from ._store import (
         DEFAULT_RESULTS_DIR,
         MAX_RUNS,
@@ -86,7 +88,9 @@ __all__ = [
     "Run",
     "SaveOutcome",
     "StorageError",
+    "add_export_command",
     "add_results_dir_argument",
+    "add_runs_command",
     "atomic_write_text",
     "blocking_differences",
     "check_comparable",

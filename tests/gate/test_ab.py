@@ -211,6 +211,59 @@ def test_nested_package_relative_imports_resolve_per_side(repo: Path, capsys: py
     assert "SLOWER" in rows(capsys.readouterr().out)["sleepy"]
 
 
+#: The workloads as a package: the registry in ``__init__.py``, a helper in a module beside it.
+PACKAGE = """\
+from pytest_gpuperf.measuring import Workload
+
+from ..delays import DELAY, OTHER
+from .sleeping import sleeper
+
+WORKLOADS = {
+    "sleepy": Workload("sleepy", sleeper(DELAY)),
+    "steady": Workload("steady", sleeper(OTHER)),
+}
+"""
+SLEEPING = """\
+import time
+
+from pytest_gpuperf.measuring import Step
+
+
+def sleeper(seconds, items=1.0):
+    def build(device, size):
+        return Step(lambda: time.sleep(seconds), work={"items": items})
+
+    return build
+"""
+
+
+def test_a_module_that_became_a_package_is_compared_by_either_path(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Base has the module perf/workloads.py, head the package perf/workloads/: both paths name that one module."""
+    (repo / "perf" / "workloads.py").unlink()
+    files = {"perf/workloads/__init__.py": PACKAGE, "perf/workloads/sleeping.py": SLEEPING}
+    commit(repo, {**files, "perf/delays.py": delays(0.006)}, "a package, and three times the sleep")
+    for path in ("perf/workloads", "perf/workloads.py"):
+        assert main(["ab", "--base", "base", "--tolerance", "25%", *FAST, "--workloads", path]) == 1
+        out = capsys.readouterr().out
+        assert f"then importing {path} from both sides" in out
+        assert "SLOWER" in rows(out)["sleepy"] and "SLOWER" not in rows(out)["steady"]
+
+
+def test_the_default_workloads_are_the_suites_package(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = {
+        "suites/__init__.py": "",
+        "suites/workloads/__init__.py": PACKAGE,
+        "suites/workloads/sleeping.py": SLEEPING,
+    }
+    commit(repo, {**files, "suites/delays.py": delays(0.002)}, "the suites' workloads")
+    assert main(["ab", "--base", "HEAD", "--tolerance", "50%", "--max-time", "0.3", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gpuperf ab: checking out HEAD in a temporary git worktree, then importing suites/workloads ")
+    assert set(rows(out)) == {"sleepy", "steady"}
+
+
 # ---------------------------------------------------------------- bad input: exit 2, the input and the fix
 
 

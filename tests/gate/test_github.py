@@ -44,6 +44,18 @@ def test_an_ab_workload_is_located_in_the_workloads_module(tmp_path: Path) -> No
     assert locate_workload("mlp", Path("gone.py"), tmp_path) == ("gone.py", None)
 
 
+def test_an_ab_workload_is_located_in_the_module_of_its_package_that_names_it(tmp_path: Path) -> None:
+    package = tmp_path / "perf" / "workloads"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from .conv import conv\nWORKLOADS = {'matmul': matmul, 'conv': conv}\n")
+    (package / "conv.py").write_text('def conv():\n    return Workload(\n        "conv_train",\n    )\n')
+    assert locate_workload("matmul", Path("perf/workloads"), tmp_path) == ("perf/workloads/__init__.py", 2)
+    assert locate_workload("conv_train", Path("perf/workloads"), tmp_path) == ("perf/workloads/conv.py", 3)
+    # The package's old path (a file before it became a package) names the same module.
+    assert locate_workload("conv_train", Path("perf/workloads.py"), tmp_path) == ("perf/workloads/conv.py", 3)
+    assert locate_workload("gone", Path("perf/workloads"), tmp_path) == ("perf/workloads/__init__.py", None)
+
+
 def slower_result(fail_on: str = "slower") -> GateResult:
     base = make_run(make_record(10e-3), make_record(10e-3, test="test_x.py::test_same[cpu]"))
     head = make_run(make_record(12e-3), make_record(10e-3, test="test_x.py::test_same[cpu]"))

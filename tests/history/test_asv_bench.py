@@ -1,4 +1,4 @@
-"""The asv route: benchmarks generated from suites/workloads.py, checked and run by real asv in this checkout."""
+"""The asv route: benchmarks generated from suites/workloads/, checked and run by real asv in this checkout."""
 
 from __future__ import annotations
 
@@ -84,6 +84,23 @@ def test_every_workload_becomes_one_benchmark_with_a_fixed_version() -> None:
         assert attrs["params"] == [["cpu"]] and attrs["param_names"] == ["device"]
     sized = benchmark_classes(workloads, {"GPUPERF_ASV_DEVICE": "cpu", "GPUPERF_ASV_SIZE": "medium"})
     assert all("size=medium" in vars(c)["version"] for c in sized.values())
+
+
+@pytest.mark.parametrize("layout", ["suites/workloads/__init__.py", "suites/workloads.py"])
+def test_the_suites_of_the_commit_asv_checked_out_are_imported_as_a_package_or_one_module(
+    tmp_path: Path, layout: str
+) -> None:
+    """asv's virtualenv route measures older commits too: before the package, suites.workloads was one module."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks._generate import suites_root
+    finally:
+        sys.path.remove(str(ROOT))
+    project = tmp_path / "project"
+    assert suites_root({"ASV_ENV_DIR": str(tmp_path)}) == ROOT, "no suites in the environment: this checkout's"
+    (project / layout).parent.mkdir(parents=True)
+    (project / layout).write_text("WORKLOADS = {}\n")
+    assert suites_root({"ASV_ENV_DIR": str(tmp_path)}) == project
 
 
 def test_bad_settings_name_the_variable() -> None:

@@ -143,10 +143,10 @@ def _scratch_repo(path: Path) -> tuple[str, str]:
     git("add", "-A")
     git("commit", "-q", "-m", "base")
     base = git("rev-parse", "HEAD")
-    workloads = path / "suites" / "workloads.py"
-    text = workloads.read_text()
-    assert text.count(_STEP) == 1, f"the planted slowdown expects one {_STEP!r} in suites/workloads.py"
-    workloads.write_text(text.replace(_STEP, "; ".join([_STEP] * 4)))
+    matmul = path / "suites" / "workloads" / "matmul.py"
+    text = matmul.read_text()
+    assert text.count(_STEP) == 1, f"the planted slowdown expects one {_STEP!r} in suites/workloads/matmul.py"
+    matmul.write_text(text.replace(_STEP, "; ".join([_STEP] * 4)))
     git("commit", "-q", "-am", "slow: four products per step")
     return base, git("rev-parse", "HEAD")
 

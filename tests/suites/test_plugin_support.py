@@ -97,3 +97,30 @@ def test_suite_defaults_apply_unless_the_user_sets_the_option(
     assert record["measurement"]["threads"] == threads
     assert record["measurement"]["sampling_seconds"] < 1.0, "the command line's max time (0.3 s) won"
     assert record["params"]["model"] == "mlp" and record["params"]["widths"] == "1000-512-256-2"
+
+
+def test_suite_defaults_yield_to_an_ini_value_too(pytester: pytest.Pytester) -> None:
+    """``gpuperf_threads`` and ``gpuperf_max_time`` in ini win over the suite's one thread and 2 s, as flags do.
+
+    Given with ``-o``, which sets ini values: the rootdir, and so the ini file read, is the repository's."""
+    result = pytester.runpytest_subprocess(
+        "-o",
+        "gpuperf_threads=2",
+        "-o",
+        "gpuperf_max_time=0.3",
+        str(REPO / "suites" / "test_mlp.py"),
+        "-k",
+        "mlp_train and not wide",
+        "--gpuperf-device=cpu",
+        "--gpuperf-memory=off",
+        "--gpuperf-json=run.json",
+        "-p",
+        "no:cacheprovider",
+        "--gpuperf-min-time=0.01",
+        "--gpuperf-warmup-time=0.05",
+        f"--gpuperf-results-dir={pytester.path / '.gpuperf'}",  # not the clone's
+    )
+    assert result.ret == 0
+    (record,) = json.loads((pytester.path / "run.json").read_text())["records"]
+    assert record["measurement"]["threads"] == 2
+    assert record["measurement"]["sampling_seconds"] < 1.0, "the ini's max time (0.3 s) won"

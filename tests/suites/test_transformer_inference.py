@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from pytest_gpuperf.measuring import WorkloadUnsupported
-from suites import workloads
 from suites.attention import attention_probe, choose_backend, pin_attention, sdpa_backend
 from suites.compat import torch_release
 from suites.test_transformer import fused_gain_expected
 from suites.workloads import TRANSFORMER, WORKLOADS, int8_unsupported, quantization_error
+from suites.workloads import inference as inference_workloads
+from suites.workloads import transformer as transformer_workloads
 
 CPU = torch.device("cpu")
 REPO = Path(__file__).parents[2]
@@ -92,7 +93,7 @@ def test_the_fused_kernel_is_asserted_faster_on_cuda_only() -> None:
 
 
 def test_no_sdpa_backend_makes_the_workload_unsupported_with_each_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workloads, "attention_probe", lambda *a, **k: lambda name: f"{name} says no")
+    monkeypatch.setattr(transformer_workloads, "attention_probe", lambda *a, **k: lambda name: f"{name} says no")
     with pytest.raises(WorkloadUnsupported, match="attention_fused on cpu: torch offers no fused kernel here"):
         WORKLOADS["attention_fused"].build(CPU, "small")
     with pytest.raises(WorkloadUnsupported, match="flash: flash says no; efficient: efficient says no; math: math"):
@@ -146,7 +147,7 @@ def test_the_int8_check_fails_past_the_tolerance(monkeypatch: pytest.MonkeyPatch
     step.fn()
     assert step.check is not None
     step.check()
-    monkeypatch.setattr(workloads, "INT8_TOLERANCE", 0.0)
+    monkeypatch.setattr(inference_workloads, "INT8_TOLERANCE", 0.0)
     with pytest.raises(AssertionError, match=r"mlp_wide int8: the output is \d+\.\d% off fp32's.*at most 0%"):
         step.check()
     reference = torch.ones(4)
@@ -159,14 +160,14 @@ def test_the_int8_check_fails_past_the_tolerance(monkeypatch: pytest.MonkeyPatch
 PATCHER = """
 import suites.test_inference as inference
 import suites.test_transformer as transformer
-import suites.workloads as workloads
+import suites.workloads.inference as inference_workloads
 
 transformer.MIN_TOKENS_PER_SECOND = "1e15 tokens/s"
 transformer.FUSED_MARGIN = 1e6
 transformer.fused_gain_expected = lambda device: None
 inference.MAX_P99_LATENCY = "1 ns"
 inference.MIN_THROUGHPUT = {unit: f"1e15 {unit}/s" for unit in inference.MIN_THROUGHPUT}
-workloads.INT8_TOLERANCE = 0.0
+inference_workloads.INT8_TOLERANCE = 0.0
 """
 
 

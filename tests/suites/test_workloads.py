@@ -54,6 +54,27 @@ UNSUPPORTED_ON_CPU = {
 }
 
 
+#: What ``ab`` and asv see, in this order: a workload renamed, dropped or added changes this list on purpose.
+REGISTERED = (
+    *("matmul_float32", "matmul_tf32", "matmul_float16", "matmul_bfloat16"),
+    *("mlp_train", "mlp_wide_train", "cnn_train", "resnet_train"),
+    *("mlp_train_amp", "mlp_wide_train_amp", "cnn_train_amp", "resnet_train_amp"),
+    *("stack_train", "stack_train_checkpointed", "stack_forward"),
+    *("h2d_copy_pinned", "h2d_copy_pageable", "mlp_wide_train_dataparallel"),
+    *("bandwidth_d2d_copy", "bandwidth_axpy", "d2h_copy_pinned", "d2h_copy_pageable"),
+    *("dataloader_w0_pageable", "dataloader_w0_pinned", "dataloader_w2_pageable", "dataloader_w2_pinned"),
+    "transformer_train",
+    *("mlp_wide_infer_b1", "mlp_wide_infer", "cnn_infer_b1", "cnn_infer", "transformer_infer_b1", "transformer_infer"),
+    *("mlp_wide_infer_int8", "attention_math", "attention_fused"),
+    *("mlp_train_compiled", "transformer_train_compiled"),
+)
+
+
+def test_the_registry_holds_every_workload_once_under_its_own_name_in_order() -> None:
+    assert tuple(WORKLOADS) == REGISTERED
+    assert all(workload.name == name for name, workload in WORKLOADS.items())
+
+
 def _run(step: Step, calls: int) -> None:
     for _ in range(calls):
         step.fn()

@@ -1,0 +1,70 @@
+"""``pytest_gpuperf.user_settings``: a conftest's own defaults go below what the user chose, as the suites' do."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuperf.plugin._settings import chosen
+
+_CONFTEST = """
+import pytest
+
+from pytest_gpuperf import user_settings
+
+DEFAULTS = {"max_time": "0.2", "min_samples": "7", "threads": "1"}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    given = user_settings(config)
+    print("CHOSEN", ",".join(sorted(given)))
+    defaults = {key: value for key, value in DEFAULTS.items() if key not in given}
+    for item in items:
+        item.add_marker(pytest.mark.gpuperf(**defaults), append=True)
+"""
+
+_TEST = """
+import pytest
+
+
+def test_defaults(gpuperf):
+    s = gpuperf.settings.measure
+    print("SETTINGS", s.max_time, s.min_samples, s.threads, s.per_call)
+
+
+@pytest.mark.gpuperf(threads=2)
+def test_own_marker(gpuperf):
+    print("OWN", gpuperf.settings.measure.threads)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "expected"),
+    [
+        ((), "", ["CHOSEN device", "*SETTINGS 0.2 7 1 False*"]),
+        (
+            ("--gpuperf-max-time=0.3", "--gpuperf-per-call"),
+            "gpuperf_min_samples = 5\n",
+            ["CHOSEN device,max_time,min_samples,per_call", "*SETTINGS 0.3 5 1 True*"],
+        ),
+    ],
+    ids=["nothing chosen", "command line and ini"],
+)
+def test_a_conftests_defaults_apply_where_the_user_chose_nothing(
+    pytester: pytest.Pytester, args: tuple[str, ...], ini: str, expected: list[str]
+) -> None:
+    pytester.makeini(f"[pytest]\ngpuperf_device = cpu\n{ini}")
+    pytester.makeconftest(_CONFTEST)
+    pytester.makepyfile(test_defaults=_TEST)
+    result = pytester.runpytest("-s", "-p", "no:randomly", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([*expected, "*OWN 2*"])
+
+
+def test_chosen_means_given_on_the_command_line_or_written_in_ini() -> None:
+    assert chosen({"max_time": None, "replace": None}, {"max_time": None, "target": "", "size": []}) == frozenset()
+    assert chosen({"max_time": "1", "replace": True}, {"target": "2%", "missing": "x"}) == {
+        "max_time",
+        "replace",
+        "target",
+    }
