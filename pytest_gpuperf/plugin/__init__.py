@@ -10,7 +10,8 @@ from .._lazy import exports
 
 if TYPE_CHECKING:
     from ._fixture import Gpuperf
-    from ._session import GpuperfSession, ReferencePeak
+    from ._records import ReferencePeak
+    from ._session import GpuperfSession
     from ._settings import Settings
 
 __getattr__, __dir__ = exports(__name__, __file__)

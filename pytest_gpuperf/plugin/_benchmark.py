@@ -292,7 +292,7 @@ class BenchmarkFixture:
         self._slot = slot
         self._settings = settings
         self._mode: str | None = None
-        self._measured: tuple[Measurement, Evidence, list[Check]] | None = None
+        self._measured: tuple[Measurement, Evidence] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -315,7 +315,6 @@ class BenchmarkFixture:
 
         self._use("benchmark(...)")
         step = functools.partial(function_to_benchmark, *args, **kwargs) if args or kwargs else function_to_benchmark
-        checks: list[Check] = []
         try:
             measurement = measure_on(
                 step,
@@ -324,7 +323,7 @@ class BenchmarkFixture:
                 name=self.fullname,
                 device=self._slot.id,
                 work={},
-                observer=checks.append,
+                observer=self._observer(),
                 coordinator=self._session.coordinator(self._slot, self.fullname),
             )
         except ModeUnsupported as exc:
@@ -332,7 +331,7 @@ class BenchmarkFixture:
         except Exception:
             self.has_error = True
             raise
-        self._done(measurement, checks)
+        self._done(measurement)
         return function_to_benchmark(*args, **kwargs)
 
     def pedantic(
@@ -351,7 +350,6 @@ class BenchmarkFixture:
         from ..measuring import ModeUnsupported, measure_fixed
 
         self._use("benchmark.pedantic(...)")
-        checks: list[Check] = []
         try:
             measurement, result = measure_fixed(
                 target,
@@ -367,7 +365,7 @@ class BenchmarkFixture:
                 kwargs=kwargs,
                 setup=setup,
                 teardown=teardown,
-                observer=checks.append,
+                observer=self._observer(),
                 caller="benchmark.pedantic",
             )
         except ModeUnsupported as exc:
@@ -375,15 +373,21 @@ class BenchmarkFixture:
         except Exception:
             self.has_error = True
             raise
-        self._done(measurement, checks)
+        self._done(measurement)
         return result
 
-    def _done(self, measurement: Measurement, checks: list[Check]) -> None:
-        """Keep the measurement for the record; ``checks`` is the list its observer appends to, so checks made on
-        it later (``benchmark.measurement.assert_latency``) land in the record too."""
+    def _observer(self) -> Callable[[Check], None]:
+        """Checks made on the measurement (``benchmark.measurement.assert_latency``) go to its record in the session's
+        record book, which holds them until the record is kept at teardown."""
+        from ..results import Record
+
+        return self._session.book.observer(Record.key_for(self._item.nodeid, self.fullname))
+
+    def _done(self, measurement: Measurement) -> None:
+        """Keep the measurement for the record, kept at teardown."""
         # The gate's evidence now: it holds the machine's load over the samples that just ended.
         evidence = self._session.evidence(self._item, measurement)
-        self._measured = (measurement, evidence, checks)
+        self._measured = (measurement, evidence)
         self.stats = BenchmarkStats(self, measurement)
 
     def finish(self) -> None:
@@ -392,14 +396,14 @@ class BenchmarkFixture:
             return
         from ._fixture import Gpuperf
 
-        measurement, evidence, checks = self._measured
+        measurement, evidence = self._measured
         metadata: dict[str, Any] = {}
         if self.group is not None:
             metadata["group"] = self.group
         if self.extra_info:
             metadata["extra_info"] = _json_safe(self.extra_info)
         Gpuperf(self._item, self._session, self._slot).record(
-            measurement, params=self.params, checks=checks, metadata=metadata, evidence=evidence
+            measurement, params=self.params, metadata=metadata, evidence=evidence
         )
 
 
@@ -426,7 +430,7 @@ class BenchmarkPlugin:
         #: keyword -> (values as written, the reason), in the order first seen
         self.ignored: dict[str, tuple[list[str], str]] = {}
         self._all_cuda: AllCudaBackend | None = None
-        session.measuring_fixtures.add("benchmark")
+        session.declare_measuring_fixture("benchmark")
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         node = metafunc.definition
@@ -462,7 +466,7 @@ class BenchmarkPlugin:
 
             inventory = self.session.inventory
             self._all_cuda = AllCudaBackend(inventory.cuda_count if inventory is not None else 0)
-            self.session.device_descriptions["cuda"] = self._all_cuda.describe()
+            self.session.book.describe_device("cuda", self._all_cuda.describe())
         return self._all_cuda
 
     def _note(self, marks: MarkerSettings) -> None:
