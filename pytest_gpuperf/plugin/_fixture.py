@@ -176,16 +176,6 @@ class Gpuperf:
         the terminal summary. With ``record``, the name of a measurement this test recorded, the check also lands
         in that record (the results table's flags, the results file)."""
         __tracebackhide__ = True
-        observer = None
-        if record is not None:
-            key = self._key(record)
-            if key not in self._keys:
-                recorded = ", ".join(repr(self._name(k)) for k in self._keys) or "none"
-                raise ValueError(
-                    f"gpuperf.expect(record={record!r}): {self._item.nodeid} recorded no measurement of that name "
-                    f"(it recorded: {recorded})"
-                )
-            observer = self._book.observer(key)
         check = expect_interval(
             estimate.what,
             estimate.value,
@@ -198,10 +188,21 @@ class Gpuperf:
             count=estimate.count,
             evidence=f"from {estimate.count} paired rounds on {self.slot.id}",
             inconclusive=self.settings.measure.inconclusive,
-            observer=observer,
+            observer=None if record is None else self._observer_of(record),
         )
         self.note(f"{check.outcome}: {check.message}")
         return check
+
+    def _observer_of(self, name: str) -> Callable[[Check], None]:
+        """Where a check of this test's record of the measurement ``name`` goes; ValueError if there is none."""
+        key = self._key(name)
+        if key not in self._keys:
+            recorded = ", ".join(repr(self._name(k)) for k in self._keys) or "none"
+            raise ValueError(
+                f"gpuperf.expect(record={name!r}): {self._item.nodeid} recorded no measurement of that name "
+                f"(it recorded: {recorded})"
+            )
+        return self._book.observer(key)
 
     def record(
         self,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..measuring import Check
     from ..results import Record, Run
 
-__all__ = ["Again", "RecordBook", "ReferencePeak"]
+__all__ = ["RecordBook", "ReferencePeak", "Shelf"]
 
 
 @dataclass(frozen=True)
@@ -40,59 +40,23 @@ class ReferencePeak:
     how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
 
 
-class Again:
-    """The records kept while a test is measured again (``RecordBook.measuring_again``): one more round of it."""
-
-    def __init__(self) -> None:
-        self._records: list[Record] = []
-
-    @property
-    def records(self) -> tuple[Record, ...]:
-        return tuple(self._records)
-
-
-def _ignore(check: Check) -> None:
-    """The observer of a measurement made while a test is measured again: a round's checks decide nothing."""
-
-
-class RecordBook:
-    """A session's records, and the notes, reference peaks, device descriptions and failures that go with them."""
+class Shelf:
+    """Records in the order kept, each with the checks made on its measurement: the session's, or those of a round
+    of a test measured again (``RecordBook.measuring_again``)."""
 
     def __init__(self) -> None:
         self._records: list[Record] = []
         #: record key -> checks made on its measurement before the record was kept
         self._waiting: dict[str, list[Check]] = {}
-        self._again: Again | None = None
-        self._notes: list[tuple[str, str]] = []
-        self._peaks: dict[str, ReferencePeak] = {}
-        self._devices: dict[str, dict[str, Any]] = {}
-        self._failures: dict[str, str] = {}
-
-    # ------------------------------------------------------------ records
 
     @property
     def records(self) -> tuple[Record, ...]:
-        """The session's records, in the order kept, each with the checks made on it so far."""
         return tuple(self._records)
 
-    def keep(self, record: Record) -> bool:
-        """Keep ``record``: True when it is one more record of the session, False when it is a round of a test
-        being measured again (``measuring_again``), which becomes evidence of the session's record instead."""
-        if self._again is not None:
-            self._again._records.append(record)
-            return False
-        waiting = self._waiting.pop(record.key, [])
-        for check in waiting:
+    def put(self, record: Record) -> None:
+        for check in self._waiting.pop(record.key, []):
             record = record.with_check(check)
         self._records.append(record)
-        return True
-
-    def observer(self, key: str) -> Callable[[Check], None]:
-        """What a Measurement recorded under ``key`` calls with each check made on it: the check goes to its record
-        (``add_check``). A measurement made while a test is measured again gets an observer that keeps nothing."""
-        if self._again is not None:
-            return _ignore
-        return functools.partial(self.add_check, key)
 
     def add_check(self, key: str, check: Check) -> None:
         """Add ``check`` to the latest record of ``key`` (replacing that record), or hold it until that record is
@@ -104,9 +68,49 @@ class RecordBook:
         self._waiting.setdefault(key, []).append(check)
 
     def latest(self, key: str) -> Record | None:
+        return next((record for record in reversed(self._records) if record.key == key), None)
+
+    def replace(self, records: list[Record]) -> None:
+        self._records = records
+
+
+class RecordBook:
+    """A session's records, and the notes, reference peaks, device descriptions and failures that go with them."""
+
+    def __init__(self) -> None:
+        self._shelf = Shelf()
+        self._again: Shelf | None = None  # while a test is measured again: its round's records
+        self._notes: list[tuple[str, str]] = []
+        self._peaks: dict[str, ReferencePeak] = {}
+        self._devices: dict[str, dict[str, Any]] = {}
+        self._failures: dict[str, str] = {}
+
+    # ------------------------------------------------------------ records
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        """The session's records, in the order kept, each with the checks made on it so far."""
+        return self._shelf.records
+
+    def keep(self, record: Record) -> bool:
+        """Keep ``record``: True when it is one more record of the session, False when it is a round of a test
+        being measured again (``measuring_again``), which becomes evidence of the session's record instead."""
+        (self._again or self._shelf).put(record)
+        return self._again is None
+
+    def observer(self, key: str) -> Callable[[Check], None]:
+        """What a Measurement recorded under ``key`` calls with each check made on it: the check goes to its record
+        (``add_check``), or, for a measurement made while a test is measured again, to the round's record."""
+        return functools.partial((self._again or self._shelf).add_check, key)
+
+    def add_check(self, key: str, check: Check) -> None:
+        """Add ``check`` to the session's latest record of ``key`` (replacing that record), or hold it until that
+        record is kept."""
+        self._shelf.add_check(key, check)
+
+    def latest(self, key: str) -> Record | None:
         """The record of ``key`` as it is now, with its checks: the round's while a test is measured again."""
-        records = self._again._records if self._again is not None else self._records
-        return next((record for record in reversed(records) if record.key == key), None)
+        return (self._again or self._shelf).latest(key)
 
     @property
     def repeating(self) -> bool:
@@ -114,10 +118,10 @@ class RecordBook:
         return self._again is not None
 
     @contextlib.contextmanager
-    def measuring_again(self) -> Iterator[Again]:
-        """While inside, the records kept are a new round of a test, collected in the ``Again`` given (their checks
-        ignored); pass its records to ``add_repeats`` to add them to the evidence of the session's records."""
-        again = Again()
+    def measuring_again(self) -> Iterator[Shelf]:
+        """While inside, the records kept (and their checks) are a new round of a test, put on the Shelf given; pass
+        its records to ``add_repeats`` to add them to the evidence of the session's records."""
+        again = Shelf()
         self._again = again
         try:
             yield again
@@ -129,7 +133,7 @@ class RecordBook:
         (``--gpuperf-rounds``) or, ``as_runs``, as a confirmation run in a fresh process (``--gpuperf-confirm``)."""
         from ..results import with_repeats
 
-        self._records = with_repeats(self._records, fresh, as_runs=as_runs)
+        self._shelf.replace(with_repeats(self._shelf.records, fresh, as_runs=as_runs))
 
     # ------------------------------------------------------------ what the run keeps with its records
 
@@ -173,7 +177,7 @@ class RecordBook:
     def payload(self) -> dict[str, Any]:
         """What an xdist worker sends its controller (JSON-ready): records, notes, peaks, devices, failures."""
         return {
-            "records": [record.to_dict() for record in self._records],
+            "records": [record.to_dict() for record in self._shelf.records],
             "notes": [list(note) for note in self._notes],
             "peaks": {device: [p.flops_per_second, p.how] for device, p in self._peaks.items()},
             "devices": self._devices,
@@ -184,7 +188,8 @@ class RecordBook:
         """A worker's ``payload()`` added to this book (the controller's)."""
         from ..results import Record
 
-        self._records.extend(Record.from_dict(record) for record in payload["records"])
+        for record in payload["records"]:
+            self._shelf.put(Record.from_dict(record))
         self._notes.extend((str(nodeid), str(text)) for nodeid, text in payload["notes"])
         for device, (flops, how) in payload["peaks"].items():
             self.offer_reference_peak(device, float(flops), str(how))
@@ -202,7 +207,7 @@ class RecordBook:
             created=created,
             fingerprint=fingerprint,
             settings=settings,
-            records=[_fixed(record) for record in self._records],
+            records=[_fixed(record) for record in self._shelf.records],
             devices={
                 device: {**description, **_peak_description(self._peaks.get(device))}
                 for device, description in self._devices.items()
