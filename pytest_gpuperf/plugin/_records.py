@@ -180,8 +180,8 @@ class RecordBook:
             "records": [record.to_dict() for record in self._shelf.records],
             "notes": [list(note) for note in self._notes],
             "peaks": {device: [p.flops_per_second, p.how] for device, p in self._peaks.items()},
-            "devices": self._devices,
-            "failures": self._failures,
+            "devices": {device: dict(description) for device, description in self._devices.items()},
+            "failures": dict(self._failures),
         }
 
     def merge(self, payload: Mapping[str, Any]) -> None:
