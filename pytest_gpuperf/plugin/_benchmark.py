@@ -378,10 +378,9 @@ class BenchmarkFixture:
 
     def _observer(self) -> Callable[[Check], None]:
         """Checks made on the measurement (``benchmark.measurement.assert_latency``) go to its record in the session's
-        record book, which holds them until the record is kept at teardown."""
-        from ..results import Record
-
-        return self._session.book.observer(Record.key_for(self._item.nodeid, self.fullname))
+        record book, which holds them until the record is kept at teardown. The measurement is named by the test's
+        id, so its record's key is that id."""
+        return self._session.book.observer(self.fullname)
 
     def _done(self, measurement: Measurement) -> None:
         """Keep the measurement for the record, kept at teardown."""
