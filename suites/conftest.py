@@ -102,9 +102,7 @@ def matmul_peak(request: pytest.FixtureRequest, gpuperf: Gpuperf) -> PeakOp:
 def _fastest(gpuperf: Gpuperf, steps: Mapping[str, Step], unit: str, *, record: bool) -> tuple[str, float]:
     """``steps`` in interleaved rounds (their measurements the test's records with ``record``), each step's check
     run after them; the fastest step's name and its median throughput in ``unit`` per second."""
-    from .support import paired
-
-    rounds, _ = paired(gpuperf, steps, record=None if record else [])
+    rounds = gpuperf.paired(steps, record=None if record else [])
     for step in steps.values():
         if step.check is not None:
             step.check()

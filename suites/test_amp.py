@@ -23,7 +23,6 @@ import torch
 
 from pytest_gpuperf import Gpuperf
 
-from .support import expect, paired
 from .training import LARGE_GEMM
 from .workloads import WORKLOADS
 
@@ -65,7 +64,7 @@ def test_amp_speedup(gpuperf: Gpuperf, model: str) -> None:
         "fp32": WORKLOADS[f"{model}_train"].build(gpuperf.device, gpuperf.size),
         "amp": WORKLOADS[f"{model}_train_amp"].build(gpuperf.device, gpuperf.size),
     }
-    rounds, checks = paired(gpuperf, steps)
+    rounds = gpuperf.paired(steps)
     for step in steps.values():
         assert step.check is not None
         step.check()  # loss finite and falling, optimizer (and scaler) stepped
@@ -74,6 +73,6 @@ def test_amp_speedup(gpuperf: Gpuperf, model: str) -> None:
     assert isinstance(share, float)
     why_not = amp_gain_expected(gpuperf.device, share)
     if why_not is None:
-        expect(gpuperf, speedup, at_least=AMP_MARGIN, checks=checks["amp"])
+        gpuperf.expect(speedup, at_least=AMP_MARGIN, record="amp")
     else:
         gpuperf.note(f"{model}: AMP ({steps['amp'].params['amp']}) {speedup}; not asserted: {why_not}")

@@ -19,7 +19,6 @@ from typing import Final
 from pytest_gpuperf import Gpuperf
 from pytest_gpuperf.measuring import format_bytes
 
-from .support import expect, paired
 from .workloads import WORKLOADS
 
 #: Checkpointing must cut the step's peak memory by at least this fraction. The stack keeps
@@ -41,7 +40,7 @@ def test_checkpoint_memory_and_overhead(gpuperf: Gpuperf) -> None:
             ("forward", "stack_forward"),
         )
     }
-    rounds, checks = paired(gpuperf, steps, record=["full", "checkpointed"])
+    rounds = gpuperf.paired(steps, record=["full", "checkpointed"])
     for name in ("full", "checkpointed"):
         check = steps[name].check
         assert check is not None
@@ -73,4 +72,4 @@ def test_checkpoint_memory_and_overhead(gpuperf: Gpuperf) -> None:
         "extra time of the checkpointed step, in forward passes",
         lambda t: (t["checkpointed"] - t["full"]) / t["forward"],
     )
-    expect(gpuperf, extra, at_most=MAX_EXTRA_FORWARDS, checks=checks["checkpointed"])
+    gpuperf.expect(extra, at_most=MAX_EXTRA_FORWARDS, record="checkpointed")

@@ -27,7 +27,6 @@ import torch
 
 from pytest_gpuperf import Gpuperf
 
-from .support import paired
 from .workloads import COMPILE_MODE, WORKLOADS, compile_unsupported
 
 # torch's inductor, imported by the first compile, warns that torch.jit.script_method is deprecated: torch's own
@@ -79,7 +78,7 @@ def test_compile_speedup(gpuperf: Gpuperf, model: str) -> None:
     compile_seconds = first_call_seconds(steps["compiled"].fn, synchronize)
     second = first_call_seconds(steps["compiled"].fn, synchronize)
     kept = {"compile_seconds": round(compile_seconds, 3), "compile_smoke_seconds": round(smoke, 3)}
-    rounds, _ = paired(gpuperf, steps, metadata={"compiled": kept})
+    rounds = gpuperf.paired(steps, metadata={"compiled": kept})
     for step in steps.values():
         assert step.check is not None
         step.check()  # loss finite and falling, the optimizer stepped

@@ -12,7 +12,6 @@ import pytest
 
 from pytest_gpuperf import Gpuperf
 
-from .support import expect, paired
 from .workloads import WORKLOADS
 
 
@@ -21,8 +20,8 @@ def _pinned_vs_pageable(gpuperf: Gpuperf, direction: str) -> None:
         "pinned": WORKLOADS[f"{direction}_copy_pinned"].build(gpuperf.device, gpuperf.size),
         "pageable": WORKLOADS[f"{direction}_copy_pageable"].build(gpuperf.device, gpuperf.size),
     }
-    rounds, checks = paired(gpuperf, steps)
-    expect(gpuperf, rounds.throughput_ratio("pinned", "pageable", "B"), at_least=1.0, checks=checks["pinned"])
+    rounds = gpuperf.paired(steps)
+    gpuperf.expect(rounds.throughput_ratio("pinned", "pageable", "B"), at_least=1.0, record="pinned")
 
 
 @pytest.mark.gpuperf_requires("cuda")

@@ -24,11 +24,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pytest_gpuperf import Check, Estimate, Gpuperf, MeasureSettings
+from pytest_gpuperf import Estimate, Gpuperf, MeasureSettings
 from pytest_gpuperf.measuring import World, backend_for_kind, spawn
 
 from .ddp import ScalingResult, control_name, ddp_name, ddp_scaling, ddp_worker
-from .support import expect, paired
 from .workloads import WORKLOADS
 
 #: DDP's efficiency against the parallel capacity measured in the same rounds (time of the
@@ -64,13 +63,9 @@ def _time_ratio(numerator: str, denominator: str) -> Callable[[Mapping[str, floa
 
 def _report(gpuperf: Gpuperf, result: ScalingResult) -> None:
     """Record each world size, note who ran and the efficiencies, judge DDP against the measured capacity."""
-    checks: dict[str, list[Check]] = {}
     for size in result.world_sizes:
-        name = ddp_name(size)
-        measurement = result.paired.measurements[name]
-        checks[name] = []
         gpuperf.record(
-            dataclasses.replace(measurement, observer=checks[name].append),
+            result.paired.measurements[ddp_name(size)],
             params={
                 "size": gpuperf.size,
                 "model": "mlp",
@@ -79,7 +74,6 @@ def _report(gpuperf: Gpuperf, result: ScalingResult) -> None:
                 "per_rank_batch": result.per_rank_batch[size],
                 "backend": result.backend,
             },
-            checks=checks[name],
         )
     ranks = ", ".join(
         f"rank {r.rank} pid {r.pid} on {r.device} ({r.threads} thread{'' if r.threads == 1 else 's'})"
@@ -97,7 +91,7 @@ def _report(gpuperf: Gpuperf, result: ScalingResult) -> None:
             f"DDP efficiency at {size} ranks against the measured capacity", _time_ratio(control, name)
         )
         if size == result.world_sizes[-1]:
-            expect(gpuperf, against, at_least=EFFICIENCY_FLOOR[gpuperf.slot.kind], checks=checks[name])
+            gpuperf.expect(against, at_least=EFFICIENCY_FLOOR[gpuperf.slot.kind], record=name)
         else:
             gpuperf.note(str(against))
 
@@ -114,7 +108,7 @@ def test_dataparallel(gpuperf: Gpuperf) -> None:
         "one_gpu": WORKLOADS["mlp_wide_train"].build(gpuperf.device, gpuperf.size),
         "dataparallel": WORKLOADS["mlp_wide_train_dataparallel"].build(gpuperf.device, gpuperf.size),
     }
-    rounds, _ = paired(gpuperf, steps)
+    rounds = gpuperf.paired(steps)
     for step in steps.values():
         assert step.check is not None
         step.check()

@@ -22,7 +22,6 @@ import pytest
 from pytest_gpuperf import Check, Estimate, Gpuperf, Paired, Quantity
 
 from .dataloading import LOADER_WORKERS, dataloader_steps, dataloader_unsupported, loader_name
-from .support import expect, paired
 
 #: Pinned + non_blocking must keep at least this share of pageable's end-to-end samples/s. Not slower, within a
 #: 5% margin: where loading or compute bounds the step, the copy is a small part of it and the two are equal;
@@ -45,9 +44,10 @@ def bound_note(rounds: Paired, label: str) -> str:
     )
 
 
-def judge_pinned(gpuperf: Gpuperf, ratio: Estimate, checks: list[Check]) -> Check:
+def judge_pinned(gpuperf: Gpuperf, ratio: Estimate) -> Check:
+    """Pinned's end-to-end samples/s against pageable's, its check in the record of the pinned step."""
     __tracebackhide__ = True
-    return expect(gpuperf, ratio, at_least=PINNED_AT_LEAST, checks=checks)
+    return gpuperf.expect(ratio, at_least=PINNED_AT_LEAST, record="pinned")
 
 
 @pytest.mark.parametrize("pinned", [False, True], ids=["pageable", "pinned"])
@@ -57,7 +57,7 @@ def test_dataloader(gpuperf: Gpuperf, workers: int, pinned: bool) -> None:
     if why:
         pytest.skip(f"{loader_name(workers, pinned)} on {gpuperf.slot.id}: {why}")
     steps = dataloader_steps(gpuperf.device, gpuperf.size, workers=workers, pinned=pinned)
-    rounds, _ = paired(gpuperf, steps)
+    rounds = gpuperf.paired(steps)
     check = steps["end_to_end"].check
     assert check is not None
     check()
@@ -70,5 +70,5 @@ def test_dataloader_pinned_vs_pageable(gpuperf: Gpuperf) -> None:
         "pinned": dataloader_steps(gpuperf.device, gpuperf.size, workers=PINNED_WORKERS, pinned=True)["end_to_end"],
         "pageable": dataloader_steps(gpuperf.device, gpuperf.size, workers=PINNED_WORKERS, pinned=False)["end_to_end"],
     }
-    rounds, checks = paired(gpuperf, steps)
-    judge_pinned(gpuperf, rounds.throughput_ratio("pinned", "pageable", "samples"), checks["pinned"])
+    rounds = gpuperf.paired(steps)
+    judge_pinned(gpuperf, rounds.throughput_ratio("pinned", "pageable", "samples"))

@@ -25,7 +25,6 @@ import pytest
 from pytest_gpuperf import Gpuperf
 from pytest_gpuperf.measuring import format_duration
 
-from .support import paired
 from .workloads import INT8_TOLERANCE, WORKLOADS, int8_unsupported
 
 #: model -> what one row of its batch is
@@ -65,7 +64,7 @@ def test_int8_dynamic_quantization(gpuperf: Gpuperf) -> None:
         "fp32": WORKLOADS["mlp_wide_infer"].build(gpuperf.device, gpuperf.size),
         "int8": WORKLOADS["mlp_wide_infer_int8"].build(gpuperf.device, gpuperf.size),
     }
-    rounds, _ = paired(gpuperf, steps, names={"fp32": "fp32", "int8": "int8"})
+    rounds = gpuperf.paired(steps, names={"fp32": "fp32", "int8": "int8"})
     for step in steps.values():
         assert step.check is not None
         step.check()  # int8: within INT8_TOLERANCE of fp32's output

@@ -16,7 +16,7 @@ import pytest
 from pytest_gpuperf import Gpuperf
 
 from .conftest import PeakOp
-from .support import expect, expectations, fraction_of_reference, percent
+from .support import expectations, fraction_of_reference, percent
 from .workloads import MATMUL_DTYPES, MATMUL_SWEEP, matmul_step, matmul_unsupported
 
 #: On any healthy device the best dtype at half the largest size reaches at least this
@@ -55,7 +55,7 @@ def test_matmul(gpuperf: Gpuperf, matmul_peak: PeakOp, dtype: str, scale: str) -
     if why:
         pytest.skip(f"matmul {dtype} on {gpuperf.slot.id}: {why}")
     n = MATMUL_SWEEP[gpuperf.size][-1] // SCALES[scale]
-    fraction, checks = fraction_of_reference(
+    fraction = fraction_of_reference(
         gpuperf,
         matmul_step(gpuperf.device, dtype, n),
         matmul_step(gpuperf.device, matmul_peak.dtype, matmul_peak.n),
@@ -64,7 +64,7 @@ def test_matmul(gpuperf: Gpuperf, matmul_peak: PeakOp, dtype: str, scale: str) -
         what=f"matmul {dtype} n={n} as a fraction of the reference peak",
     )
     if dtype == matmul_peak.dtype and scale == "half":
-        expect(gpuperf, fraction, at_least=FRACTION_OF_PEAK, checks=checks)
+        gpuperf.expect(fraction, at_least=FRACTION_OF_PEAK, record=f"n={n}")
     else:
         gpuperf.note(
             f"matmul {dtype} n={n} reaches {percent(fraction.value)} of the peak "

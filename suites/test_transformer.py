@@ -23,7 +23,6 @@ import torch
 
 from pytest_gpuperf import Gpuperf, WorkloadUnsupported
 
-from .support import expect, paired
 from .workloads import WORKLOADS
 
 #: Any working device trains the transformer at well over this; the real content is the table.
@@ -63,7 +62,7 @@ def test_attention_fused_against_math(gpuperf: Gpuperf) -> None:
         steps = {kind: WORKLOADS[f"attention_{kind}"].build(gpuperf.device, gpuperf.size) for kind in ("math", "fused")}
     except WorkloadUnsupported as exc:
         pytest.skip(str(exc))
-    rounds, checks = paired(gpuperf, steps)
+    rounds = gpuperf.paired(steps)
     for step in steps.values():
         assert step.check is not None
         step.check()  # outputs finite
@@ -71,6 +70,6 @@ def test_attention_fused_against_math(gpuperf: Gpuperf) -> None:
     fused = steps["fused"].params["sdpa_backend"]
     why_not = fused_gain_expected(gpuperf.device)
     if why_not is None:
-        expect(gpuperf, speedup, at_least=FUSED_MARGIN, checks=checks["fused"])
+        gpuperf.expect(speedup, at_least=FUSED_MARGIN, record="fused")
     else:
         gpuperf.note(f"attention: {fused} kernel's {speedup}; not asserted: {why_not}")

@@ -292,7 +292,7 @@ class BenchmarkFixture:
         self._slot = slot
         self._settings = settings
         self._mode: str | None = None
-        self._measured: tuple[Measurement, Evidence, list[Check]] | None = None
+        self._measured: tuple[Measurement, Evidence] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -315,7 +315,6 @@ class BenchmarkFixture:
 
         self._use("benchmark(...)")
         step = functools.partial(function_to_benchmark, *args, **kwargs) if args or kwargs else function_to_benchmark
-        checks: list[Check] = []
         try:
             measurement = measure_on(
                 step,
@@ -324,7 +323,7 @@ class BenchmarkFixture:
                 name=self.fullname,
                 device=self._slot.id,
                 work={},
-                observer=checks.append,
+                observer=self._observer(),
                 coordinator=self._session.coordinator(self._slot, self.fullname),
             )
         except ModeUnsupported as exc:
@@ -332,7 +331,7 @@ class BenchmarkFixture:
         except Exception:
             self.has_error = True
             raise
-        self._done(measurement, checks)
+        self._done(measurement)
         return function_to_benchmark(*args, **kwargs)
 
     def pedantic(
@@ -351,29 +350,33 @@ class BenchmarkFixture:
         from ..measuring import FixedBudget, FixedCall, ModeUnsupported, Subject, measure_fixed
 
         self._use("benchmark.pedantic(...)")
-        checks: list[Check] = []
         try:
             measurement, result = measure_fixed(
                 FixedCall(target, args, kwargs, setup, teardown),
                 self._backend,
                 self._settings,
                 FixedBudget(rounds, iterations, warmup_rounds, caller="benchmark.pedantic"),
-                Subject(self.fullname, self._slot.id, observer=checks.append),
+                Subject(self.fullname, self._slot.id, observer=self._observer()),
             )
         except ModeUnsupported as exc:
             pytest.skip(str(exc))
         except Exception:
             self.has_error = True
             raise
-        self._done(measurement, checks)
+        self._done(measurement)
         return result
 
-    def _done(self, measurement: Measurement, checks: list[Check]) -> None:
-        """Keep the measurement for the record; ``checks`` is the list its observer appends to, so checks made on
-        it later (``benchmark.measurement.assert_latency``) land in the record too."""
+    def _observer(self) -> Callable[[Check], None]:
+        """Checks made on the measurement (``benchmark.measurement.assert_latency``) go to its record in the session's
+        record book, which holds them until the record is kept at teardown. The measurement is named by the test's
+        id, so its record's key is that id."""
+        return self._session.book.observer(self.fullname)
+
+    def _done(self, measurement: Measurement) -> None:
+        """Keep the measurement for the record, kept at teardown."""
         # The gate's evidence now: it holds the machine's load over the samples that just ended.
         evidence = self._session.evidence(self._item, measurement)
-        self._measured = (measurement, evidence, checks)
+        self._measured = (measurement, evidence)
         self.stats = BenchmarkStats(self, measurement)
 
     def finish(self) -> None:
@@ -382,14 +385,14 @@ class BenchmarkFixture:
             return
         from ._fixture import Gpuperf
 
-        measurement, evidence, checks = self._measured
+        measurement, evidence = self._measured
         metadata: dict[str, Any] = {}
         if self.group is not None:
             metadata["group"] = self.group
         if self.extra_info:
             metadata["extra_info"] = _json_safe(self.extra_info)
         Gpuperf(self._item, self._session, self._slot).record(
-            measurement, params=self.params, checks=checks, metadata=metadata, evidence=evidence
+            measurement, params=self.params, metadata=metadata, evidence=evidence
         )
 
 
@@ -416,7 +419,7 @@ class BenchmarkPlugin:
         #: keyword -> (values as written, the reason), in the order first seen
         self.ignored: dict[str, tuple[list[str], str]] = {}
         self._all_cuda: AllCudaBackend | None = None
-        session.measuring_fixtures.add("benchmark")
+        session.declare_measuring_fixture("benchmark")
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         node = metafunc.definition
@@ -452,7 +455,7 @@ class BenchmarkPlugin:
 
             inventory = self.session.inventory
             self._all_cuda = AllCudaBackend(inventory.cuda_count if inventory is not None else 0)
-            self.session.device_descriptions["cuda"] = self._all_cuda.describe()
+            self.session.book.describe_device("cuda", self._all_cuda.describe())
         return self._all_cuda
 
     def _note(self, marks: MarkerSettings) -> None:

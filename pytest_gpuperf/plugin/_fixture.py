@@ -1,8 +1,14 @@
-"""The ``gpuperf`` fixture object: measure a callable on the test's device and record it."""
+"""The ``gpuperf`` fixture object: measure on the test's device, record, judge paired claims.
+
+Every record it makes is kept by the session's record book (``_records.py``), and every
+check made later on a recorded Measurement reaches its record through the book: the
+Measurement's observer is a call into it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import pytest
@@ -11,15 +17,23 @@ from ..measuring import (
     Backend,
     Check,
     DeviceSlot,
+    Estimate,
+    JudgeContext,
     Measurement,
     ModeUnsupported,
+    Paired,
+    Step,
+    StepFactory,
     Workload,
+    expect_estimate,
     measure_on,
+    measure_paired,
     resolve_size,
     work_from,
 )
 from ..results import Evidence, Record
-from ._session import GpuperfSession, ReferencePeak
+from ._records import ReferencePeak
+from ._session import GpuperfSession
 from ._settings import SettingError
 
 __all__ = ["Gpuperf"]
@@ -31,9 +45,16 @@ class Gpuperf:
     def __init__(self, item: pytest.Item, session: GpuperfSession, slot: DeviceSlot) -> None:
         self._item = item
         self._session = session
+        self._book = session.book
         self.slot = slot
         self.settings = session.item_settings(item)
-        self.records: list[Record] = []
+        self._keys: list[str] = []  # the keys of this test's records, in the order recorded
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        """The records this test has made so far, each with the checks made on it."""
+        found = (self._book.latest(key) for key in self._keys)
+        return tuple(record for record in found if record is not None)
 
     @property
     def device(self) -> Any:
@@ -66,7 +87,7 @@ class Gpuperf:
         ``overrides`` are settings for this measurement only (``target=0.02``, ``max_time=10``).
         """
         __tracebackhide__ = True
-        if name is None and any(r.measurement.name == self._item.nodeid for r in self.records):
+        if name is None and self._key(self._item.nodeid) in self._keys:
             raise ValueError(
                 f"{self._item.nodeid} measures more than once: give each measurement its own name=, "
                 "so that each can be compared with its baseline"
@@ -75,7 +96,6 @@ class Gpuperf:
             settings = self.settings.with_marker(overrides) if overrides else self.settings
         except SettingError as exc:
             raise ValueError(f"gpuperf.measure(): {exc}") from None
-        record_checks: list[Check] = []
         label = name or self._item.nodeid
         try:
             measurement = measure_on(
@@ -85,15 +105,97 @@ class Gpuperf:
                 name=label,
                 device=self.slot.id,
                 work=work_from(flops, bytes, samples, items, work),
-                observer=record_checks.append,
+                observer=self._book.observer(self._key(label)),
                 # Under torchrun: barrier per block, the slowest rank counts, agreed stops (docs/multi-gpu.md).
                 coordinator=self._session.coordinator(self.slot, f"{self._item.nodeid} {label}"),
             )
         except ModeUnsupported as exc:
             pytest.skip(str(exc))
         own = {name: settings.value(name) for name in ("tolerance", "noise_floor") if name in overrides}
-        self.record(measurement, params=params, checks=record_checks, **own)
+        self.record(measurement, params=params, **own)
         return measurement
+
+    def paired(
+        self,
+        steps: Mapping[str, Step | StepFactory],
+        *,
+        record: Collection[str] | None = None,
+        params: Mapping[str, object] | None = None,
+        names: Mapping[str, str] | None = None,
+        metadata: Mapping[str, Mapping[str, object]] | None = None,
+    ) -> Paired:
+        """Time ``steps`` in interleaved rounds on this test's device (``measure_paired``) and record those named in
+        ``record`` (default: every step) as this test's, in that order.
+
+        Each record's params are the size preset, the step's own params (a Step's; a factory's are
+        not known before it is built) and ``params``. ``names`` renames steps in the records
+        (``{"this": "n=512"}``); ``metadata``, per step, is kept in its record's metadata (not
+        compared by the gate: a compile time). Assertions made later on a recorded step's
+        Measurement land in its record. A step that the timing mode cannot run skips the test.
+        """
+        __tracebackhide__ = True
+        wanted = list(steps) if record is None else list(record)
+        unknown = [name for name in wanted if name not in steps]
+        if unknown:
+            raise ValueError(f"gpuperf.paired(): record names {unknown!r}, which are not steps ({', '.join(steps)})")
+        labels = {name: (names or {}).get(name, name) for name in steps}
+        for name in wanted:
+            self._check_unrecorded(labels[name])
+        what = " ".join(labels[name] for name in steps)
+        try:
+            rounds = measure_paired(
+                steps,
+                self.backend,
+                self.settings.measure,
+                device=self.slot.id,
+                coordinator=self._session.coordinator(self.slot, f"{self._item.nodeid} paired {what}"),
+                observers={name: self._book.observer(self._key(labels[name])) for name in wanted},
+                names=names,
+            )
+        except ModeUnsupported as exc:
+            pytest.skip(str(exc))
+        for name in wanted:
+            step = steps[name]
+            own = step.params if isinstance(step, Step) else {}
+            self.record(
+                rounds.measurements[name],
+                params={"size": self.size, **own, **(params or {})},
+                metadata=(metadata or {}).get(name),
+            )
+        return rounds
+
+    def expect(
+        self,
+        estimate: Estimate,
+        *,
+        at_least: float | None = None,
+        at_most: float | None = None,
+        record: str | None = None,
+    ) -> Check:
+        """Judge ``estimate`` (a paired ratio with its interval) against exactly one bound: pass, fail (raises) or
+        inconclusive (warns, or fails with ``--gpuperf-inconclusive=fail``), by its interval; note the verdict in
+        the terminal summary. With ``record``, the name of a measurement this test recorded, the check also lands
+        in that record (the results table's flags, the results file)."""
+        __tracebackhide__ = True
+        judged = dataclasses.replace(estimate, evidence=f"from {estimate.count} paired rounds on {self.slot.id}")
+        context = JudgeContext(
+            inconclusive=self.settings.measure.inconclusive,
+            observer=None if record is None else self._observer_of(record),
+        )
+        check = expect_estimate(judged, at_least=at_least, at_most=at_most, context=context, stacklevel=2)
+        self.note(f"{check.outcome}: {check.message}")
+        return check
+
+    def _observer_of(self, name: str) -> Callable[[Check], None]:
+        """Where a check of this test's record of the measurement ``name`` goes; ValueError if there is none."""
+        key = self._key(name)
+        if key not in self._keys:
+            recorded = ", ".join(repr(self._name(k)) for k in self._keys) or "none"
+            raise ValueError(
+                f"gpuperf.expect(record={name!r}): {self._item.nodeid} recorded no measurement of that name "
+                f"(it recorded: {recorded})"
+            )
+        return self._book.observer(key)
 
     def record(
         self,
@@ -108,16 +210,15 @@ class Gpuperf:
     ) -> Record:
         """Record a Measurement made another way (paired rounds, other processes) as this test's.
 
-        ``checks`` is the list the measurement's observer appends to, so that assertions
-        made on it later land in the record, as with ``measure()``. ``tolerance`` and
-        ``noise_floor`` are the gate's for this record (as fractions; default: the test's
-        marker, else the session's).
+        Assertions made later on the record's measurement (``record.measurement``) land in the
+        record. ``checks``, for code written before that: the list the measurement's own observer
+        appends to, kept as the record's checks. ``tolerance`` and ``noise_floor`` are the gate's
+        for this record (as fractions; default: the test's marker, else the session's).
         """
-        if any(r.measurement.name == measurement.name for r in self.records):
-            raise ValueError(
-                f"{self._item.nodeid} already recorded a measurement named {measurement.name!r}: "
-                "give each measurement its own name"
-            )
+        self._check_unrecorded(measurement.name)
+        key = self._key(measurement.name)
+        if checks is None:
+            measurement = dataclasses.replace(measurement, observer=self._book.observer(key))
         hook = self._item.config.hook
         if evidence is None:
             evidence = self._session.evidence(self._item, measurement, tolerance=tolerance, noise_floor=noise_floor)
@@ -131,12 +232,24 @@ class Gpuperf:
             measurement=measurement,
             params={str(k): str(v) for k, v in (params or {}).items()},
             metadata=kept,
-            checks=checks if checks is not None else [],
+            checks=checks if checks is not None else (),
             evidence=evidence,
         )
-        self.records.append(record)
+        self._keys.append(key)
         self._session.keep(self._item, record)
-        return record
+        return self._book.latest(key) or record
+
+    def _key(self, name: str) -> str:
+        return Record.key_for(self._item.nodeid, name)
+
+    def _name(self, key: str) -> str:
+        return key.removeprefix(f"{self._item.nodeid}::")
+
+    def _check_unrecorded(self, name: str) -> None:
+        if self._key(name) in self._keys:
+            raise ValueError(
+                f"{self._item.nodeid} already recorded a measurement named {name!r}: give each measurement its own name"
+            )
 
     @property
     def backend(self) -> Backend:
@@ -145,15 +258,15 @@ class Gpuperf:
 
     def note(self, text: str) -> None:
         """A line for the terminal summary under this test's name: a ratio, or why nothing was asserted."""
-        self._session.add_note(self._item.nodeid, text)
+        self._book.note(self._item.nodeid, text)
 
     def reference_peak(self) -> ReferencePeak | None:
         """This device's reference peak (FLOP/s) if one was measured this session; the report shows % of it."""
-        return self._session.reference_peaks.get(self.slot.id)
+        return self._book.reference_peak(self.slot.id)
 
     def offer_reference_peak(self, flops_per_second: float, how: str) -> ReferencePeak:
         """Offer a measured FLOP/s as this device's reference peak; the session keeps the highest offered."""
-        return self._session.offer_reference_peak(self.slot.id, flops_per_second, how)
+        return self._book.offer_reference_peak(self.slot.id, flops_per_second, how)
 
     @property
     def size(self) -> str:

@@ -1,7 +1,8 @@
 """The pre-merge gate inside pytest: save every run, keep named baselines, compare, set the exit status.
 
-Registered next to the session object (``plugin.py``); its hooks are methods. What it does
-over a session:
+The session object's second plugin object (``GpuperfSession.gate``, registered next to it by
+``entry.py``); its hooks are methods. The records it judges and adds to are the session's
+record book's (``_records.py``). What it does over a session:
 
 - start: refuse, before anything is measured, a results directory that cannot be
   written (when saving), a baseline that does not exist, cannot be read, or was
@@ -13,15 +14,15 @@ over a session:
   apart), then, when comparing, run the tests whose records look slower again in a fresh
   process, ``--gpuperf-confirm`` times at most (``gate._confirm``; ``Evidence.runs``), so
   that neither a transient nor one slow session of the machine can decide a verdict;
-- end: save the run under ``runs/`` (also when interrupted), add it to ``--gpuperf-save``'s
-  baseline (not when interrupted), compare with ``--gpuperf-compare``'s baseline and set
-  ``session.exitstatus`` when a verdict in ``--gpuperf-fail-on`` occurs; the terminal
-  summary shows the table.
+- end (``finish``, called by the session with the run's one Run): save the run under
+  ``runs/`` (also when interrupted), add it to ``--gpuperf-save``'s baseline (not when
+  interrupted), compare with ``--gpuperf-compare``'s baseline and set
+  ``session.exitstatus`` when a verdict in ``--gpuperf-fail-on`` occurs, write
+  ``--gpuperf-html``; the terminal summary shows the table.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import sys
@@ -34,7 +35,6 @@ import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
 from ._session import GpuperfSession, local_world_size
-from ._xdist import export
 
 #: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
 GATE_NODEID: Final = "gpuperf-gate"
@@ -46,6 +46,7 @@ ROUND_MARK: Final = "[gpuperf round "
 if TYPE_CHECKING:
     from ..gate import GateResult, Policy
     from ..results import Baseline, Record, ResultsDir, Run
+    from ._records import RecordBook
 
 __all__ = ["ROUND_SPACING", "GatePlugin", "is_out_of_memory", "release_failed_test_memory"]
 
@@ -84,8 +85,6 @@ class GatePlugin:
         self.store: ResultsDir | None = None
         self.baseline: Baseline | None = None
         self.result: GateResult | None = None
-        #: test node id -> "failed" / "ran out of memory", to explain missing records
-        self.failures: dict[str, str] = {}
         self._release_after: str | None = None
         self._confirmed: dict[str, int] = {}  # test node id -> confirmation runs measured
         self._last_round: dict[str, float] = {}  # test node id -> when its last round ended
@@ -98,6 +97,10 @@ class GatePlugin:
     @property
     def _active(self) -> bool:
         return self.session.is_reporter
+
+    @property
+    def _book(self) -> RecordBook:
+        return self.session.book
 
     # ------------------------------------------------------------ start
 
@@ -160,9 +163,9 @@ class GatePlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         report = yield
-        if call.when == "call" and report.failed and call.excinfo is not None and self.session.round_sink is None:
+        if call.when == "call" and report.failed and call.excinfo is not None and not self._book.repeating:
             oom = is_out_of_memory(call.excinfo.value)
-            self.failures[item.nodeid] = "ran out of memory" if oom else "failed"
+            self._book.fail(item.nodeid, "ran out of memory" if oom else "failed")
             self._release_after = item.nodeid
         return report
 
@@ -187,7 +190,7 @@ class GatePlugin:
             return result
         # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
         if not self.session.controller:
-            measured = {record.test for record in self.session.records}
+            measured = {record.test for record in self._book.records}
             items = [item for item in session.items if item.nodeid in measured]
             progress = self.session.progress()
             for extra in range(2, self.settings.rounds + 1):
@@ -230,30 +233,24 @@ class GatePlugin:
         A round in which the test fails keeps nothing of its measurements, and is reported as a
         failed test of its own (``<node id> [gpuperf round N]``), so that the session fails.
         """
-        from ..results import with_repeats
-
         wait = self._last_round.get(item.nodeid, 0.0) + ROUND_SPACING - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        fresh: list[Record] = []
-        self.session.round_sink = fresh
-        try:
+        with self._book.measuring_again() as fresh:
             reports = runtestprotocol(item, log=False, nextitem=None)
-        finally:
-            self.session.round_sink = None
         self._last_round[item.nodeid] = time.monotonic()
         failed = [report for report in reports if report.failed]
         if failed:
             for report in failed:
                 report.nodeid = f"{item.nodeid} {ROUND_MARK}{round_number}]"
                 item.config.hook.pytest_runtest_logreport(report=report)
-            self.failures[item.nodeid] = f"failed in round {round_number}"
+            self._book.fail(item.nodeid, f"failed in round {round_number}")
             return
-        self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=False)
+        self._book.add_repeats(fresh.records, as_runs=False)
 
     def _confirm(self, session: pytest.Session) -> None:
         from ..gate import run_confirmation
-        from ..results import ResultsError, with_repeats
+        from ..results import ResultsError
 
         config = session.config
         progress = self.session.progress()
@@ -275,18 +272,17 @@ class GatePlugin:
             except ResultsError as exc:
                 self._lines.append((f"gpuperf: could not confirm {', '.join(suspects)}: {exc}", True))
                 return
-            self.session.records[:] = with_repeats(self.session.records, fresh, as_runs=True)
+            self._book.add_repeats(fresh, as_runs=True)
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
 
     def _compare_now(self) -> GateResult:
         """The baseline against this session's records as they are now (for suspects, and the verdicts)."""
         from ..gate import compare_runs
-        from ..results import Run
 
         assert self.baseline is not None
-        run = Run(created="", fingerprint=self.session.fingerprint(), settings={}, records=self.session.records)
-        return compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+        run = self._book.run(created="", fingerprint=self.session.fingerprint(), settings={})
+        return compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
 
     def _suspects(self) -> list[str]:
         """Tests with a record that could fail the gate, or looks slower without a verdict yet, in run order."""
@@ -304,26 +300,28 @@ class GatePlugin:
                 or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0)
             )
         }
-        return list(dict.fromkeys(record.test for record in self.session.records if record.test in tests))
+        return list(dict.fromkeys(record.test for record in self._book.records if record.test in tests))
 
     # ------------------------------------------------------------ end
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.session.worker is not None:
-            export(self.session, self.failures)  # the controller saves, compares and reports
-            return
-        if not self._active or not (self.session.records or self.settings.save or self.baseline or self.settings.html):
+    @property
+    def writes(self) -> bool:
+        """Does the end of this session write a run file, a baseline, verdicts or an HTML report (``finish``)?"""
+        return bool(self._book.records or self.settings.save or self.baseline or self.settings.html)
+
+    def finish(self, session: pytest.Session, run: Run) -> None:
+        """The gate's end, from the run's one Run (``GpuperfSession.pytest_sessionfinish``): the run file, the
+        baseline, the verdicts and the HTML report, and the exit status they call for."""
+        if not self._active or not self.writes:
             return
         self.store = self.store or self._store()
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        run = dataclasses.replace(self.session.run(), interrupted=interrupted)
+        interrupted = run.interrupted
         save_status = self._save(run, interrupted)
         if self.baseline is not None:
             from ..gate import compare_runs
 
             if self.result is None:  # not judged at the end of the test loop (interrupted, stopped)
-                self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self.failures)
+                self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.settings.html and not self._write_html(run) and session.exitstatus == pytest.ExitCode.OK:

@@ -1,21 +1,21 @@
 """The session object: registered on the plugin manager, holds the run's state; its hooks are methods.
 
 It resolves devices and backends, parametrizes tests by device, watches the machine's
-load around each test that measures, keeps the records (``keep``: one
-``pytest_gpuperf_measured`` per record kept; measurements made while the gate measures
-a test again go to that round instead), and at the end writes ``--gpuperf-json`` and
-``--gpuperf-asv`` and prints the results table.
+load around each test that measures, and keeps the records in its record book
+(``_records.py``; ``keep``: one ``pytest_gpuperf_measured`` per record kept, while a
+test measured again by the gate adds to that round instead). At the end it builds the
+run's one ``Run`` and writes every output from it: the gate's (run file, baseline,
+verdicts, HTML report), then ``--gpuperf-json`` and ``--gpuperf-asv``; it prints the
+results table.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import os
 import sys
 from collections.abc import Generator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -23,8 +23,9 @@ import pytest
 
 from ..measuring import DeviceSlot, Inventory, probe_inventory, resolve_devices
 from ._markers import bad_requirement, unmet_requirement
+from ._records import RecordBook
 from ._settings import SettingError, Settings
-from ._xdist import check_devices, is_controller, sharing, worker_index, workers
+from ._xdist import check_devices, is_controller, send_to_controller, sharing, worker_index, workers
 
 # What only a session that measures needs is imported where it is first used: pytest imports
 # the plugin at every start, and most sessions run tests that never measure (bench/startup.py).
@@ -33,8 +34,9 @@ if TYPE_CHECKING:
     from ..history import AsvTarget
     from ..measuring import Backend, Coordinator, Measurement, Monitor
     from ..results import Evidence, Record, Run
+    from ._gate import GatePlugin
 
-__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_world_size"]
+__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "local_world_size"]
 
 #: ``--gpuperf-quiet-wait=auto``: seconds to wait for a quiet machine when saving or comparing.
 AUTO_QUIET_WAIT: Final = 10.0
@@ -48,38 +50,26 @@ def local_world_size() -> int:
         return 1
 
 
-@dataclass(frozen=True)
-class ReferencePeak:
-    """A device's measured matmul peak, the 100% of the report's "% peak" column."""
-
-    flops_per_second: float
-    how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
-
-
 class GpuperfSession:
     """State of one pytest session: settings, devices, backends and the records measured."""
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        from ._gate import GatePlugin  # here, not at the top: the gate's module imports this one
+
         self.config = config
         self.settings = settings
-        self.records: list[Record] = []
+        #: the one owner of the records, notes, reference peaks, device descriptions and failed tests
+        self.book = RecordBook()
         self._inventory: Inventory | None = None
         self._slots: list[DeviceSlot] | None = None
         self._backends: dict[str, Backend] = {}
         self._fingerprint: dict[str, Any] | None = None
-        self.device_descriptions: dict[str, dict[str, Any]] = {}
-        #: device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)
-        self.reference_peaks: dict[str, ReferencePeak] = {}
-        #: (test node id, text) lines for the terminal summary: ratios, and why something was not asserted
-        self.notes: list[tuple[str, str]] = []
         self._asv: AsvTarget | None = None
         self._asv_note = ""
         self._monitor: Monitor | None = None  # started around each test that measures
         #: fixtures that measure: a test asking for one waits for a quiet machine and has its load watched
-        self.measuring_fixtures: set[str] = {"gpuperf"}
+        self._measuring_fixtures: set[str] = {"gpuperf"}
         self._waited = 0.0
-        #: while the gate measures a test again, the records of that round land here, not in ``records``
-        self.round_sink: list[Record] | None = None
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
         self._group_started = False  # a torch.distributed process group this session started (coordinator)
@@ -88,6 +78,8 @@ class GpuperfSession:
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
         self.controller = is_controller(config)
+        #: the gate's hooks, a plugin object of their own (registered next to this one by ``entry.py``)
+        self.gate: GatePlugin = GatePlugin(self)
 
     @property
     def is_reporter(self) -> bool:
@@ -190,8 +182,13 @@ class GpuperfSession:
 
         if slot.id not in self._backends:
             self._backends[slot.id] = backend_for(slot)
-            self.device_descriptions[slot.id] = dict(self._backends[slot.id].describe())
+            self.book.describe_device(slot.id, self._backends[slot.id].describe())
         return self._backends[slot.id]
+
+    def declare_measuring_fixture(self, name: str) -> None:
+        """A fixture that measures (``benchmark``): a test asking for it waits for a quiet machine and has its
+        load watched, as one asking for ``gpuperf``."""
+        self._measuring_fixtures.add(name)
 
     def item_settings(self, node: pytest.Item | pytest.Function) -> Settings:
         """Session settings with the test's ``@pytest.mark.gpuperf(...)`` keywords applied, farthest first."""
@@ -245,42 +242,23 @@ class GpuperfSession:
         )
 
     def keep(self, item: pytest.Item, record: Record) -> None:
-        """Keep a record of this session, or of the round being measured again (``round_sink``).
+        """Keep a record in the book: one more of this session's, or a round of a test measured again.
 
-        ``pytest_gpuperf_measured`` fires once per record kept, and not in the fresh processes of
+        ``pytest_gpuperf_measured`` fires once per record kept as the session's, and not in the fresh processes of
         confirmation runs, whose records become evidence of the records of the session that started them.
         """
         from ..gate import CONFIRMATION_ENV
 
-        if self.round_sink is not None:
-            self.round_sink.append(record)
-            return
-        self.records.append(record)
-        if not os.environ.get(CONFIRMATION_ENV):
+        if self.book.keep(record) and not os.environ.get(CONFIRMATION_ENV):
             self.config.hook.pytest_gpuperf_measured(item=item, record=record)
 
-    def add_note(self, nodeid: str, text: str) -> None:
-        self.notes.append((nodeid, text))
-
-    def offer_reference_peak(self, device: str, flops_per_second: float, how: str) -> ReferencePeak:
-        """Keep the highest FLOP/s offered for ``device``; return the device's peak after the offer."""
-        current = self.reference_peaks.get(device)
-        if current is None or flops_per_second > current.flops_per_second:
-            self.reference_peaks[device] = ReferencePeak(flops_per_second, how)
-        return self.reference_peaks[device]
-
-    def run(self) -> Run:
-        from ..results import Run
-
-        return Run(
+    def run(self, *, interrupted: bool = False) -> Run:
+        """This session's Run, from the record book."""
+        return self.book.run(
             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             fingerprint=self.fingerprint(),
             settings=self.settings.as_dict(),
-            records=list(self.records),
-            devices={
-                device: {**description, **_peak_description(self.reference_peaks.get(device))}
-                for device, description in self.device_descriptions.items()
-            },
+            interrupted=interrupted,
         )
 
     # ------------------------------------------------------------ hooks
@@ -355,7 +333,7 @@ class GpuperfSession:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs."""
         self._waited = 0.0
-        if self.measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
+        if self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
             return (yield)
         from ..measuring import Monitor, wait_for_quiet
 
@@ -389,22 +367,24 @@ class GpuperfSession:
         return needed_cores(kind, threads)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.records or not self.is_reporter:
+        records = self.book.records
+        if not records or not self.is_reporter:
             return
         from ._summary import results_table, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        peaks = {device: peak.flops_per_second for device, peak in self.reference_peaks.items()}
-        terminalreporter.write_line(results_table(self.records, peaks=peaks))
-        for device, peak in self.reference_peaks.items():
+        reference_peaks = self.book.reference_peaks
+        peaks = {device: peak.flops_per_second for device, peak in reference_peaks.items()}
+        terminalreporter.write_line(results_table(records, peaks=peaks))
+        for device, peak in reference_peaks.items():
             terminalreporter.write_line(f"% peak: of {device}'s reference peak, {peak.how}")
-        speedups = speedup_table(self.records, [slot.id for slot in self.slots if slot.available])
+        speedups = speedup_table(records, [slot.id for slot in self.slots if slot.available])
         if speedups:
             terminalreporter.write_sep("-", "gpuperf speedup of each device against the first")
             terminalreporter.write_line(speedups)
-        if self.notes:
+        if self.book.notes:
             terminalreporter.write_sep("-", "gpuperf notes")
-            for nodeid, text in self.notes:
+            for nodeid, text in self.book.notes:
                 terminalreporter.write_line(f"{nodeid}: {text}")
         if self.settings.json and self._json_written is not None:
             terminalreporter.write_line(f"gpuperf: wrote {self._json_written} records to {self.settings.json}")
@@ -418,22 +398,41 @@ class GpuperfSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """The end: the run's one Run, built once, and every output written from it, in this order: the gate's (the
+        run file, the baseline, the verdicts, the HTML report), then ``--gpuperf-json`` and ``--gpuperf-asv``.
+
+        An xdist worker sends its book to the controller instead, which writes for the whole run.
+        """
+        self._end_process_group()
+        if self.worker is not None:
+            send_to_controller(self.config, self.book)
+            return
+        wanted = self.gate.writes or self.settings.json or self._asv is not None
+        if not self.is_reporter or not wanted:
+            return
+        run = self.run(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        self.gate.finish(session, run)
+        self._write_results(session, run)
+
+    def _end_process_group(self) -> None:
         if self._group_started:
             import torch.distributed as dist
 
             if dist.is_initialized():
                 dist.destroy_process_group()
             self._group_started = False
-        if not self.is_reporter or not (self.settings.json or self._asv):
+
+    def _write_results(self, session: pytest.Session, run: Run) -> None:
+        """``--gpuperf-json`` and ``--gpuperf-asv``; a file that cannot be written is an internal error."""
+        if not (self.settings.json or self._asv):
             return
         from ..results import ResultsError, save_run
 
-        run = dataclasses.replace(self.run(), interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         try:
             if self.settings.json:
                 save_run(Path(self.settings.json), run)
                 self._json_written = len(run.records)
-            if self._asv is not None and self.records:
+            if self._asv is not None and run.records:
                 self._asv_note = self._asv.write(run)
         except ResultsError as exc:
             reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -451,12 +450,6 @@ def _local_rank() -> int | None:
 
     world = World.from_env("gloo")  # the backend is not used here
     return None if world is None else world.local_rank
-
-
-def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
-    if peak is None:
-        return {}
-    return {"reference_peak": {"FLOP/s": peak.flops_per_second, "how": peak.how}}
 
 
 def _check_writable(path: Path, option: str) -> None:

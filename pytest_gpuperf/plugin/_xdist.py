@@ -3,8 +3,9 @@
 Under ``pytest -n N`` the controller runs no test: N workers do. Each worker measures on
 ``cuda:<its index>`` (``gw1`` on ``cuda:1``) while the test ids keep the device that was
 asked for, so that ids, and the baselines keyed by them, are the same with and without
-``-n``. At the end each worker sends its records, notes, reference peaks and failed tests
-to the controller through xdist's ``workeroutput``; the controller writes the one run,
+``-n``. At the end each worker sends its record book (records, notes, reference peaks,
+devices and failed tests: ``RecordBook.payload``) to the controller through xdist's
+``workeroutput``, where it is merged into the controller's book; the controller writes the one run,
 the one ``--gpuperf-json`` file and the one table, saves the baseline once and runs the
 gate over every record.
 
@@ -23,14 +24,15 @@ import pytest
 
 if TYPE_CHECKING:
     from ..measuring import DeviceSlot, Inventory
+    from ._records import RecordBook
     from ._session import GpuperfSession
 
 __all__ = [
     "OUTPUT_KEY",
     "XdistController",
     "check_devices",
-    "export",
     "is_controller",
+    "send_to_controller",
     "sharing",
     "worker_index",
     "workers",
@@ -98,40 +100,22 @@ def check_devices(session: GpuperfSession) -> None:
         raise pytest.UsageError(f"gpuperf: {why}")
 
 
-def export(session: GpuperfSession, failures: dict[str, str]) -> None:
-    """A worker's records, notes, reference peaks, devices and failed tests, for the controller."""
-    output = getattr(session.config, "workeroutput", None)
+def send_to_controller(config: pytest.Config, book: RecordBook) -> None:
+    """A worker's record book (records, notes, reference peaks, devices and failed tests), for the controller."""
+    output = getattr(config, "workeroutput", None)
     if output is None:
         return
-    output[OUTPUT_KEY] = json.dumps(
-        {
-            "records": [record.to_dict() for record in session.records],
-            "notes": session.notes,
-            "peaks": {device: [p.flops_per_second, p.how] for device, p in session.reference_peaks.items()},
-            "devices": session.device_descriptions,
-            "failures": failures,
-        }
-    )
+    output[OUTPUT_KEY] = json.dumps(book.payload())
 
 
 class XdistController:
-    """Registered on the controller: gathers what each worker sends when it goes down."""
+    """Registered on the controller: merges the book each worker sends when it goes down into the session's."""
 
-    def __init__(self, session: GpuperfSession, failures: dict[str, str]) -> None:
-        self.session = session
-        self.failures = failures
+    def __init__(self, book: RecordBook) -> None:
+        self.book = book
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
-        from ..results import Record
-
         raw = getattr(node, "workeroutput", {}).get(OUTPUT_KEY)
         if raw is None:
             return  # the worker crashed, or measured nothing
-        data = json.loads(raw)
-        session = self.session
-        session.records.extend(Record.from_dict(record) for record in data["records"])
-        session.notes.extend((nodeid, text) for nodeid, text in data["notes"])
-        for device, (flops, how) in data["peaks"].items():
-            session.offer_reference_peak(device, float(flops), str(how))
-        session.device_descriptions.update(data["devices"])
-        self.failures.update(data["failures"])
+        self.book.merge(json.loads(raw))

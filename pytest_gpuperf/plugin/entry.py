@@ -1,5 +1,6 @@
 """pytest entry point: options, ini keys, markers, hooks and fixtures. The work lives in ``_session.py``
-(the session's state and hooks) and ``_gate.py`` (saving, comparing, the exit status)."""
+(the session's state and hooks, its record book in ``_records.py``) and ``_gate.py`` (saving, comparing, the
+exit status)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import hookspecs
-from ._gate import GatePlugin
 from ._markers import MARKERS
 from ._options import OPTIONS, add_ini, given_values
 from ._session import SESSION_KEY, GpuperfSession
@@ -49,10 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GpuperfSession(config, settings)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
-    gate = GatePlugin(session)
-    config.pluginmanager.register(gate, GATE_PLUGIN_NAME)
+    config.pluginmanager.register(session.gate, GATE_PLUGIN_NAME)
     if session.controller:
-        config.pluginmanager.register(XdistController(session, gate.failures), XDIST_PLUGIN_NAME)
+        config.pluginmanager.register(XdistController(session.book), XDIST_PLUGIN_NAME)
     if not config.pluginmanager.has_plugin("benchmark"):
         # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture.
         from ._benchmark import MARKER, BenchmarkPlugin

@@ -29,7 +29,9 @@ def pytest_gpuperf_record_metadata(item: pytest.Item, measurement: Measurement) 
 
 @hookspec
 def pytest_gpuperf_measured(item: pytest.Item, record: Record) -> None:
-    """Called once per record kept (not for the extra rounds the gate measures), for example to stream it elsewhere."""
+    """Called once per record kept (not for the extra rounds the gate measures), for example to stream it elsewhere.
+
+    ``record`` holds the checks made so far; a check made later replaces the record in the session's Run."""
 
 
 @hookspec

@@ -157,19 +157,28 @@ class Record:
     measurement: Measurement
     params: Mapping[str, str] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    #: Assertions made on the measurement; the measurement's observer appends to this list as they are made.
-    checks: list[Check] = field(default_factory=list)
+    #: Assertions made on the measurement, in the order made. A check made after the record was kept replaces
+    #: the record (``with_check``). ``gpuperf.record(..., checks=a_list)`` keeps the caller's list, which the
+    #: measurement's observer appends to; a Run holds them as a tuple.
+    checks: Sequence[Check] = ()
     evidence: Evidence = field(default_factory=Evidence)
 
     @property
     def key(self) -> str:
         """What identifies a benchmark across runs: node id plus measurement name when a test measures twice."""
-        base = self.test
-        name = self.measurement.name
-        return base if name == base or not name else f"{base}::{name}"
+        return self.key_for(self.test, self.measurement.name)
+
+    @staticmethod
+    def key_for(test: str, name: str) -> str:
+        """The key of a record of test ``test`` (a node id) whose measurement is named ``name``."""
+        return test if name == test or not name else f"{test}::{name}"
 
     def with_evidence(self, evidence: Evidence) -> Record:
         return dataclasses.replace(self, evidence=evidence)
+
+    def with_check(self, check: Check) -> Record:
+        """This record with one more check made on its measurement."""
+        return dataclasses.replace(self, checks=(*self.checks, check))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -191,7 +200,7 @@ class Record:
             measurement=Measurement.from_dict(data["measurement"]),
             params={str(k): str(v) for k, v in data.get("params", {}).items()},
             metadata=dict(data.get("metadata", {})),
-            checks=[Check(**c) for c in data.get("checks", [])],
+            checks=tuple(Check(**c) for c in data.get("checks", [])),
             evidence=Evidence.from_dict(data.get("gate") or {}),
         )
 

@@ -3,6 +3,7 @@ loader never ends an epoch inside a timed block. CUDA paths through stand-ins (n
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,7 @@ from pytest_gpuperf import Check, Gpuperf, Paired
 from pytest_gpuperf.measuring import Expectations, ExpectationsError
 from suites.conftest import BandwidthOp
 from suites.dataloading import SyntheticDataset, _Forever, dataloader_steps, dataloader_unsupported
-from suites.support import expect, expectations
+from suites.support import expectations
 from suites.test_bandwidth import FRACTION_OF_REFERENCE, judge
 from suites.test_dataloader import PINNED_AT_LEAST, bound_note, judge_pinned
 
@@ -23,12 +24,15 @@ REPO = Path(__file__).parents[2]
 FAST = ("--gpuperf-min-time=0.01", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.05")
 
 
-def _gpuperf(notes: list[str]) -> Gpuperf:
-    """What the judges use of the fixture: the slot's id, the inconclusive setting, notes."""
+def _gpuperf(notes: list[str], checks: list[Check] | None = None) -> Gpuperf:
+    """What the judges use of the fixture: the slot's id, the inconclusive setting, notes, and ``gpuperf.expect``
+    (the fixture's own), whose checks of a record land in ``checks``."""
     stand_in = SimpleNamespace(
         slot=SimpleNamespace(id="cuda:0"), settings=SimpleNamespace(measure=SimpleNamespace(inconclusive="warn"))
     )
     stand_in.note = notes.append
+    stand_in._observer_of = lambda record: (checks if checks is not None else []).append
+    stand_in.expect = functools.partial(Gpuperf.expect, cast(Gpuperf, stand_in))
     return cast(Gpuperf, stand_in)
 
 
@@ -50,17 +54,17 @@ def _fraction(this_seconds: float) -> Any:
 def test_the_reference_op_at_half_size_fails_below_half_the_reference_bandwidth() -> None:
     notes: list[str] = []
     checks: list[Check] = []
-    judge(_gpuperf(notes), "d2d_copy", REFERENCE, _fraction(0.5), checks)  # the same B/s: fraction 1
+    judge(_gpuperf(notes, checks), "d2d_copy", REFERENCE, _fraction(0.5), "bytes=1")  # the same B/s: fraction 1
     assert [c.outcome for c in checks] == ["pass"]
     with pytest.raises(AssertionError, match=r"at least 0\.5"):
         # A third of the reference's B/s, below FRACTION_OF_REFERENCE.
-        judge(_gpuperf(notes), "d2d_copy", REFERENCE, _fraction(1.5), checks)
+        judge(_gpuperf(notes, checks), "d2d_copy", REFERENCE, _fraction(1.5), "bytes=1")
     assert FRACTION_OF_REFERENCE > 1 / 3
 
 
 def test_the_other_op_is_noted_with_the_reason_and_never_fails() -> None:
     notes: list[str] = []
-    judge(_gpuperf(notes), "axpy", REFERENCE, _fraction(5.0), [])  # 10% of the reference
+    judge(_gpuperf(notes), "axpy", REFERENCE, _fraction(5.0), "bytes=1")  # 10% of the reference
     (note,) = notes
     assert "10%" in note and "not asserted" in note and "depends on the device" in note
 
@@ -70,10 +74,10 @@ def test_pinned_dataloading_fails_when_slower_than_pageable() -> None:
     checks: list[Check] = []
     notes: list[str] = []
     equal = _rounds({"pinned": 1.0, "pageable": 1.0}, work).throughput_ratio("pinned", "pageable", "samples")
-    assert judge_pinned(_gpuperf(notes), equal, checks).outcome == "pass"
+    assert judge_pinned(_gpuperf(notes, checks), equal).outcome == "pass"
     slower = _rounds({"pinned": 1.0 / PINNED_AT_LEAST * 1.1, "pageable": 1.0}, work)
     with pytest.raises(AssertionError, match=r"at least 0\.95"):
-        judge_pinned(_gpuperf(notes), slower.throughput_ratio("pinned", "pageable", "samples"), checks)
+        judge_pinned(_gpuperf(notes, checks), slower.throughput_ratio("pinned", "pageable", "samples"))
 
 
 def test_pinned_copies_fail_when_slower_than_pageable() -> None:
@@ -82,10 +86,10 @@ def test_pinned_copies_fail_when_slower_than_pageable() -> None:
     notes: list[str] = []
     checks: list[Check] = []
     faster = _rounds({"pinned": 0.5, "pageable": 1.0}, work).throughput_ratio("pinned", "pageable", "B")
-    assert expect(_gpuperf(notes), faster, at_least=1.0, checks=checks).outcome == "pass"
+    assert _gpuperf(notes, checks).expect(faster, at_least=1.0, record="pinned").outcome == "pass"
     slower = _rounds({"pinned": 1.2, "pageable": 1.0}, work).throughput_ratio("pinned", "pageable", "B")
     with pytest.raises(AssertionError, match=r"at least 1"):
-        expect(_gpuperf(notes), slower, at_least=1.0, checks=checks)
+        _gpuperf(notes, checks).expect(slower, at_least=1.0, record="pinned")
     assert [c.outcome for c in checks] == ["pass", "fail"]
 
 

@@ -1,0 +1,230 @@
+"""The record book: the one owner of a session's records and of what the run keeps with them.
+
+Everything that adds to a session's results goes through it: a test keeping a record
+(``gpuperf.measure``, ``gpuperf.paired``, ``gpuperf.record``, the ``benchmark`` fixture), a
+check made later on a recorded Measurement (its observer is a call into the book), the
+gate's extra rounds and confirmation runs, and an xdist worker's payload. Beside the
+records it keeps the notes for the terminal summary, the devices' reference peaks and
+descriptions, and the tests that failed (which explain a missing record to the gate).
+The run's one ``Run`` is built from it.
+
+Records stay immutable: a check made after its record was kept replaces the record with
+one that holds it (``Record.with_check``); a check made before (the ``benchmark`` fixture
+keeps its record at teardown) waits in the book for its record.
+
+It imports neither pytest nor, until first used, the results package: it is created at
+every pytest start (``bench/startup.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..measuring import Check
+    from ..results import Record, Run
+
+__all__ = ["RecordBook", "ReferencePeak", "Shelf"]
+
+
+@dataclass(frozen=True)
+class ReferencePeak:
+    """A device's measured matmul peak, the 100% of the report's "% peak" column."""
+
+    flops_per_second: float
+    how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
+
+
+class Shelf:
+    """Records in the order kept, each with the checks made on its measurement: the session's, or those of a round
+    of a test measured again (``RecordBook.measuring_again``)."""
+
+    def __init__(self) -> None:
+        self._records: list[Record] = []
+        #: record key -> checks made on its measurement before the record was kept
+        self._waiting: dict[str, list[Check]] = {}
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        return tuple(self._records)
+
+    def put(self, record: Record) -> None:
+        for check in self._waiting.pop(record.key, []):
+            record = record.with_check(check)
+        self._records.append(record)
+
+    def add_check(self, key: str, check: Check) -> None:
+        """Add ``check`` to the latest record of ``key`` (replacing that record), or hold it until that record is
+        kept."""
+        for index in range(len(self._records) - 1, -1, -1):
+            if self._records[index].key == key:
+                self._records[index] = self._records[index].with_check(check)
+                return
+        self._waiting.setdefault(key, []).append(check)
+
+    def latest(self, key: str) -> Record | None:
+        return next((record for record in reversed(self._records) if record.key == key), None)
+
+    def replace(self, records: list[Record]) -> None:
+        self._records = records
+
+
+class RecordBook:
+    """A session's records, and the notes, reference peaks, device descriptions and failures that go with them."""
+
+    def __init__(self) -> None:
+        self._shelf = Shelf()
+        self._again: Shelf | None = None  # while a test is measured again: its round's records
+        self._notes: list[tuple[str, str]] = []
+        self._peaks: dict[str, ReferencePeak] = {}
+        self._devices: dict[str, dict[str, Any]] = {}
+        self._failures: dict[str, str] = {}
+
+    # ------------------------------------------------------------ records
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        """The session's records, in the order kept, each with the checks made on it so far."""
+        return self._shelf.records
+
+    def keep(self, record: Record) -> bool:
+        """Keep ``record``: True when it is one more record of the session, False when it is a round of a test
+        being measured again (``measuring_again``), which becomes evidence of the session's record instead."""
+        (self._again or self._shelf).put(record)
+        return self._again is None
+
+    def observer(self, key: str) -> Callable[[Check], None]:
+        """What a Measurement recorded under ``key`` calls with each check made on it: the check goes to its record
+        (``add_check``), or, for a measurement made while a test is measured again, to the round's record."""
+        return functools.partial((self._again or self._shelf).add_check, key)
+
+    def add_check(self, key: str, check: Check) -> None:
+        """Add ``check`` to the session's latest record of ``key`` (replacing that record), or hold it until that
+        record is kept."""
+        self._shelf.add_check(key, check)
+
+    def latest(self, key: str) -> Record | None:
+        """The record of ``key`` as it is now, with its checks: the round's while a test is measured again."""
+        return (self._again or self._shelf).latest(key)
+
+    @property
+    def repeating(self) -> bool:
+        """Is a test being measured again (``measuring_again``)?"""
+        return self._again is not None
+
+    @contextlib.contextmanager
+    def measuring_again(self) -> Iterator[Shelf]:
+        """While inside, the records kept (and their checks) are a new round of a test, put on the Shelf given; pass
+        its records to ``add_repeats`` to add them to the evidence of the session's records."""
+        again = Shelf()
+        self._again = again
+        try:
+            yield again
+        finally:
+            self._again = None
+
+    def add_repeats(self, fresh: Iterable[Record], *, as_runs: bool) -> None:
+        """Each fresh measurement added to the evidence of the session's record of the same key: as one more round
+        (``--gpuperf-rounds``) or, ``as_runs``, as a confirmation run in a fresh process (``--gpuperf-confirm``)."""
+        from ..results import with_repeats
+
+        self._shelf.replace(with_repeats(self._shelf.records, fresh, as_runs=as_runs))
+
+    # ------------------------------------------------------------ what the run keeps with its records
+
+    @property
+    def notes(self) -> tuple[tuple[str, str], ...]:
+        """(test node id, text) lines for the terminal summary: ratios, and why something was not asserted."""
+        return tuple(self._notes)
+
+    def note(self, nodeid: str, text: str) -> None:
+        self._notes.append((nodeid, text))
+
+    @property
+    def reference_peaks(self) -> Mapping[str, ReferencePeak]:
+        """Device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)."""
+        return dict(self._peaks)
+
+    def reference_peak(self, device: str) -> ReferencePeak | None:
+        return self._peaks.get(device)
+
+    def offer_reference_peak(self, device: str, flops_per_second: float, how: str) -> ReferencePeak:
+        """Keep the highest FLOP/s offered for ``device``; return the device's peak after the offer."""
+        current = self._peaks.get(device)
+        if current is None or flops_per_second > current.flops_per_second:
+            self._peaks[device] = ReferencePeak(flops_per_second, how)
+        return self._peaks[device]
+
+    def describe_device(self, device: str, description: Mapping[str, Any]) -> None:
+        """What the run file says of a device measured on (its backend's ``describe()``)."""
+        self._devices[device] = dict(description)
+
+    @property
+    def failures(self) -> Mapping[str, str]:
+        """Test node id -> why it has no record ("failed", "ran out of memory", "failed in round 2")."""
+        return dict(self._failures)
+
+    def fail(self, nodeid: str, why: str) -> None:
+        self._failures[nodeid] = why
+
+    # ------------------------------------------------------------ an xdist worker's book, and the run
+
+    def payload(self) -> dict[str, Any]:
+        """What an xdist worker sends its controller (JSON-ready): records, notes, peaks, devices, failures."""
+        return {
+            "records": [record.to_dict() for record in self._shelf.records],
+            "notes": [list(note) for note in self._notes],
+            "peaks": {device: [p.flops_per_second, p.how] for device, p in self._peaks.items()},
+            "devices": {device: dict(description) for device, description in self._devices.items()},
+            "failures": dict(self._failures),
+        }
+
+    def merge(self, payload: Mapping[str, Any]) -> None:
+        """A worker's ``payload()`` added to this book (the controller's)."""
+        from ..results import Record
+
+        for record in payload["records"]:
+            self._shelf.put(Record.from_dict(record))
+        self._notes.extend((str(nodeid), str(text)) for nodeid, text in payload["notes"])
+        for device, (flops, how) in payload["peaks"].items():
+            self.offer_reference_peak(device, float(flops), str(how))
+        for device, description in payload["devices"].items():
+            self.describe_device(device, description)
+        self._failures.update(payload["failures"])
+
+    def run(
+        self, *, created: str, fingerprint: Mapping[str, Any], settings: Mapping[str, Any], interrupted: bool = False
+    ) -> Run:
+        """The session's Run: its records (each check list fixed as a tuple), devices with their reference peaks."""
+        from ..results import Run
+
+        return Run(
+            created=created,
+            fingerprint=fingerprint,
+            settings=settings,
+            records=[_fixed(record) for record in self._shelf.records],
+            devices={
+                device: {**description, **_peak_description(self._peaks.get(device))}
+                for device, description in self._devices.items()
+            },
+            interrupted=interrupted,
+        )
+
+
+def _fixed(record: Record) -> Record:
+    """``record`` with its checks as a tuple: ``gpuperf.record(..., checks=a_list)`` keeps the caller's list, which
+    later assertions append to; the Run holds what it held when the Run was built."""
+    if isinstance(record.checks, tuple):
+        return record
+    return dataclasses.replace(record, checks=tuple(record.checks))
+
+
+def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
+    if peak is None:
+        return {}
+    return {"reference_peak": {"FLOP/s": peak.flops_per_second, "how": peak.how}}
