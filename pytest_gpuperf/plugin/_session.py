@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
     from ..measuring import Backend, Coordinator, Measurement, Monitor
-    from ..results import Evidence, Record, Run
+    from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "ReferencePeak", "local_world_size"]
 
@@ -66,7 +66,7 @@ class GpuperfSession:
         self._inventory: Inventory | None = None
         self._slots: list[DeviceSlot] | None = None
         self._backends: dict[str, Backend] = {}
-        self._fingerprint: dict[str, Any] | None = None
+        self._fingerprint: Fingerprint | None = None
         self.device_descriptions: dict[str, dict[str, Any]] = {}
         #: device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)
         self.reference_peaks: dict[str, ReferencePeak] = {}
@@ -205,12 +205,13 @@ class GpuperfSession:
             settings = settings.with_marker(marker.kwargs)
         return settings
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> Fingerprint:
         if self._fingerprint is None:
-            from ..results import collect
+            from ..results import Fingerprint, collect
 
-            self._fingerprint = collect(self.config.rootpath)
-            self.config.hook.pytest_gpuperf_fingerprint(fingerprint=self._fingerprint)
+            stored = collect(self.config.rootpath)
+            self.config.hook.pytest_gpuperf_fingerprint(fingerprint=stored)  # adds keys in place, then it is frozen
+            self._fingerprint = Fingerprint.from_dict(stored)
         return self._fingerprint
 
     # ------------------------------------------------------------ records

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         save_baseline_file,
         save_run,
     )
-    from ._fingerprint import collect
+    from ._fingerprint import CudaDevice, Fingerprint, GitState, Nvml, NvmlGpu, collect
     from ._record import (
         SCHEMA,
         SCHEMA_VERSION,
@@ -73,10 +73,15 @@ __all__ = [
     "SCHEMA_VERSION",
     "SHOWN",
     "Baseline",
+    "CudaDevice",
     "Difference",
     "Evidence",
+    "Fingerprint",
+    "GitState",
     "Incomparable",
     "MeasuredTest",
+    "Nvml",
+    "NvmlGpu",
     "Record",
     "ReplaceRefused",
     "Rerun",
