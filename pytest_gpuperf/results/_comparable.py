@@ -15,7 +15,9 @@ also requires the same device, thread count, timing mode, parameters and work pe
 (``RECORD_KEYS``); a device model, thread count or work per call that the baseline's tool did not record
 (pytest-benchmark records none of them) is no difference. ``--gpuperf-allow-mismatch=KEY,...``
 (or ``all``) overrides the rule for those keys. ``check_comparable`` is the one check every
-route makes before comparing.
+route makes before comparing. Each function takes a ``Fingerprint`` (``Run.fingerprint``) or its
+stored dict, and reads it through the typed view; keys a ``pytest_gpuperf_fingerprint`` hook
+added (``Fingerprint.extra``) take no part.
 """
 
 from __future__ import annotations
@@ -115,12 +117,12 @@ def _gpus(fingerprint: Fingerprint) -> tuple[str, ...]:
     out = []
     for d in fingerprint.cuda_devices or ():
         memory = (d.memory_bytes or 0) / 2**30
-        out.append(f"{_or(d.name, '?')} (sm {_or(d.capability, '?')}, {memory:.0f} GiB)")
+        out.append(f"{_known(d.name)} (sm {_known(d.capability)}, {memory:.0f} GiB)")
     return tuple(out)
 
 
-def _or(value: str | None, default: str) -> str:
-    return default if value is None else value
+def _known(value: str | None) -> str:
+    return "?" if value is None else value
 
 
 def _mig(fingerprint: Fingerprint) -> tuple[str, ...] | None:
@@ -134,8 +136,8 @@ def _mig(fingerprint: Fingerprint) -> tuple[str, ...] | None:
 def _nvml_of_cuda(fingerprint: Fingerprint) -> list[NvmlGpu] | None:
     """The NVML entries of the CUDA devices, in CUDA's order; None when none is known to be a CUDA device."""
     gpus = fingerprint.nvml.gpus if fingerprint.nvml is not None else None
-    matched = [(g.cuda_index, g) for g in gpus or () if g.cuda_index is not None]
-    return [g for _, g in sorted(matched, key=lambda pair: pair[0])] or None
+    matched = [g for g in gpus or () if g.cuda_index is not None]
+    return sorted(matched, key=lambda g: g.cuda_index or 0) or None
 
 
 def _max_sm_clock(fingerprint: Fingerprint) -> tuple[int | None, ...] | None:

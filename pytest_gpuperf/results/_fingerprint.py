@@ -278,7 +278,7 @@ _TEXTS: Final = _Kind(_as_texts, list)
 _ENV: Final = _Kind(_as_env, dict)
 _FLAGS: Final = _Kind(_as_flags, dict)
 
-P = TypeVar("P", bound="_Part")
+_P = TypeVar("_P", bound="_Part")
 
 
 def _part(cls: type[_Part]) -> _Kind:
@@ -325,7 +325,7 @@ class _Part:
     layout: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls: type[P], data: Mapping[str, Any]) -> P:
+    def from_dict(cls: type[_P], data: Mapping[str, Any]) -> _P:
         kinds = _kinds(cls)
         values: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -464,8 +464,10 @@ class Fingerprint(_Part, Mapping[str, Any]):
         return len(self.to_dict())
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        return self.to_dict() == dict(other.items())
+        if isinstance(other, Fingerprint):
+            return self.to_dict() == other.to_dict()
+        if isinstance(other, Mapping):
+            return self.to_dict() == dict(other.items())
+        return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # as a dict's: a fingerprint holds mappings
