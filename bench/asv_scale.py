@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_gpuperf.history import CI, Commit, Point, read_results, row_of, write_results  # noqa: E402
 from pytest_gpuperf.measuring import Measurement, Warmup, summarize  # noqa: E402
-from pytest_gpuperf.results import Evidence, Record, Run, atomic_write_text  # noqa: E402
+from pytest_gpuperf.results import Evidence, Fingerprint, Record, Run, atomic_write_text  # noqa: E402
 
 DEVICE = "cuda"
 #: First commit's time (seconds since the epoch); commits are an hour apart.
@@ -221,15 +221,17 @@ def first_run(machine: int, benchmarks: int, pool: list[Shape], commits: int) ->
             timer="torch.cuda.Event pair",
         )
         records.append(Record(test=m.name, device=DEVICE, measurement=m, params={}, evidence=Evidence.from_dict({})))
-    fingerprint = {
-        "python": "3.12.3",
-        "platform": "Linux-6.8-x86_64",
-        "machine": "x86_64",
-        "cpu_model": "fleet CPU",
-        "cpu_count": 64,
-        "torch": "2.11.0+cu130",
-        "cuda_devices": [{"name": f"GPU type {machine}"}],
-    }
+    fingerprint = Fingerprint.from_dict(
+        {
+            "python": "3.12.3",
+            "platform": "Linux-6.8-x86_64",
+            "machine": "x86_64",
+            "cpu_model": "fleet CPU",
+            "cpu_count": 64,
+            "torch": "2.11.0+cu130",
+            "cuda_devices": [{"name": f"GPU type {machine}"}],
+        }
+    )
     return Run(created="2026-01-01T00:00:00+00:00", fingerprint=fingerprint, settings={}, records=records)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.measuring import Measurement, Warmup
-from pytest_gpuperf.results import Evidence, Record, ResultsDir, Run
+from pytest_gpuperf.results import Evidence, Fingerprint, Record, ResultsDir, Run
 
 FINGERPRINT: dict[str, Any] = {
     "python": "3.11.9",
@@ -79,7 +79,7 @@ def make_record(
 def make_run(*records: Record, fingerprint: Mapping[str, Any] | None = None, interrupted: bool = False) -> Run:
     return Run(
         created="2026-11-22T03:00:00+00:00",
-        fingerprint=dict(fingerprint or FINGERPRINT),
+        fingerprint=Fingerprint.from_dict(fingerprint or FINGERPRINT),
         settings={},
         records=list(records),
         interrupted=interrupted,

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from .._git import GitError, git_state, resolve, toplevel, worktree
+from ..results import GitState
 
 __all__ = ["ALIASES", "AbError", "Tree", "forget", "load_workloads", "module_file", "repository", "trees"]
 
@@ -83,8 +84,8 @@ def trees(repo: Path, base: str, head: str | None) -> Iterator[tuple[Tree, Tree]
             path = stack.enter_context(worktree(repo, head_commit, prefix="ab-"))
             yield base_tree, Tree("head", head, head_commit, path)
         else:
-            state = git_state(repo)
-            yield base_tree, Tree("head", "the working tree", state.get("commit", ""), repo, bool(state.get("dirty")))
+            state = GitState.from_dict(git_state(repo))
+            yield base_tree, Tree("head", "the working tree", state.commit or "", repo, bool(state.dirty))
 
 
 def forget(alias: str) -> None:

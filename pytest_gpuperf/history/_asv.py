@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._git import GitError, commit_time, git
-from ..results import Record, Run, locked
+from ..results import Fingerprint, Record, Run, locked
 from ._asv_files import (
     BENCHMARKS_API,
     COLUMNS,
@@ -127,17 +127,17 @@ def git_commit(root: Path) -> Commit:
         ) from None
 
 
-def machine_info(fingerprint: Mapping[str, Any], machine: str) -> dict[str, str]:
+def machine_info(fingerprint: Fingerprint, machine: str) -> dict[str, str]:
     """asv's machine fields, from the run's fingerprint; ``gpu`` is added where CUDA devices exist."""
     info = {
         "machine": machine,
-        "os": str(fingerprint.get("platform", "")),
-        "arch": str(fingerprint.get("machine", "")),
-        "cpu": str(fingerprint.get("cpu_model", "")),
-        "num_cpu": str(fingerprint.get("cpu_count", "")),
+        "os": _text(fingerprint.platform),
+        "arch": _text(fingerprint.machine),
+        "cpu": _text(fingerprint.cpu_model),
+        "num_cpu": _text(fingerprint.cpu_count),
         "ram": _ram(),
     }
-    gpus = [str(d.get("name", "")) for d in fingerprint.get("cuda_devices", []) or []]
+    gpus = [_text(d.name) for d in fingerprint.cuda_devices or ()]
     if gpus:
         info["gpu"] = ", ".join(gpus)
     return info
@@ -150,10 +150,15 @@ def _ram() -> str:
         return ""
 
 
-def _environment(fingerprint: Mapping[str, Any]) -> tuple[str, str, dict[str, str]]:
+def _text(value: str | int | None) -> str:
+    """A fingerprint's fact as asv's text; "" when not recorded."""
+    return "" if value is None else str(value)
+
+
+def _environment(fingerprint: Fingerprint) -> tuple[str, str, dict[str, str]]:
     """(env name, python version, requirements): a torch upgrade starts a new line in the graphs, as in asv."""
-    python = ".".join(str(fingerprint.get("python", "")).split(".")[:2]) or "unknown"
-    requirements = {"torch": str(fingerprint.get("torch", "unknown"))}
+    python = ".".join((fingerprint.python or "").split(".")[:2]) or "unknown"
+    requirements = {"torch": fingerprint.torch if fingerprint.torch is not None else "unknown"}
     name = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"gpuperf-py{python}-torch{requirements['torch']}")
     return name, python, requirements
 
@@ -303,7 +308,7 @@ class AsvTarget:
         """Write ``run``; return the line for the terminal summary."""
         path = write_results(self.directory, run, machine=self.machine, commit=self.commit)
         names = {benchmark_name(r) for r in run.records}
-        dirty = " (the work tree had uncommitted changes)" if run.fingerprint.get("git", {}).get("dirty") else ""
+        dirty = " (the work tree had uncommitted changes)" if run.git.dirty else ""
         return (
             f"gpuperf: wrote asv results of {len(names)} benchmark(s) for commit {self.commit.hash[:8]}{dirty} "
             f"to {path} (time per step, lower is better)"

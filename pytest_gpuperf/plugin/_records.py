@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..measuring import Check
-    from ..results import Record, Run
+    from ..results import Fingerprint, Record, Run
 
 __all__ = ["RecordBook", "ReferencePeak", "Shelf"]
 
@@ -198,7 +198,7 @@ class RecordBook:
         self._failures.update(payload["failures"])
 
     def run(
-        self, *, created: str, fingerprint: Mapping[str, Any], settings: Mapping[str, Any], interrupted: bool = False
+        self, *, created: str, fingerprint: Fingerprint, settings: Mapping[str, Any], interrupted: bool = False
     ) -> Run:
         """The session's Run: its records (each check list fixed as a tuple), devices with their reference peaks."""
         from ..results import Run

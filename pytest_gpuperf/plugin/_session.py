@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
     from ..measuring import Backend, Coordinator, Measurement, Monitor
-    from ..results import Evidence, Record, Run
+    from ..results import Evidence, Fingerprint, Record, Run
     from ._gate import GatePlugin
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "local_world_size"]
@@ -63,7 +63,7 @@ class GpuperfSession:
         self._inventory: Inventory | None = None
         self._slots: list[DeviceSlot] | None = None
         self._backends: dict[str, Backend] = {}
-        self._fingerprint: dict[str, Any] | None = None
+        self._fingerprint: Fingerprint | None = None
         self._asv: AsvTarget | None = None
         self._asv_note = ""
         self._monitor: Monitor | None = None  # started around each test that measures
@@ -202,12 +202,13 @@ class GpuperfSession:
             settings = settings.with_marker(marker.kwargs)
         return settings
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> Fingerprint:
         if self._fingerprint is None:
-            from ..results import collect
+            from ..results import Fingerprint, collect
 
-            self._fingerprint = collect(self.config.rootpath)
-            self.config.hook.pytest_gpuperf_fingerprint(fingerprint=self._fingerprint)
+            stored = collect(self.config.rootpath)
+            self.config.hook.pytest_gpuperf_fingerprint(fingerprint=stored)  # adds keys in place, then it is frozen
+            self._fingerprint = Fingerprint.from_dict(stored)
         return self._fingerprint
 
     # ------------------------------------------------------------ records

@@ -162,39 +162,37 @@ def _base_samples(comparison: Comparison | None) -> dict[str, list[float]]:
 def _machine(run: Run) -> str:
     fp = run.fingerprint
     parts = []
-    cpu = fp.get("cpu_model")
-    if cpu:
-        count = fp.get("cpu_count")
-        parts.append(f"{cpu}" + (f" ({count} CPUs)" if count else ""))
-    gpus = [str(d.get("name")) for d in fp.get("cuda_devices") or () if isinstance(d, Mapping) and d.get("name")]
+    if fp.cpu_model:
+        count = fp.cpu_count
+        parts.append(fp.cpu_model + (f" ({count} CPUs)" if count else ""))
+    gpus = [d.name for d in fp.cuda_devices or () if d.name]
     if not gpus:  # a file without the fingerprint's GPU list: the devices measured say their names
         gpus = [str(d.get("name")) for k, d in run.devices.items() if k != "cpu" and d.get("name")]
     parts += [f"{name} x{gpus.count(name)}" if gpus.count(name) > 1 else name for name in dict.fromkeys(gpus)]
-    if fp.get("hostname"):
-        parts.append(f"host {fp['hostname']}")
+    if fp.hostname:
+        parts.append(f"host {fp.hostname}")
     return "; ".join(parts) or "not recorded"
 
 
 def _commit(run: Run) -> str:
     git = run.git
-    if not git.get("commit"):
+    if not git.commit:
         return "outside git"
-    text = str(git["commit"])[:12]
-    if git.get("branch"):
-        text += f" ({git['branch']})"
-    return text + (" with uncommitted changes" if git.get("dirty") else "")
+    text = git.commit[:12]
+    if git.branch:
+        text += f" ({git.branch})"
+    return text + (" with uncommitted changes" if git.dirty else "")
 
 
 def _software(run: Run) -> str:
     fp = run.fingerprint
-    text = f"torch {fp.get('torch') or 'not recorded'}"
-    if fp.get("torch_cuda"):
-        text += f", CUDA {fp['torch_cuda']}"
-    nvml = fp.get("nvml")
-    if isinstance(nvml, Mapping) and nvml.get("driver"):
-        text += f", driver {nvml['driver']}"
-    if fp.get("python"):
-        text += f"; Python {fp['python']}"
+    text = f"torch {fp.torch or 'not recorded'}"
+    if fp.torch_cuda:
+        text += f", CUDA {fp.torch_cuda}"
+    if fp.nvml is not None and fp.nvml.driver:
+        text += f", driver {fp.nvml.driver}"
+    if fp.python:
+        text += f"; Python {fp.python}"
     return text
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         save_baseline_file,
         save_run,
     )
-    from ._fingerprint import collect
+    from ._fingerprint import CudaDevice, Fingerprint, GitState, Nvml, NvmlGpu, collect
     from ._record import (
         SCHEMA,
         SCHEMA_VERSION,
@@ -75,10 +75,15 @@ __all__ = [
     "SCHEMA_VERSION",
     "SHOWN",
     "Baseline",
+    "CudaDevice",
     "Difference",
     "Evidence",
+    "Fingerprint",
+    "GitState",
     "Incomparable",
     "MeasuredTest",
+    "Nvml",
+    "NvmlGpu",
     "Record",
     "ReplaceRefused",
     "Rerun",

@@ -15,7 +15,9 @@ also requires the same device, thread count, timing mode, parameters and work pe
 (``RECORD_KEYS``); a device model, thread count or work per call that the baseline's tool did not record
 (pytest-benchmark records none of them) is no difference. ``--gpuperf-allow-mismatch=KEY,...``
 (or ``all``) overrides the rule for those keys. ``check_comparable`` is the one check every
-route makes before comparing.
+route makes before comparing. Each function takes a ``Fingerprint`` (``Run.fingerprint``) or its
+stored dict, and reads it through the typed view; keys a ``pytest_gpuperf_fingerprint`` hook
+added (``Fingerprint.extra``) take no part.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from ._fingerprint import Fingerprint, GitState, NvmlGpu
 
 __all__ = [
     "MUST_MATCH",
@@ -102,91 +106,90 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def _minor(version: Any) -> str | None:
+def _minor(version: str | None) -> str | None:
     if not version:
         return None
-    parts = str(version).split("+", 1)[0].split(".")
+    parts = version.split("+", 1)[0].split(".")
     return ".".join(parts[:2])
 
 
-def _gpus(fingerprint: Mapping[str, Any]) -> tuple[str, ...]:
-    devices = fingerprint.get("cuda_devices") or []
+def _gpus(fingerprint: Fingerprint) -> tuple[str, ...]:
     out = []
-    for d in devices:
-        if isinstance(d, Mapping):
-            memory = int(d.get("memory_bytes", 0)) / 2**30
-            out.append(f"{d.get('name', '?')} (sm {d.get('capability', '?')}, {memory:.0f} GiB)")
+    for d in fingerprint.cuda_devices or ():
+        memory = (d.memory_bytes or 0) / 2**30
+        out.append(f"{_known(d.name)} (sm {_known(d.capability)}, {memory:.0f} GiB)")
     return tuple(out)
 
 
-def _mig(fingerprint: Mapping[str, Any]) -> tuple[str, ...] | None:
+def _known(value: str | None) -> str:
+    return "?" if value is None else value
+
+
+def _mig(fingerprint: Fingerprint) -> tuple[str, ...] | None:
     """Each CUDA device's MIG mode (``on``, ``off``, ``?``); None when no device's mode was recorded."""
-    devices = [d for d in fingerprint.get("cuda_devices") or [] if isinstance(d, Mapping)]
-    modes = [d.get("mig_mode") for d in devices]
+    modes = [d.mig_mode for d in fingerprint.cuda_devices or ()]
     if all(mode is None for mode in modes):
         return None
     return tuple("?" if mode is None else "on" if mode else "off" for mode in modes)
 
 
-def _nvml_of_cuda(fingerprint: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+def _nvml_of_cuda(fingerprint: Fingerprint) -> list[NvmlGpu] | None:
     """The NVML entries of the CUDA devices, in CUDA's order; None when none is known to be a CUDA device."""
-    nvml = fingerprint.get("nvml")
-    gpus = nvml.get("gpus") if isinstance(nvml, Mapping) else None
-    matched = [g for g in gpus or [] if isinstance(g, Mapping) and isinstance(g.get("cuda_index"), int)]
-    return sorted(matched, key=lambda g: int(g["cuda_index"])) or None
+    gpus = fingerprint.nvml.gpus if fingerprint.nvml is not None else None
+    matched = [g for g in gpus or () if g.cuda_index is not None]
+    return sorted(matched, key=lambda g: g.cuda_index or 0) or None
 
 
-def _max_sm_clock(fingerprint: Mapping[str, Any]) -> tuple[Any, ...] | None:
+def _max_sm_clock(fingerprint: Fingerprint) -> tuple[int | None, ...] | None:
     gpus = _nvml_of_cuda(fingerprint)
-    return None if gpus is None else tuple(g.get("max_sm_clock_mhz") for g in gpus)
+    return None if gpus is None else tuple(g.max_sm_clock_mhz for g in gpus)
 
 
-def _throttle_reasons(fingerprint: Mapping[str, Any]) -> tuple[str, ...] | None:
+def _throttle_reasons(fingerprint: Fingerprint) -> tuple[str, ...] | None:
     """Each CUDA device's throttle reasons when the fingerprint was taken; ``gpu_idle`` is a state, not a reason."""
     gpus = _nvml_of_cuda(fingerprint)
     if gpus is None:
         return None
-    reasons = ([r for r in g.get("throttle_reasons") or () if r != "gpu_idle"] for g in gpus)
+    reasons = ([r for r in g.throttle_reasons or () if r != "gpu_idle"] for g in gpus)
     return tuple("+".join(r) or "none" for r in reasons)
 
 
-def _flags(fingerprint: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+def _flags(flags: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A recorded mapping of names to values (unreadable ones, None, left out); None when not recorded."""
-    value = fingerprint.get(key)
-    if not isinstance(value, Mapping):
+    if flags is None:
         return None
-    return {str(k): v for k, v in value.items() if v is not None}
+    return {name: value for name, value in flags.items() if value is not None}
 
 
 def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
-    """The fingerprint reduced to the keys of MUST_MATCH and SHOWN, in comparable form (None: not recorded)."""
-    git = fingerprint.get("git") if isinstance(fingerprint.get("git"), Mapping) else {}
-    nvml = fingerprint.get("nvml") if isinstance(fingerprint.get("nvml"), Mapping) else {}
-    assert isinstance(git, Mapping) and isinstance(nvml, Mapping)
+    """The fingerprint (a Fingerprint, or its stored form) reduced to the keys of MUST_MATCH and SHOWN, in
+    comparable form (None: not recorded)."""
+    fp = Fingerprint.of(fingerprint)
+    git = fp.git if fp.git is not None else GitState()
     return {
-        "machine": fingerprint.get("machine"),
-        "cpu_model": fingerprint.get("cpu_model"),
-        "cpu_count": fingerprint.get("cpu_count"),
-        "gpus": _gpus(fingerprint),
-        "torch_minor": _minor(fingerprint.get("torch")),
-        "cuda": _minor(fingerprint.get("torch_cuda")),
-        "hip": _minor(fingerprint.get("torch_hip")),
-        "implementation": fingerprint.get("implementation"),
-        "mig": _mig(fingerprint),
-        "precision": _flags(fingerprint, "precision"),
-        "hostname": fingerprint.get("hostname"),
-        "python": fingerprint.get("python"),
-        "torch": fingerprint.get("torch"),
-        "cudnn": fingerprint.get("cudnn"),
-        "cuda_driver": fingerprint.get("cuda_driver"),
-        "nvml_driver": nvml.get("driver"),
-        "platform": fingerprint.get("platform"),
-        "threads": fingerprint.get("threads"),
-        "commit": str(git.get("commit", ""))[:10] or None,
-        "dirty": git.get("dirty"),
-        "max_sm_clock": _max_sm_clock(fingerprint),
-        "throttle_reasons": _throttle_reasons(fingerprint),
-        "env": _flags(fingerprint, "env"),
+        "machine": fp.machine,
+        "cpu_model": fp.cpu_model,
+        "cpu_count": fp.cpu_count,
+        "gpus": _gpus(fp),
+        "torch_minor": _minor(fp.torch),
+        "cuda": _minor(fp.torch_cuda),
+        "hip": _minor(fp.torch_hip),
+        "implementation": fp.implementation,
+        "mig": _mig(fp),
+        "precision": _flags(fp.precision),
+        "hostname": fp.hostname,
+        "python": fp.python,
+        "torch": fp.torch,
+        "cudnn": fp.cudnn,
+        "cuda_driver": fp.cuda_driver,
+        "nvml_driver": fp.nvml.driver if fp.nvml is not None else None,
+        "platform": fp.platform,
+        "threads": fp.threads,
+        "commit": (git.commit or "")[:10] or None,
+        "dirty": git.dirty,
+        "max_sm_clock": _max_sm_clock(fp),
+        "throttle_reasons": _throttle_reasons(fp),
+        "env": _flags(fp.env),
     }
 
 

@@ -11,22 +11,32 @@ NVML devices are matched to CUDA devices by UUID, else PCI bus id (never by inde
 which ``CUDA_VISIBLE_DEVICES`` shifts): each ``cuda_devices`` entry says which NVML
 device it is (``nvml_index``, ``nvml_match``). Which differences block a comparison is
 decided in ``_comparable.py``.
+
+``collect`` returns the stored form, a plain dict: the ``pytest_gpuperf_fingerprint`` hook adds
+keys to it in place before it is frozen. Every reader reads it through ``Fingerprint``, its
+frozen typed view: each key the tool writes is a typed field (``None``: not recorded, as in
+files older than the key), the keys it does not know are kept in ``extra``, and ``to_dict``
+writes back the same JSON, key order and ``null``s included, so reading a file and writing it
+again changes no byte.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import platform
 import socket
 import sys
 import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from .._git import git_state
 from ..measuring import cpu_model, import_nvml, match_nvml_device, read_clocks, throttle_names
 
-__all__ = ["PRECISION_FLAGS", "collect"]
+__all__ = ["PRECISION_FLAGS", "CudaDevice", "Fingerprint", "GitState", "Nvml", "NvmlGpu", "collect"]
 
 #: The precision flags recorded, by key, as attribute paths under ``torch`` (a call for the matmul precision).
 #: ``*fp32_precision`` exist from torch 2.9; a flag torch lacks or refuses to read is recorded as None.
@@ -194,3 +204,270 @@ def collect(root: Path | None = None, *, torch_module: Any = None, nvml_module: 
     if root is not None:
         fingerprint["git"] = git_state(root)
     return fingerprint
+
+
+# ---------------------------------------------------------------- the typed view
+
+
+class _Unreadable(Exception):
+    """A stored value is not of its key's type (written by a hook, or by hand)."""
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How the stored JSON value of one key is read as its typed value, and written back."""
+
+    read: Callable[[Any], Any]
+    write: Callable[[Any], Any]
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise _Unreadable
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise _Unreadable
+
+
+def _as_number(value: Any) -> float:
+    """An int stays an int: written back as it was read (``612``, not ``612.0``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise _Unreadable
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _Unreadable
+
+
+def _as_texts(value: Any) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise _Unreadable
+
+
+def _as_env(value: Any) -> dict[str, str]:
+    if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    raise _Unreadable
+
+
+def _as_flags(value: Any) -> dict[str, bool | str | None]:
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and (v is None or isinstance(v, (bool, str))) for k, v in value.items()
+    ):
+        return dict(value)
+    raise _Unreadable
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+_TEXT: Final = _Kind(_as_text, _as_is)
+_INT: Final = _Kind(_as_int, _as_is)
+_NUMBER: Final = _Kind(_as_number, _as_is)
+_BOOL: Final = _Kind(_as_bool, _as_is)
+_TEXTS: Final = _Kind(_as_texts, list)
+_ENV: Final = _Kind(_as_env, dict)
+_FLAGS: Final = _Kind(_as_flags, dict)
+
+_P = TypeVar("_P", bound="_Part")
+
+
+def _part(cls: type[_Part]) -> _Kind:
+    def read(value: Any) -> _Part:
+        if isinstance(value, Mapping):
+            return cls.from_dict(value)
+        raise _Unreadable
+
+    return _Kind(read, lambda part: part.to_dict())
+
+
+def _parts(cls: type[_Part]) -> _Kind:
+    def read(value: Any) -> tuple[_Part, ...]:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, Mapping) for v in value):
+            return tuple(cls.from_dict(v) for v in value)
+        raise _Unreadable
+
+    return _Kind(read, lambda parts: [part.to_dict() for part in parts])
+
+
+def _key(kind: _Kind) -> Any:
+    """A stored key: a typed field, None when the key is absent (or null, or not of its type)."""
+    return field(default=None, metadata={"kind": kind})
+
+
+def _kinds(cls: type[_Part]) -> dict[str, _Kind]:
+    """The stored keys of ``cls``, in the order a fingerprint built in code writes them."""
+    return {f.name: f.metadata["kind"] for f in fields(cls) if "kind" in f.metadata}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Part:
+    """A mapping of the stored form as typed fields, one per key (the field's name), read and written back as is.
+
+    A key the fields do not hold (a key a hook added, or a known key whose value is not of its type) is kept in
+    ``extra`` as written, and the known one reads as not recorded. ``layout``, the stored keys in their order,
+    lets ``to_dict`` write a value read from a file back byte for byte: a ``null`` stays, an absent key stays
+    absent. A part built in code has none: it writes its fields that are not None, then ``extra``.
+    """
+
+    #: Stored keys the typed fields do not hold, with their values as stored.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: The stored keys in their stored order (empty: built in code).
+    layout: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls: type[_P], data: Mapping[str, Any]) -> _P:
+        kinds = _kinds(cls)
+        values: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            kind = kinds.get(key)
+            try:
+                if kind is None:
+                    raise _Unreadable
+                values[key] = None if value is None else kind.read(value)
+            except _Unreadable:
+                extra[key] = copy.deepcopy(value)
+        return cls(**values, extra=extra, layout=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        kinds = _kinds(type(self))
+        added = [key for key in kinds if getattr(self, key) is not None]
+        out: dict[str, Any] = {}
+        for key in dict.fromkeys([*self.layout, *added, *self.extra]):
+            kind = kinds.get(key)
+            value = None if kind is None else getattr(self, key)
+            if kind is not None and value is not None:
+                out[key] = kind.write(value)
+            elif key in self.extra:
+                out[key] = copy.deepcopy(self.extra[key])
+            elif kind is not None:
+                out[key] = None  # stored as null
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitState(_Part):
+    """The git state of the work tree (``_git.git_state``): empty outside git."""
+
+    commit: str | None = _key(_TEXT)
+    branch: str | None = _key(_TEXT)
+    dirty: bool | None = _key(_BOOL)
+    #: A hash of the uncommitted diff (dirty trees only): two dirty runs are the same code only if it matches.
+    diff_sha: str | None = _key(_TEXT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaDevice(_Part):
+    """One CUDA device as torch sees it, and (with NVML) which NVML device it is."""
+
+    index: int | None = _key(_INT)
+    name: str | None = _key(_TEXT)
+    #: Compute capability, ``"9.0"``.
+    capability: str | None = _key(_TEXT)
+    memory_bytes: int | None = _key(_INT)
+    multiprocessors: int | None = _key(_INT)
+    #: CUDA's form, without NVML's ``GPU-`` prefix.
+    uuid: str | None = _key(_TEXT)
+    #: ``uuid``, ``pci bus id`` or ``unmatched``.
+    nvml_match: str | None = _key(_TEXT)
+    nvml_index: int | None = _key(_INT)
+    mig_mode: bool | None = _key(_BOOL)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvmlGpu(_Part):
+    """One GPU as NVML saw it when the fingerprint was taken."""
+
+    index: int | None = _key(_INT)
+    name: str | None = _key(_TEXT)
+    uuid: str | None = _key(_TEXT)
+    #: Its CUDA device index in this process (None: not visible to it).
+    cuda_index: int | None = _key(_INT)
+    mig_mode: bool | None = _key(_BOOL)
+    sm_clock_mhz: int | None = _key(_INT)
+    mem_clock_mhz: int | None = _key(_INT)
+    max_sm_clock_mhz: int | None = _key(_INT)
+    power_w: float | None = _key(_NUMBER)
+    power_limit_w: float | None = _key(_NUMBER)
+    temperature_c: int | None = _key(_INT)
+    throttle_reasons: tuple[str, ...] | None = _key(_TEXTS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nvml(_Part):
+    """What NVML said: the driver and every GPU (not only the visible ones)."""
+
+    driver: str | None = _key(_TEXT)
+    gpus: tuple[NvmlGpu, ...] | None = _key(_parts(NvmlGpu))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Fingerprint(_Part, Mapping[str, Any]):
+    """The frozen typed view of a run's fingerprint: every reader reads it through its fields.
+
+    None is "not recorded": files older than a key, machines without CUDA or NVML, a file another
+    tool wrote. The stored form stays readable as a read-only mapping (``fp["torch"]``,
+    ``dict(fp)``, equal to a dict of the same keys), as ``Run.fingerprint`` was before it was
+    typed; keys added through the ``pytest_gpuperf_fingerprint`` hook are in ``extra``.
+    """
+
+    #: The tool that wrote the file when it was not pytest-gpuperf (``pytest-benchmark``).
+    source: str | None = _key(_TEXT)
+    python: str | None = _key(_TEXT)
+    implementation: str | None = _key(_TEXT)
+    platform: str | None = _key(_TEXT)
+    machine: str | None = _key(_TEXT)
+    hostname: str | None = _key(_TEXT)
+    cpu_model: str | None = _key(_TEXT)
+    cpu_count: int | None = _key(_INT)
+    #: The allocator's and NCCL's environment variables that were set.
+    env: Mapping[str, str] | None = _key(_ENV)
+    torch: str | None = _key(_TEXT)
+    torch_cuda: str | None = _key(_TEXT)
+    cudnn: int | None = _key(_INT)
+    threads: int | None = _key(_INT)
+    interop_threads: int | None = _key(_INT)
+    mkl: bool | None = _key(_BOOL)
+    mkldnn: bool | None = _key(_BOOL)
+    mps: bool | None = _key(_BOOL)
+    #: torch's precision flags by name (``PRECISION_FLAGS``; None: this torch lacks the flag or refused to read it).
+    precision: Mapping[str, bool | str | None] | None = _key(_FLAGS)
+    torch_hip: str | None = _key(_TEXT)
+    cuda_driver: str | None = _key(_TEXT)
+    cuda_devices: tuple[CudaDevice, ...] | None = _key(_parts(CudaDevice))
+    nvml: Nvml | None = _key(_part(Nvml))  # noqa: RUF009 - _key returns a field(), as dataclass defaults do
+    git: GitState | None = _key(_part(GitState))  # noqa: RUF009 - as above
+
+    @classmethod
+    def of(cls, fingerprint: Mapping[str, Any]) -> Fingerprint:
+        """``fingerprint`` as the view: itself when it is one, else read from its stored form."""
+        return fingerprint if isinstance(fingerprint, Fingerprint) else cls.from_dict(fingerprint)
+
+    # The stored form, read-only.
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Fingerprint):
+            return self.to_dict() == other.to_dict()
+        if isinstance(other, Mapping):
+            return self.to_dict() == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # as a dict's: a fingerprint holds mappings

@@ -16,7 +16,7 @@ measures once without ``name=``. The gate needs each run's samples, which pytest
 ``stats.data``: ``--benchmark-json`` always writes them, ``--benchmark-save`` only with
 ``--benchmark-save-data``; a file without them is refused with that fix. pytest-benchmark records
 neither the GPU, nor torch, nor the device of a benchmark: those facts are absent from the Run
-(``Run.fingerprint["source"]`` says where it came from), so the comparability rule refuses a
+(``Run.fingerprint.source`` says where it came from), so the comparability rule refuses a
 GPU or torch it cannot check until ``--allow-mismatch`` names them; the records' device is
 ``unknown`` and their ``metadata["source"]`` says that their device model, threads and work per
 call were not recorded (the gate then does not compare those).
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, Warmup
+from ._fingerprint import Fingerprint, GitState
 from ._record import Evidence, Record, Run
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
 
 #: The pytest-benchmark release whose ``--benchmark-json`` schema the written files follow (its ``version``).
 FORMAT_VERSION: Final = "5.1.0"
-#: ``Run.fingerprint["source"]`` of a run read from a file pytest-benchmark wrote.
+#: ``Run.fingerprint.source`` of a run read from a file pytest-benchmark wrote.
 SOURCE: Final = "pytest-benchmark"
 #: The device of a record read from pytest-benchmark, which does not record one.
 UNKNOWN_DEVICE: Final = "unknown"
@@ -113,37 +114,37 @@ def pytest_benchmark_stats(samples: Sequence[float], iterations: int) -> dict[st
 # ------------------------------------------------------------------ writing
 
 
-def _machine_info(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
-    implementation = str(fingerprint.get("implementation") or "")
-    platform = str(fingerprint.get("platform") or "")
+def _machine_info(fingerprint: Fingerprint) -> dict[str, Any]:
+    implementation = fingerprint.implementation or ""
+    platform = fingerprint.platform or ""
     return {
-        "node": fingerprint.get("hostname"),
-        "processor": fingerprint.get("machine"),
-        "machine": fingerprint.get("machine"),
+        "node": fingerprint.hostname,
+        "processor": fingerprint.machine,
+        "machine": fingerprint.machine,
         "python_compiler": "",
         "python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(implementation, implementation),
-        "python_implementation_version": fingerprint.get("python"),
-        "python_version": fingerprint.get("python"),
+        "python_implementation_version": fingerprint.python,
+        "python_version": fingerprint.python,
         "python_build": [],
         "release": "",
         "system": platform.split("-", 1)[0],
         "cpu": {
-            "brand_raw": fingerprint.get("cpu_model"),
-            "count": fingerprint.get("cpu_count"),
-            "arch_string_raw": fingerprint.get("machine"),
+            "brand_raw": fingerprint.cpu_model,
+            "count": fingerprint.cpu_count,
+            "arch_string_raw": fingerprint.machine,
         },
-        "gpuperf": dict(fingerprint),
+        "gpuperf": fingerprint.to_dict(),
     }
 
 
-def _commit_info(git: Mapping[str, Any]) -> dict[str, Any]:
+def _commit_info(git: GitState) -> dict[str, Any]:
     return {
-        "id": str(git.get("commit") or "unversioned"),
+        "id": git.commit or "unversioned",
         "time": None,
         "author_time": None,
-        "dirty": bool(git.get("dirty", False)),
+        "dirty": bool(git.dirty),
         "project": None,
-        "branch": str(git.get("branch") or "(unknown)"),
+        "branch": git.branch or "(unknown)",
     }
 
 
@@ -196,13 +197,13 @@ def to_pytest_benchmark(run: Run) -> dict[str, Any]:
 # ------------------------------------------------------------------ reading
 
 
-def _fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:
+def _fingerprint(data: Mapping[str, Any]) -> Fingerprint:
     info = data.get("machine_info") if isinstance(data.get("machine_info"), Mapping) else {}
     commit = data.get("commit_info") if isinstance(data.get("commit_info"), Mapping) else {}
     assert isinstance(info, Mapping) and isinstance(commit, Mapping)
     ours = info.get("gpuperf")
     if isinstance(ours, Mapping):  # written by to_pytest_benchmark: the run's own fingerprint
-        return dict(ours)
+        return Fingerprint.from_dict(ours)
     cpu = info.get("cpu") if isinstance(info.get("cpu"), Mapping) else {}
     assert isinstance(cpu, Mapping)
     implementation = info.get("python_implementation")
@@ -210,17 +211,20 @@ def _fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:
     if commit.get("id") not in (None, "", "unversioned", "unknown"):
         git = {"commit": str(commit["id"]), "branch": commit.get("branch"), "dirty": bool(commit.get("dirty"))}
     system, release = info.get("system"), info.get("release")
-    return {
-        "source": SOURCE,
-        "python": info.get("python_version"),
-        "implementation": str(implementation).lower() if implementation else None,
-        "platform": "-".join(str(x) for x in (system, release) if x) or None,
-        "machine": info.get("machine"),
-        "hostname": info.get("node"),
-        "cpu_model": cpu.get("brand_raw"),
-        "cpu_count": cpu.get("count"),
-        "git": git,
-    }
+    # Built as the stored form, in its key order and with its nulls (a file read and exported again is the same).
+    return Fingerprint.from_dict(
+        {
+            "source": SOURCE,
+            "python": info.get("python_version"),
+            "implementation": str(implementation).lower() if implementation else None,
+            "platform": "-".join(str(x) for x in (system, release) if x) or None,
+            "machine": info.get("machine"),
+            "hostname": info.get("node"),
+            "cpu_model": cpu.get("brand_raw"),
+            "cpu_count": cpu.get("count"),
+            "git": git,
+        }
+    )
 
 
 def _samples(bench: Mapping[str, Any], where: str) -> tuple[float, ...]:

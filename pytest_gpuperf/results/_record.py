@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ..measuring import Check, ClockSummary, Load, Measurement
+from ._fingerprint import Fingerprint, GitState
 
 __all__ = [
     "BASELINE_SCHEMA",
@@ -228,7 +229,7 @@ class Run:
     """One pytest session's results."""
 
     created: str
-    fingerprint: Mapping[str, Any]
+    fingerprint: Fingerprint
     settings: Mapping[str, Any]
     records: Sequence[Record]
     devices: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -241,7 +242,7 @@ class Run:
             "version": SCHEMA_VERSION,
             "created": self.created,
             "interrupted": self.interrupted,
-            "fingerprint": dict(self.fingerprint),
+            "fingerprint": self.fingerprint.to_dict(),
             "devices": {k: dict(v) for k, v in self.devices.items()},
             "settings": dict(self.settings),
             "records": [r.to_dict() for r in self.records],
@@ -251,7 +252,7 @@ class Run:
     def from_dict(cls, data: Mapping[str, Any]) -> Run:
         return cls(
             created=str(data.get("created", "")),
-            fingerprint=dict(data.get("fingerprint", {})),
+            fingerprint=Fingerprint.from_dict(dict(data.get("fingerprint", {}))),
             settings=dict(data.get("settings", {})),
             records=[Record.from_dict(r) for r in data.get("records", [])],
             devices=dict(data.get("devices", {})),
@@ -259,9 +260,9 @@ class Run:
         )
 
     @property
-    def git(self) -> Mapping[str, Any]:
-        git = self.fingerprint.get("git")
-        return git if isinstance(git, Mapping) else {}
+    def git(self) -> GitState:
+        """The fingerprint's git state; empty outside git, and in files that did not record it."""
+        return self.fingerprint.git if self.fingerprint.git is not None else GitState()
 
 
 class MeasuredTest(Protocol):

@@ -87,10 +87,10 @@ def _date(created: str) -> str:
 
 
 def _commit(run: Run) -> str:
-    commit = str(run.git.get("commit") or "")[:8]
+    commit = (run.git.commit or "")[:8]
     if not commit:
         return "-"
-    return commit + ("+dirty" if run.git.get("dirty") else "")
+    return commit + ("+dirty" if run.git.dirty else "")
 
 
 def _devices(run: Run) -> str:

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 from ._comparable import blocking_differences
 from ._files import ResultsError, atomic_write_text, load_runs, locked, save_baseline_file, save_run
+from ._fingerprint import Fingerprint
 from ._record import Run
 
 __all__ = [
@@ -95,14 +96,14 @@ def check_name(raw: str) -> str:
     return name
 
 
-def _code(fingerprint: Mapping[str, Any]) -> tuple[str, str] | None:
-    git = fingerprint.get("git")
-    if not isinstance(git, Mapping) or not git.get("commit"):
+def _code(fingerprint: Fingerprint) -> tuple[str, str] | None:
+    git = fingerprint.git
+    if git is None or not git.commit:
         return None
-    return str(git["commit"]), str(git.get("diff_sha", "")) if git.get("dirty") else ""
+    return git.commit, (git.diff_sha or "") if git.dirty else ""
 
 
-def _same_origin(a: Mapping[str, Any], b: Mapping[str, Any], allow: Collection[str] = ()) -> bool:
+def _same_origin(a: Fingerprint, b: Fingerprint, allow: Collection[str] = ()) -> bool:
     return _code(a) == _code(b) and not blocking_differences([a], [b], allow)
 
 
@@ -116,12 +117,12 @@ def same_code(a: Run, b: Run) -> bool:
 
 def _describe_code(run: Run) -> str:
     git = run.git
-    if not git.get("commit"):
+    if not git.commit:
         return "code outside git"
-    return f"commit {str(git['commit'])[:10]}" + (" with uncommitted changes" if git.get("dirty") else "")
+    return f"commit {git.commit[:10]}" + (" with uncommitted changes" if git.dirty else "")
 
 
-def _describe_fingerprint(fingerprint: Mapping[str, Any]) -> str:
+def _describe_fingerprint(fingerprint: Fingerprint) -> str:
     code = _code(fingerprint)
     if code is None:
         return "code outside git"
@@ -152,8 +153,7 @@ class Baseline:
     @property
     def foreign(self) -> str | None:
         """The tool that wrote this file when it was not pytest-gpuperf (``pytest-benchmark``), else None."""
-        source = self.runs[-1].fingerprint.get("source")
-        return str(source) if source else None
+        return self.runs[-1].fingerprint.source or None
 
     def unrecorded(self) -> str:
         """Why a fingerprint difference may be a fact the file's tool did not record ("" for our own files)."""
@@ -242,8 +242,8 @@ class ResultsDir:
     def save_run(self, run: Run) -> Path:
         """Write ``run`` as a new file under runs/ and return its path; never replaces another session's file."""
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        commit = str(run.git.get("commit", ""))[:8] or "nogit"
-        suffix = "-dirty" if run.git.get("dirty") else ""
+        commit = (run.git.commit or "")[:8] or "nogit"
+        suffix = "-dirty" if run.git.dirty else ""
         try:
             self.make(self.runs_dir)
         except OSError as exc:
@@ -311,19 +311,20 @@ class ResultsDir:
         """Stop a saving session before it measures: the baseline unreadable or unwritable (see ``existing``),
         or holding runs of other code or another machine while ``replace`` was not asked for.
 
-        ``fingerprint`` is taken at the start, before the tests ran, so torch's precision flags (which a test
-        may set) are left to the check made again when saving.
+        ``fingerprint`` (a Fingerprint, or its stored form) is taken at the start, before the tests ran, so
+        torch's precision flags (which a test may set) are left to the check made again when saving.
         """
         runs = self.existing(name)
         if not replace:
+            now_fp = Fingerprint.of(fingerprint)
             allow = ("precision",)
-            other = [r for r in runs if not _same_origin(r.fingerprint, fingerprint, allow)]
+            other = [r for r in runs if not _same_origin(r.fingerprint, now_fp, allow)]
             if other:
-                now = f"this session runs {_describe_fingerprint(fingerprint)}"
-                raise self._refusal(name, other, now, fingerprint, allow)
+                now = f"this session runs {_describe_fingerprint(now_fp)}"
+                raise self._refusal(name, other, now, now_fp, allow)
 
     def _refusal(
-        self, name: str, other: list[Run], now: str, fingerprint: Mapping[str, Any], allow: Collection[str] = ()
+        self, name: str, other: list[Run], now: str, fingerprint: Fingerprint, allow: Collection[str] = ()
     ) -> ReplaceRefused:
         runs = f"{len(other)} run{'s' if len(other) != 1 else ''}"
         diffs = blocking_differences([other[-1].fingerprint], [fingerprint], allow)

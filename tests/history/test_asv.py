@@ -13,7 +13,7 @@ import torch
 
 from pytest_gpuperf.history import FORMAT, AsvError, Commit, benchmark_name, read_results, write_results
 from pytest_gpuperf.measuring import Measurement
-from pytest_gpuperf.results import Record, Run
+from pytest_gpuperf.results import Fingerprint, Record, Run
 from tests.synthetic import make_measurement
 
 # torch is imported above, before any pytester run: an in-process run forgets the modules first
@@ -48,7 +48,12 @@ def _record(test: str, device: str = "cpu", name: str | None = None, samples: tu
 
 def _run(*records: Record) -> Run:
     fingerprint = {"python": "3.11.7", "torch": "2.13.0+cpu", "platform": "Linux", "cpu_model": "x", "cpu_count": 2}
-    return Run(created="2026-11-22T02:00:00+00:00", fingerprint=fingerprint, settings={}, records=list(records))
+    return Run(
+        created="2026-11-22T02:00:00+00:00",
+        fingerprint=Fingerprint.from_dict(fingerprint),
+        settings={},
+        records=list(records),
+    )
 
 
 def _git_repo(path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_gpuperf.measuring import Check, GpuperfAssertionError
 from pytest_gpuperf.plugin._records import RecordBook, ReferencePeak
-from pytest_gpuperf.results import Record, Run
+from pytest_gpuperf.results import Fingerprint, Record, Run
 from tests.synthetic import FINGERPRINT, make_measurement, make_record, samples_around
 
 TEST = "test_x.py::test_step[cpu]"
@@ -24,7 +24,12 @@ def _observed(book: RecordBook, median: float, *, name: str = TEST) -> Record:
 
 
 def _run(book: RecordBook, *, interrupted: bool = False) -> Run:
-    return book.run(created="2026-11-22T03:00:00+00:00", fingerprint=FINGERPRINT, settings={}, interrupted=interrupted)
+    return book.run(
+        created="2026-11-22T03:00:00+00:00",
+        fingerprint=Fingerprint.from_dict(FINGERPRINT),
+        settings={},
+        interrupted=interrupted,
+    )
 
 
 def test_a_check_made_after_the_record_was_kept_replaces_the_record() -> None:

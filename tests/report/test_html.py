@@ -11,7 +11,7 @@ import pytest
 from pytest_gpuperf.measuring import Check
 from pytest_gpuperf.report import compare, policy_of, render, samples_drawn
 from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
-from pytest_gpuperf.results import Baseline, Record, Run, flags
+from pytest_gpuperf.results import Baseline, Fingerprint, Record, Run, flags
 from tests.synthetic import make_measurement, make_record, make_run, samples_around, with_fingerprint
 
 
@@ -135,7 +135,7 @@ def test_an_interrupted_run_says_so() -> None:
 
 
 def test_an_empty_run_is_a_page_too() -> None:
-    html = render(Run("2026-11-22T03:00:00+00:00", {}, {}, []))
+    html = render(Run("2026-11-22T03:00:00+00:00", Fingerprint.from_dict({}), {}, []))
     assert 'data-records="0"' in html and "not recorded" in html and "outside git" in html
 
 
