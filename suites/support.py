@@ -8,8 +8,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Final
 
-from pytest_gpuperf import Check, Estimate, Gpuperf, Paired, Step, expect_interval, measure_paired
-from pytest_gpuperf.measuring import Expectations
+from pytest_gpuperf import Check, Estimate, Gpuperf, Paired, Step, measure_paired
+from pytest_gpuperf.measuring import Expectations, JudgeContext, expect_estimate
 
 __all__ = ["EXPECTATIONS_ENV", "expect", "expectations", "paired", "percent"]
 
@@ -76,21 +76,10 @@ def expect(
 ) -> Check:
     """Judge ``estimate`` by its CI (pass / fail / inconclusive) and note the verdict in the summary."""
     __tracebackhide__ = True
-    evidence = f"from {estimate.count} paired rounds on {gpuperf.slot.id}"
-    check = expect_interval(
-        estimate.what,
-        estimate.value,
-        estimate.low,
-        estimate.high,
-        at_least=at_least,
-        at_most=at_most,
-        confidence=estimate.confidence if estimate.nominal is None else estimate.nominal,
-        achieved=estimate.confidence,
-        count=estimate.count,
-        evidence=evidence,
-        inconclusive=gpuperf.settings.measure.inconclusive,
-        observer=checks.append if checks is not None else None,
-    )
+    judged = dataclasses.replace(estimate, evidence=f"from {estimate.count} paired rounds on {gpuperf.slot.id}")
+    observer = checks.append if checks is not None else None
+    context = JudgeContext(inconclusive=gpuperf.settings.measure.inconclusive, observer=observer)
+    check = expect_estimate(judged, at_least=at_least, at_most=at_most, context=context, stacklevel=2)
     gpuperf.note(f"{check.outcome}: {check.message}")
     return check
 

@@ -51,12 +51,22 @@ if TYPE_CHECKING:
     )
     from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
     from ._expectations import DeviceFloors, Expectations, ExpectationsError
-    from ._judge import Check, GpuperfAssertionError, InconclusiveWarning, Outcome, expect_interval, judge
+    from ._judge import (
+        Check,
+        GpuperfAssertionError,
+        InconclusiveWarning,
+        JudgeContext,
+        Outcome,
+        Relation,
+        expect_estimate,
+        expect_interval,
+        judge,
+    )
     from ._load import Load, Monitor, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
-    from ._runner import Coordinator, measure, measure_fixed, measure_on, work_from
-    from ._sampling import SamplingPlan, SamplingResult, StopRule, Warmup, sample
+    from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
+    from ._sampling import FixedBudget, SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
         Estimate,
@@ -102,10 +112,13 @@ __all__ = [
     "Estimate",
     "Expectations",
     "ExpectationsError",
+    "FixedBudget",
+    "FixedCall",
     "GpuperfAssertionError",
     "InconclusiveWarning",
     "Interval",
     "Inventory",
+    "JudgeContext",
     "Load",
     "MeasureSettings",
     "Measurement",
@@ -118,12 +131,14 @@ __all__ = [
     "Outcome",
     "Paired",
     "Quantity",
+    "Relation",
     "SamplingPlan",
     "SamplingResult",
     "SettingError",
     "Step",
     "StepFactory",
     "StopRule",
+    "Subject",
     "Summary",
     "Threads",
     "TorchDistCoordinator",
@@ -138,6 +153,7 @@ __all__ = [
     "clock_monitor",
     "cpu_model",
     "estimate_median",
+    "expect_estimate",
     "expect_interval",
     "format_bytes",
     "format_duration",

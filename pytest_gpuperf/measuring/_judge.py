@@ -15,6 +15,13 @@ bound, all n samples still land on the wrong side with probability up to 1/2**n 
 would fail good code more often than the confidence claims. ``inconclusive="fail"``
 makes such a check fail, as the user's choice.
 
+What is judged is an ``Estimate`` (``_stats.py``): its value, interval, the confidence
+asked for and achieved, and where it comes from (what it counts, its evidence, whose it is,
+why its sampling stopped). What varies with the caller, not with the estimate, is a
+``JudgeContext``: how values read (their unit), what an undecided check does, and who
+receives the Check. ``expect_estimate`` takes the bound as ``at_least=``/``at_most=``;
+``expect_interval`` is its older form with the estimate's numbers as arguments.
+
 A bound that is not a finite number is bad input: ``ValueError``, before judging.
 """
 
@@ -23,23 +30,27 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Final, Literal
 
-from ._stats import format_coverage, min_samples_for
+from ._stats import Estimate, counted_as, format_coverage
 
 __all__ = [
     "Check",
     "GpuperfAssertionError",
     "InconclusiveWarning",
+    "JudgeContext",
     "Outcome",
+    "Relation",
     "check_bound",
-    "counted_as",
+    "expect_estimate",
     "expect_interval",
     "judge",
 ]
 
 Outcome = Literal["pass", "fail", "inconclusive"]
+#: ``>=``: the bound is a floor (``at_least``); ``<=``: a ceiling (``at_most``).
+Relation = Literal[">=", "<="]
 
 
 class GpuperfAssertionError(AssertionError):
@@ -61,19 +72,41 @@ class Check:
     message: str
 
 
-def _outcome(relation: str, bound: float, low: float, high: float) -> Outcome:
+def _three_figures(value: float) -> str:
+    return f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class JudgeContext:
+    """What the caller of a check decides, not its estimate.
+
+    ``fmt`` shows a value (with its unit: ``Quantity(v, "s")``); ``inconclusive`` is what an
+    undecided check does, ``warn`` or ``fail`` (``--gpuperf-inconclusive``); ``observer``
+    receives the Check before anything is raised, so that it lands in a record.
+    """
+
+    fmt: Callable[[float], str] = field(default=_three_figures, compare=False)
+    inconclusive: str = "warn"
+    observer: Callable[[Check], None] | None = field(default=None, compare=False)
+
+
+#: Values to three significant figures, undecided checks warn, and no one keeps the Check.
+PLAIN: Final = JudgeContext()
+
+
+def _outcome(relation: Relation, bound: float, low: float, high: float) -> Outcome:
     if relation == ">=":
         return "pass" if low >= bound else "fail" if high < bound else "inconclusive"
     return "pass" if high <= bound else "fail" if low > bound else "inconclusive"
 
 
+def _named(estimate: Estimate) -> str:
+    """What is judged, as a message starts: ``test_mm[cpu]: throughput``, or ``speedup of amp over fp32``."""
+    return estimate.what if estimate.subject is None else f"{estimate.subject}: {estimate.what}"
+
+
 def _side(outcome: Outcome) -> str:
     return {"pass": "on the right side of", "fail": "on the wrong side of", "inconclusive": "straddling"}[outcome]
-
-
-def counted_as(count: int, counted: str) -> str:
-    """``3 samples``, ``1 sample``, ``1 paired round``."""
-    return f"{count} {counted[:-1] if count == 1 and counted.endswith('s') else counted}"
 
 
 def check_bound(name: str, bound: float, *, positive: bool = False, noun: str = "number", example: str = "") -> None:
@@ -85,83 +118,85 @@ def check_bound(name: str, bound: float, *, positive: bool = False, noun: str = 
 
 
 def judge(
-    what: str,
-    relation: str,
-    bound: float,
-    median: float,
-    low: float,
-    high: float,
-    *,
-    confidence: float,
-    achieved: float | None = None,
-    count: int = 0,
-    counted: str = "samples",
-    evidence: str,
-    inconclusive: str = "warn",
-    observer: Callable[[Check], None] | None = None,
-    fmt: Callable[[float], str] = lambda v: f"{v:.3g}",
-    subject: str = "",
-    why_undecided: str = "",
-    stacklevel: int = 3,
-    estimate: str = "median",
-    of: str = "the median",
-    need: int | None = None,
+    estimate: Estimate, relation: Relation, bound: float, context: JudgeContext = PLAIN, *, stacklevel: int = 1
 ) -> Check:
-    """Judge ``[low, high]`` (around ``median``) against ``relation`` (``>=``/``<=``) ``bound``.
+    """Judge ``estimate``'s interval against ``relation`` (``>=``/``<=``) ``bound``.
 
-    Raises GpuperfAssertionError on a fail (and on an inconclusive check when
-    ``inconclusive == "fail"``), warns InconclusiveWarning otherwise; ``observer`` gets
-    the Check first, so it lands in a record whatever happens next. ``evidence`` says
-    where the interval comes from ("from 20 samples x 4 calls on cpu (...)"); ``subject``
-    starts the message (a measurement's name). ``confidence`` is the confidence asked for;
-    ``achieved`` the interval's actual coverage (order statistics are discrete) when it may
-    be lower, from ``count`` ``counted`` ("samples", "paired rounds"): below ``confidence``
-    the check is inconclusive, whatever the interval says. ``estimate`` names the point estimate
-    (``median``, ``p99``), ``of`` what the interval is of (``the median``, ``the 99th percentile``)
-    and ``need`` how many samples an interval of it needs (default: the median's, ``min_samples_for``).
+    Raises GpuperfAssertionError on a fail (and on an inconclusive check when the context's
+    ``inconclusive`` is ``fail``), warns InconclusiveWarning otherwise, at the frame
+    ``stacklevel`` counted as ``warnings.warn`` would count it in place of ``judge`` (1: the
+    line that calls ``judge``, 2: the caller of that function). The context's ``observer``
+    gets the Check first, so it lands in a record whatever happens next. An estimate whose
+    interval covers less than the confidence asked for (``falls_short``: too few values) is
+    inconclusive, whatever its interval says.
     """
     __tracebackhide__ = True
-    check_bound(f"{subject}{what} {relation} bound", bound)
-    side = _outcome(relation, bound, low, high)
-    short = achieved is not None and achieved < confidence - 1e-12
-    outcome: Outcome = "inconclusive" if short else side
-    expected = f"{'at least' if relation == '>=' else 'at most'} {fmt(bound)}"
-    numbers = f"{estimate} {fmt(median)}, {confidence:.0%} CI [{fmt(low)}, {fmt(high)}] {evidence}"
-    advice = "" if inconclusive == "fail" else ", or set --gpuperf-inconclusive=fail to fail on this"
-    if short:
-        assert achieved is not None
-        need = min_samples_for(confidence) if need is None else need
-        if count == 1:
-            numbers = f"one sample is a point, not an interval: {fmt(median)} {evidence}, {_side(side)} the bound"
-        else:
-            numbers = (
-                f"{estimate} {fmt(median)}, the {format_coverage(achieved)} interval [{fmt(low)}, {fmt(high)}] "
-                f"{evidence}, {_side(side)} the bound"
-            )
-        few = f"only {counted_as(count, counted)}" if count else f"too few {counted}"
-        message = (
-            f"{subject}{what} {expected} is inconclusive: {few}, and a distribution-free {confidence:.0%} "
-            f"interval of {of} needs at least {need}; {numbers}{why_undecided}. "
-            f"Take at least {need} {counted} (--gpuperf-min-samples={need} and a --gpuperf-max-time long enough) "
-            f"for a verdict{advice}"
-        )
-    elif outcome == "pass":
-        message = f"{subject}{what} {expected}: met; {numbers}"
-    elif outcome == "fail":
-        message = f"{subject}{what} {expected} expected, but {numbers}; the whole interval is on the wrong side"
-    else:
-        message = (
-            f"{subject}{what} {expected} is inconclusive: the interval straddles the bound; {numbers}{why_undecided}. "
-            f"Measure longer (--gpuperf-max-time) for a verdict{advice}"
-        )
-    check = Check(what, relation, fmt(bound), outcome, message)
-    if observer is not None:
-        observer(check)
-    if outcome == "fail" or (outcome == "inconclusive" and inconclusive == "fail"):
+    check_bound(f"{_named(estimate)} {relation} bound", bound)
+    outcome, message = _verdict(estimate, relation, bound, context)
+    check = Check(estimate.what, relation, context.fmt(bound), outcome, message)
+    if context.observer is not None:
+        context.observer(check)
+    if outcome == "fail" or (outcome == "inconclusive" and context.inconclusive == "fail"):
         raise GpuperfAssertionError(message)
     if outcome == "inconclusive":
-        warnings.warn(InconclusiveWarning(message), stacklevel=stacklevel)
+        warnings.warn(InconclusiveWarning(message), stacklevel=stacklevel + 1)
     return check
+
+
+def _verdict(estimate: Estimate, relation: Relation, bound: float, context: JudgeContext) -> tuple[Outcome, str]:
+    """The outcome and the message that says it: bound, estimate, interval, evidence, and what would decide."""
+    e, fmt = estimate, context.fmt
+    side = _outcome(relation, bound, e.low, e.high)
+    expected = f"{_named(e)} {'at least' if relation == '>=' else 'at most'} {fmt(bound)}"
+    why_undecided = "" if e.stopped is None else f"; sampling stopped: {e.stopped}"
+    advice = "" if context.inconclusive == "fail" else ", or set --gpuperf-inconclusive=fail to fail on this"
+    if e.falls_short:
+        need = e.needs
+        if e.count == 1:
+            numbers = f"one sample is a point, not an interval: {fmt(e.value)} {e.source}, {_side(side)} the bound"
+        else:
+            numbers = (
+                f"{e.statistic} {fmt(e.value)}, the {format_coverage(e.confidence)} interval "
+                f"[{fmt(e.low)}, {fmt(e.high)}] {e.source}, {_side(side)} the bound"
+            )
+        few = f"only {counted_as(e.count, e.counted)}" if e.count else f"too few {e.counted}"
+        return "inconclusive", (
+            f"{expected} is inconclusive: {few}, and a distribution-free {e.asked:.0%} "
+            f"interval of {e.interval_of} needs at least {need}; {numbers}{why_undecided}. "
+            f"Take at least {need} {e.counted} (--gpuperf-min-samples={need} and a --gpuperf-max-time long enough) "
+            f"for a verdict{advice}"
+        )
+    numbers = f"{e.statistic} {fmt(e.value)}, {e.asked:.0%} CI [{fmt(e.low)}, {fmt(e.high)}] {e.source}"
+    if side == "pass":
+        return side, f"{expected}: met; {numbers}"
+    if side == "fail":
+        return side, f"{expected} expected, but {numbers}; the whole interval is on the wrong side"
+    return side, (
+        f"{expected} is inconclusive: the interval straddles the bound; {numbers}{why_undecided}. "
+        f"Measure longer (--gpuperf-max-time) for a verdict{advice}"
+    )
+
+
+def expect_estimate(
+    estimate: Estimate,
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    context: JudgeContext = PLAIN,
+    stacklevel: int = 1,
+) -> Check:
+    """Judge ``estimate`` against exactly one of ``at_least``/``at_most`` (``judge`` with the bound by name).
+
+    ValueError, before judging, for no bound, two, or one that is not finite; ``stacklevel``
+    as ``judge`` counts it (1: the line that calls ``expect_estimate``).
+    """
+    __tracebackhide__ = True
+    if (at_least is None) == (at_most is None):
+        raise ValueError(f"{estimate.what}: give exactly one of at_least= or at_most=")
+    name, bound = ("at_least", at_least) if at_least is not None else ("at_most", at_most)
+    assert bound is not None
+    check_bound(f"{estimate.what}: {name}={bound!r}", bound, example=f"{name}=1.2")
+    return judge(estimate, ">=" if name == "at_least" else "<=", bound, context, stacklevel=stacklevel + 1)
 
 
 def expect_interval(
@@ -179,34 +214,31 @@ def expect_interval(
     evidence: str,
     inconclusive: str = "warn",
     observer: Callable[[Check], None] | None = None,
-    fmt: Callable[[float], str] = lambda v: f"{v:.3g}",
+    fmt: Callable[[float], str] = _three_figures,
 ) -> Check:
     """Judge an estimate (median and CI ``[low, high]``) against exactly one of ``at_least``/``at_most``.
 
     ``confidence`` is the confidence asked for; pass an Estimate's ``confidence`` as ``achieved``
     and its ``count`` (it covers less than asked from too few rounds: the check is then inconclusive).
+    The older form of ``expect_estimate``, which takes the Estimate itself. Its InconclusiveWarning
+    points at the caller of the function that calls it (a helper such as ``gpuperf.expect``).
     """
     __tracebackhide__ = True
-    if (at_least is None) == (at_most is None):
-        raise ValueError(f"{what}: give exactly one of at_least= or at_most=")
-    name, bound = ("at_least", at_least) if at_least is not None else ("at_most", at_most)
-    assert bound is not None
-    check_bound(f"{what}: {name}={bound!r}", bound, example=f"{name}=1.2")
-    relation = ">=" if name == "at_least" else "<="
-    return judge(
+    estimate = Estimate(
         what,
-        relation,
-        bound,
         median,
         low,
         high,
-        confidence=confidence,
-        achieved=achieved,
-        count=count,
+        confidence if achieved is None else achieved,
+        count,
+        nominal=confidence,
         counted=counted,
         evidence=evidence,
-        inconclusive=inconclusive,
-        observer=observer,
-        fmt=fmt,
-        stacklevel=4,
+    )
+    return expect_estimate(
+        estimate,
+        at_least=at_least,
+        at_most=at_most,
+        context=JudgeContext(fmt, inconclusive, observer),
+        stacklevel=3,
     )

@@ -21,9 +21,20 @@ from functools import cached_property
 from typing import Any, Final
 
 from ._clocks import ClockSummary
-from ._judge import Check, check_bound, counted_as, judge
+from ._judge import Check, JudgeContext, Relation, check_bound, judge
 from ._sampling import Warmup
-from ._stats import Interval, Summary, Trend, min_samples_for, quantile, quantile_ci, summarize, trend
+from ._stats import (
+    Estimate,
+    Interval,
+    Summary,
+    Trend,
+    counted_as,
+    min_samples_for,
+    quantile,
+    quantile_ci,
+    summarize,
+    trend,
+)
 from ._units import Quantity, UnitError, format_bytes, format_duration, parse_quantity
 
 __all__ = ["DRIFT_MIN", "DRIFT_P", "PERCENTILES", "Measurement", "NoDeviceWorkWarning"]
@@ -230,8 +241,8 @@ class Measurement:
         bounds = _bounds("assert_throughput", "rate", {"at_least": at_least, "at_most": at_most}, "'50 TFLOP/s'")
         for relation, bound in bounds:
             low, high = self.throughput_ci(bound.work_unit)
-            median = self.throughput(bound.work_unit)
-            self._check_bound("throughput", relation, bound, median, low, high)
+            interval = Interval(low.value, high.value, self.ci.confidence)
+            self._judge(self._estimate("throughput", self.throughput(bound.work_unit).value, interval), relation, bound)
         return self
 
     def assert_latency(
@@ -253,75 +264,39 @@ class Measurement:
         q = None if percentile is None else self._quantile_of(percentile, "assert_latency")
         bounds = _bounds("assert_latency", "time", {"at_least": at_least, "at_most": at_most}, "'3.2 ms'")
         for relation, bound in bounds:
-            if q is not None:
-                self._judge_percentile(relation, bound, q)
-                continue
-            self._check_bound(
-                "latency",
-                relation,
-                bound,
-                Quantity(self.median, "s"),
-                Quantity(self.ci.low, "s"),
-                Quantity(self.ci.high, "s"),
-            )
+            if q is None:
+                estimate = self._estimate("latency", self.median, self.ci)
+            else:
+                interval = quantile_ci(self.samples, q, self.confidence)
+                estimate = self._estimate(f"p{q * 100:g} latency", quantile(self.samples, q), interval, q)
+            self._judge(estimate, relation, bound)
         return self
 
-    def _judge_percentile(self, relation: str, bound: Quantity, q: float) -> None:
-        __tracebackhide__ = True
-        interval = quantile_ci(self.samples, q, self.confidence)
-        label = f"p{q * 100:g}"
-        self._check_bound(
-            f"{label} latency",
-            relation,
-            bound,
-            Quantity(quantile(self.samples, q), "s"),
-            Quantity(interval.low, "s"),
-            Quantity(interval.high, "s"),
-            achieved=interval.confidence,
-            estimate=label,
-            of=f"the {_ordinal(q * 100)} percentile",
-            need=min_samples_for(self.confidence, q),
+    def _estimate(self, what: str, value: float, interval: Interval, q: float | None = None) -> Estimate:
+        """``value`` with its interval, as the judge tells it: from how many samples of how many calls, on what,
+        why sampling stopped; ``q``: the quantile a percentile estimates (None: the median)."""
+        n = len(self.samples)
+        return Estimate(
+            what,
+            value,
+            interval.low,
+            interval.high,
+            interval.confidence,
+            n,
+            nominal=self.confidence,
+            counted="samples",
+            quantile=q,
+            evidence=f"from {counted_as(n, 'samples')} x {self.iterations} calls on {self.device} ({self.device_name})",
+            subject=self.name,
+            stopped=self.stop_reason,
         )
 
-    def _check_bound(
-        self,
-        what: str,
-        relation: str,
-        bound: Quantity,
-        median: Quantity,
-        low: Quantity,
-        high: Quantity,
-        *,
-        achieved: float | None = None,
-        estimate: str = "median",
-        of: str = "the median",
-        need: int | None = None,
-    ) -> None:
+    def _judge(self, estimate: Estimate, relation: Relation, bound: Quantity) -> None:
+        """Judge ``estimate`` against ``bound``, its values shown in the bound's unit; warnings point at the line
+        that called ``assert_*``."""
         __tracebackhide__ = True
-        judge(
-            what,
-            relation,
-            bound.value,
-            median.value,
-            low.value,
-            high.value,
-            confidence=self.confidence,
-            achieved=self.ci.confidence if achieved is None else achieved,
-            count=len(self.samples),
-            evidence=(
-                f"from {counted_as(len(self.samples), 'samples')} x {self.iterations} calls "
-                f"on {self.device} ({self.device_name})"
-            ),
-            inconclusive=self.inconclusive,
-            observer=self.observer,
-            fmt=lambda value: str(Quantity(value, bound.unit)),
-            subject=f"{self.name}: ",
-            why_undecided=f"; sampling stopped: {self.stop_reason}",
-            stacklevel=4 if estimate == "median" else 5,
-            estimate=estimate,
-            of=of,
-            need=need,
-        )
+        context = JudgeContext(lambda value: str(Quantity(value, bound.unit)), self.inconclusive, self.observer)
+        judge(estimate, relation, bound.value, context, stacklevel=3)
 
     # ------------------------------------------------------------ display and storage
 
@@ -426,21 +401,12 @@ class Measurement:
         return self.describe()
 
 
-def _ordinal(number: float) -> str:
-    """``99th``, ``50th``, ``99.9th``, ``1st``, ``2nd``, ``3rd``, ``11th``."""
-    if number != int(number):
-        return f"{number:g}th"
-    n = int(number)
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
 def _bounds(
     method: str, kind: str, given: Mapping[str, str | float | Quantity | None], example: str
-) -> list[tuple[str, Quantity]]:
+) -> list[tuple[Relation, Quantity]]:
     """Every bound given, parsed and checked (positive and finite) before any is judged."""
     __tracebackhide__ = True
-    out = []
+    out: list[tuple[Relation, Quantity]] = []
     for name, raw in given.items():
         if raw is None:
             continue

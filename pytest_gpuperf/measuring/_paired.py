@@ -46,7 +46,7 @@ from ._backends import Backend, block_timer
 from ._clocks import clock_monitor, monitored
 from ._judge import Check
 from ._measurement import Measurement
-from ._runner import Coordinator, gc_paused, measurement_of, peak_memory, torch_threads
+from ._runner import Coordinator, Readings, Subject, gc_paused, measurement_of, peak_memory, torch_threads
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
 from ._stats import Estimate, estimate_median, median, median_ci
@@ -295,17 +295,14 @@ def measure_paired(
             result,
             backend,
             settings,
-            plan,
-            name=(names or {}).get(name, name),
-            device=device,
-            work=rounds.current[name].work,
-            threads=threads,
-            samples=tuple(sampled[name]),
-            stop_reason=f"paired rounds: {result.stop_reason}",
-            memory=peak_memory(rounds.current[name].fn, backend, settings, device),
-            observer=(observers or {}).get(name),
-            host=runner.host.get(name, ()),
-            clocks=clocks,
+            Subject((names or {}).get(name, name), device, rounds.current[name].work, (observers or {}).get(name)),
+            Readings(
+                threads,
+                peak_memory(rounds.current[name].fn, backend, settings, device),
+                runner.host.get(name, ()),
+                clocks,
+            ),
+            paired_samples=sampled[name],
         )
         for name in steps
     }

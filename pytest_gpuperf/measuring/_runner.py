@@ -9,11 +9,13 @@ This is the public entry point outside pytest too (asv benchmarks, scripts)::
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._backends import Backend, block_timer
@@ -21,14 +23,17 @@ from ._clocks import ClockSummary, clock_monitor, monitored
 from ._devices import open_device
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
-from ._sampling import SamplingPlan, SamplingResult, Warmup, sample
+from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
-from ._stats import median, min_samples_for, summarize
+from ._stats import median
 from ._units import format_duration
 
 __all__ = [
     "Coordinator",
+    "FixedCall",
     "HostTimes",
+    "Readings",
+    "Subject",
     "gc_paused",
     "measure",
     "measure_fixed",
@@ -46,6 +51,58 @@ class Coordinator(Protocol):
     def wrap_block(self, run_block: Callable[[int], float]) -> Callable[[int], float]: ...
 
     def agree(self, flag: bool) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a Measurement is of, and who hears its checks: its name, the device it ran on, the work of one call by
+    unit (for throughput), and the observer each of its Checks goes to (a record's list)."""
+
+    name: str
+    device: str
+    work: Mapping[str, float] = field(default_factory=dict)
+    observer: Callable[[Check], None] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What was read beside the timed samples: torch's threads in effect, the peak memory of a call and how it was
+    read (``off``, ``unknown: ...`` where it was not), the host's launch seconds per call of each block (on an
+    asynchronous device; the last ones match the kept samples), and the GPU's clocks."""
+
+    threads: int
+    memory: tuple[int | None, str] = (None, "off")
+    host: Sequence[float | None] = ()
+    clocks: ClockSummary | None = None
+
+
+@dataclass(frozen=True)
+class FixedCall:
+    """What each round of a fixed budget calls: ``target(*args, **kwargs)``, or ``target`` with the ``(args, kwargs)``
+    that ``setup`` returns; ``teardown`` gets the round's arguments after it. ``setup`` and ``teardown`` run
+    outside the time (pytest-benchmark's ``pedantic``)."""
+
+    target: Callable[..., Any]
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] | None = None
+    setup: Callable[[], Any] | None = None
+    teardown: Callable[..., object] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))  # read once: an iterator would be empty by round two
+
+    def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The next round's arguments: those given, or those ``setup`` returns (it runs here)."""
+        args, kwargs = tuple(self.args), dict(self.kwargs or {})
+        if self.setup is None:
+            return args, kwargs
+        made = self.setup()
+        if not made:
+            return args, kwargs
+        if args or kwargs:
+            raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
+        new_args, new_kwargs = made
+        return tuple(new_args), dict(new_kwargs)
 
 
 def work_from(
@@ -118,52 +175,48 @@ def measurement_of(
     result: SamplingResult,
     backend: Backend,
     settings: MeasureSettings,
-    plan: SamplingPlan,
+    subject: Subject,
+    readings: Readings,
     *,
-    name: str,
-    device: str,
-    work: Mapping[str, float],
-    threads: int,
-    samples: tuple[float, ...] | None = None,
-    stop_reason: str | None = None,
-    memory: tuple[int | None, str] = (None, "off"),
-    observer: Callable[[Check], None] | None = None,
-    host: Sequence[float | None] = (),
-    clocks: ClockSummary | None = None,
+    paired_samples: Sequence[float] | None = None,
 ) -> Measurement:
-    """The Measurement of a sampling result: ``samples`` and ``stop_reason`` override the result's own
-    (paired rounds keep one step's share of each round); ``host`` are host launch seconds per call of the
-    blocks on an asynchronous device (the last ones match the kept samples)."""
+    """The Measurement of a sampling result, of ``subject``, with what was read beside it.
+
+    ``paired_samples`` are one step's share of each paired round, kept as its samples instead of the result's
+    (its stop reason says that they are paired rounds)."""
     description = backend.describe()
-    kept = result.samples if samples is None else samples
+    kept = result.samples if paired_samples is None else tuple(paired_samples)
+    stop_reason = result.stop_reason if paired_samples is None else f"paired rounds: {result.stop_reason}"
     # A sample is one call timed alone when its block held one call (a graph of one call in graph mode); paired
     # rounds keep a step's share of each round, which is no single call.
-    single = samples is None and result.iterations == 1 and (settings.mode != "graph" or settings.per_call)
+    single = paired_samples is None and result.iterations == 1 and (settings.mode != "graph" or settings.per_call)
+    plan = settings.plan()  # the target and confidence sampled for: the settings', whatever the backend's block
     measurement = Measurement(
-        name=name,
-        device=device,
-        device_name=str(description.get("name", device)),
+        name=subject.name,
+        device=subject.device,
+        device_name=str(description.get("name", subject.device)),
         samples=kept,
         iterations=result.iterations,
         warmup=result.warmup,
         converged=result.converged,
-        stop_reason=result.stop_reason if stop_reason is None else stop_reason,
+        stop_reason=stop_reason,
         sampling_seconds=result.seconds,
         target=plan.target,
         confidence=plan.confidence,
-        work=dict(work),
-        peak_memory=memory[0],
-        memory_method=memory[1],
-        threads=threads,
+        work=dict(subject.work),
+        peak_memory=readings.memory[0],
+        memory_method=readings.memory[1],
+        threads=readings.threads,
         timer=backend.timer,
-        clocks=clocks,
+        clocks=readings.clocks,
         inconclusive=settings.inconclusive,
         mode=settings.mode,
-        host_per_call=_host_per_call(host, len(kept)),
+        host_per_call=_host_per_call(readings.host, len(kept)),
         single_calls=single,
-        observer=observer,
+        observer=subject.observer,
     )
     if measurement.no_device_work:
+        name, device = subject.name, subject.device
         warnings.warn(
             f"{name}: timed on {device} but ran no work on {device}: the device clock saw "
             f"{format_duration(measurement.median)} per call for {format_duration(measurement.host_per_call or 0)} "
@@ -223,132 +276,58 @@ def measure_on(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
     memory = peak_memory(fn, backend, settings, device)
+    clocks = None if monitor is None else monitor.summary(len(result.samples))
     return measurement_of(
         result,
         backend,
         settings,
-        plan,
-        name=name,
-        device=device,
-        work=work,
-        threads=threads,
-        memory=memory,
-        observer=observer,
-        host=host.per_call,
-        clocks=None if monitor is None else monitor.summary(len(result.samples)),
+        Subject(name, device, work, observer),
+        Readings(threads, memory, host.per_call, clocks),
     )
 
 
 def measure_fixed(
-    target: Callable[..., Any],
+    call: FixedCall,
     backend: Backend,
     settings: MeasureSettings,
+    budget: FixedBudget,
+    subject: Subject,
     *,
-    name: str,
-    device: str,
-    work: Mapping[str, float],
-    rounds: int,
-    iterations: int = 1,
-    warmup_rounds: int = 0,
-    args: Sequence[Any] = (),
-    kwargs: Mapping[str, Any] | None = None,
-    setup: Callable[[], Any] | None = None,
-    teardown: Callable[..., object] | None = None,
-    observer: Callable[[Check], None] | None = None,
-    caller: str = "measure_fixed",
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[Measurement, Any]:
     """Measure a fixed budget, kept exactly (pytest-benchmark's ``pedantic``); (the Measurement, the last result).
 
-    ``warmup_rounds`` untimed rounds, then ``rounds`` samples of ``iterations`` calls of
-    ``target(*args, **kwargs)`` each. ``setup`` runs before each round and ``teardown``
-    (with the round's arguments) after it, both outside the time; a ``setup`` that returns
-    ``(args, kwargs)`` gives the round's arguments. No warmup until steady, no stop rule:
-    the interval is the one the budget gives (none under 6 rounds), and the step is not
-    run again for its peak memory. ValueError names a bad budget (pytest-benchmark's
-    messages); ``caller`` names the budget in the stop reason.
+    ``budget.warmup_rounds`` untimed rounds, then ``budget.rounds`` samples of
+    ``budget.iterations`` calls each, in the one sampling loop with the budget's stop rule
+    (``FixedStopRule``). ``call.setup`` runs before each round and ``call.teardown`` after it,
+    both outside the time. No warmup until steady, no block sizing: the interval is the one
+    the budget gives (none under 6 rounds), and the step is not run again for its peak
+    memory. ValueError names a bad budget (pytest-benchmark's messages).
     """
-    _check_budget(rounds, warmup_rounds, iterations, setup)
-    fixed_args, fixed_kwargs = tuple(args), dict(kwargs or {})
-
-    def arguments() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        if setup is None:
-            return fixed_args, fixed_kwargs
-        made = setup()
-        if not made:
-            return fixed_args, fixed_kwargs
-        if fixed_args or fixed_kwargs:
-            raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
-        new_args, new_kwargs = made
-        return tuple(new_args), dict(new_kwargs)
-
+    if budget.iterations > 1 and call.setup:
+        raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
     results: list[Any] = []
 
-    def one_round() -> float:
-        call_args, call_kwargs = arguments()
+    def one_round(iterations: int) -> float:
+        args, kwargs = call.arguments()
 
-        def call() -> object:
-            out = target(*call_args, **call_kwargs)
+        def step() -> object:
+            out = call.target(*args, **kwargs)
             results[:] = [out]
             return out
 
         try:
-            return block_timer(backend, call, settings.mode, per_call=settings.per_call)(iterations)
+            return block_timer(backend, step, settings.mode, per_call=settings.per_call)(iterations)
         finally:
-            if teardown is not None:
-                teardown(*call_args, **call_kwargs)
+            if call.teardown is not None:
+                call.teardown(*args, **kwargs)
 
-    began = clock()
-    with torch_threads(settings.threads_for(device)) as threads, gc_paused():
-        warm = [one_round() / iterations for _ in range(warmup_rounds)]
-        warmed = clock()
-        samples = tuple(one_round() / iterations for _ in range(rounds))
-    sampled = clock() - warmed
-    result = SamplingResult(
-        samples,
-        iterations,
-        Warmup(warmup_rounds, warmup_rounds * iterations, warmed - began, warmup_rounds > 0, tuple(warm)),
-        *_fixed_verdict(samples, f"{caller}'s fixed budget: {rounds} rounds x {iterations} iterations", settings),
-        sampled,
-    )
-    measurement = measurement_of(
-        result,
-        backend,
-        settings,
-        settings.plan(backend.min_block_time),
-        name=name,
-        device=device,
-        work=work,
-        threads=threads,
-        # Running the step again for its memory would add calls to a budget the user fixed.
-        memory=(None, f"off: {caller} runs its own budget only"),
-        observer=observer,
-    )
-    return measurement, results[0]
-
-
-def _check_budget(rounds: int, warmup_rounds: int, iterations: int, setup: Callable[[], Any] | None) -> None:
-    """pytest-benchmark's own checks of a pedantic budget, with its messages."""
-    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
-        raise ValueError("Must have positive int for `iterations`.")
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise ValueError("Must have positive int for `rounds`.")
-    if not isinstance(warmup_rounds, int) or isinstance(warmup_rounds, bool) or warmup_rounds < 0:
-        raise ValueError("Must have positive int for `warmup_rounds`.")
-    if iterations > 1 and setup:
-        raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
-
-
-def _fixed_verdict(samples: Sequence[float], budget: str, settings: MeasureSettings) -> tuple[bool, str]:
-    """(converged, stop reason) of a fixed budget: did its interval reach the target, and what it was."""
-    plan = settings.plan()
-    summary = summarize(samples, plan.confidence)
-    if summary.ci.falls_short(plan.confidence):
-        return False, f"{budget}; a {plan.confidence:.0%} interval needs {min_samples_for(plan.confidence)} rounds"
-    width = summary.ci.relative_half_width(summary.median)
-    if width > plan.target:
-        return False, f"{budget}; CI half-width {width:.2%} > target {plan.target:.2%}"
-    return True, f"{budget}; CI half-width {width:.2%} <= target {plan.target:.2%}"
+    plan = dataclasses.replace(settings.plan(backend.min_block_time), budget=budget)
+    with torch_threads(settings.threads_for(subject.device)) as threads, gc_paused():
+        result = sample(one_round, plan, clock=clock)
+    # Running the step again for its memory would add calls to a budget the user fixed.
+    readings = Readings(threads, memory=(None, f"off: {budget.caller} runs its own budget only"))
+    return measurement_of(result, backend, settings, subject, readings), results[0]
 
 
 def _same(flag: bool) -> bool:

@@ -23,6 +23,12 @@ wall clock as ``clock() -> seconds``, so a fake clock drives every path in tests
    ``target`` (relative half-width), after ``min_samples`` and ``min_time``, or at
    ``max_time`` (then the result says the target was not reached).
 
+A plan may instead carry a ``FixedBudget`` (pytest-benchmark's ``pedantic``): the loop then
+keeps it exactly, with ``warmup_rounds`` blocks untimed as samples (no warmup until
+steady), ``rounds`` samples after them, every block of the budget's ``iterations`` calls (no
+sizing, no re-sizing), and stops by ``FixedStopRule``: at the last round, neither sooner nor
+at a cap.
+
 In a distributed run every decision goes through ``agree`` so that all ranks take
 the same branch (see ``_distributed.py``).
 """
@@ -36,10 +42,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from ._stats import median, median_ci
+from ._stats import median, median_ci, min_samples_for
 
 __all__ = [
     "CiStopRule",
+    "FixedBudget",
+    "FixedStopRule",
     "SamplingPlan",
     "SamplingResult",
     "StopRule",
@@ -47,12 +55,43 @@ __all__ = [
     "block_size",
     "caps_reached",
     "sample",
+    "stop_rule_for",
 ]
 
 #: Samples taken before the block size is checked against their median (and re-sized if far too short).
 RESIZE_AFTER: Final = 5
 #: Re-sizes allowed after warmup; each restarts sampling.
 MAX_RESIZES: Final = 3
+
+
+@dataclass(frozen=True)
+class FixedBudget:
+    """A budget the caller fixed, kept exactly (pytest-benchmark's ``pedantic``): ``warmup_rounds`` blocks first,
+    not kept as samples, then ``rounds`` samples, every block of ``iterations`` calls.
+
+    ``caller`` names it in the stop reason (``benchmark.pedantic's fixed budget: ...``).
+    ValueError, with pytest-benchmark's messages, for a count that is not a positive int.
+    """
+
+    rounds: int
+    iterations: int = 1
+    warmup_rounds: int = 0
+    caller: str = "measure_fixed"
+
+    def __post_init__(self) -> None:
+        if not _count(self.iterations, least=1):
+            raise ValueError("Must have positive int for `iterations`.")
+        if not _count(self.rounds, least=1):
+            raise ValueError("Must have positive int for `rounds`.")
+        if not _count(self.warmup_rounds, least=0):
+            raise ValueError("Must have positive int for `warmup_rounds`.")
+
+    def __str__(self) -> str:
+        return f"{self.caller}'s fixed budget: {self.rounds} rounds x {self.iterations} iterations"
+
+
+def _count(value: object, *, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 @dataclass(frozen=True)
@@ -73,6 +112,8 @@ class SamplingPlan:
     max_block_fraction: float = 0.05
     #: Every block is one call (``--gpuperf-per-call``): samples are single calls, not means of blocks.
     per_call: bool = False
+    #: A budget kept exactly instead of the adaptive warmup, block size and stop rule above (None: adaptive).
+    budget: FixedBudget | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +166,33 @@ class CiStopRule:
         return caps_reached(plan, n, elapsed, f"the {plan.target:.2%} target")
 
 
+@dataclass
+class FixedStopRule:
+    """Stop at the budget's last round, neither sooner nor at a cap; converged when the rounds' interval of the
+    median reached the target (none does from fewer rounds than ``min_samples_for``: 6 at 95%)."""
+
+    plan: SamplingPlan
+    budget: FixedBudget
+
+    def __call__(self, samples: Sequence[float], elapsed: float) -> tuple[bool, bool, str]:
+        if len(samples) < self.budget.rounds:
+            return False, False, ""
+        plan, budget = self.plan, self.budget
+        ci = median_ci(samples, plan.confidence)
+        if ci.falls_short(plan.confidence):
+            needs = min_samples_for(plan.confidence)
+            return True, False, f"{budget}; a {plan.confidence:.0%} interval needs {needs} rounds"
+        width = ci.relative_half_width(median(samples))
+        if width > plan.target:
+            return True, False, f"{budget}; CI half-width {width:.2%} > target {plan.target:.2%}"
+        return True, True, f"{budget}; CI half-width {width:.2%} <= target {plan.target:.2%}"
+
+
+def stop_rule_for(plan: SamplingPlan) -> StopRule:
+    """The plan's own stop rule: its fixed budget's, or the median's CI reaching the target."""
+    return CiStopRule(plan) if plan.budget is None else FixedStopRule(plan, plan.budget)
+
+
 def caps_reached(plan: SamplingPlan, n: int, elapsed: float, goal: str) -> tuple[bool, bool, str]:
     """The caps every stop rule shares: stop unconverged once time or samples run out before ``goal``."""
     if elapsed >= plan.max_time:
@@ -157,15 +225,20 @@ def sample(
     agree: Callable[[bool], bool] = _identity,
     host_time: Callable[[], float | None] | None = None,
 ) -> SamplingResult:
-    """Warm up, then sample ``run_block`` until ``stop_rule`` says stop. See the module docstring.
+    """Warm up, then sample ``run_block`` until ``stop_rule`` (default: the plan's) says stop. See the module
+    docstring.
 
     ``host_time`` gives the host seconds of the last block where they differ from its
     device time (an asynchronous device): blocks are then sized by the longer of the two,
     so a step whose device time is tiny next to its launch time is not run in huge blocks.
     """
     cost = _cost_of(host_time)
-    warmup, iterations = _warm_up(run_block, plan, clock, agree, cost)
-    rule = stop_rule if stop_rule is not None else CiStopRule(plan)
+    budget = plan.budget
+    if budget is None:
+        warmup, iterations = _warm_up(run_block, plan, clock, agree, cost)
+    else:
+        warmup, iterations = _fixed_warm_up(run_block, budget, clock)
+    rule = stop_rule if stop_rule is not None else stop_rule_for(plan)
     samples: list[float] = []
     costs: list[float] = []
     resizes = 0
@@ -174,7 +247,7 @@ def sample(
         elapsed_block = run_block(iterations)
         samples.append(elapsed_block / iterations)
         costs.append(cost(elapsed_block) / iterations)
-        if len(samples) == RESIZE_AFTER and resizes < MAX_RESIZES:
+        if budget is None and len(samples) == RESIZE_AFTER and resizes < MAX_RESIZES:
             # Every rank sees the same block times (the coordinator returns the slowest), so all re-size alike.
             resized = _steady_size(costs, iterations, plan)
             if resized is not None:
@@ -223,6 +296,16 @@ def _with_blocks(warmup: Warmup, samples: Sequence[float], iterations: int, seco
         seconds=warmup.seconds + seconds,
         block_times=warmup.block_times + tuple(samples),
     )
+
+
+def _fixed_warm_up(
+    run_block: Callable[[int], float], budget: FixedBudget, clock: Callable[[], float]
+) -> tuple[Warmup, int]:
+    """The budget's warmup rounds, each a block of its iterations; steady means that there were some."""
+    began = clock()
+    times = tuple(run_block(budget.iterations) / budget.iterations for _ in range(budget.warmup_rounds))
+    warmup = Warmup(budget.warmup_rounds, budget.warmup_rounds * budget.iterations, clock() - began, bool(times), times)
+    return warmup, budget.iterations
 
 
 def _warm_up(

@@ -20,12 +20,14 @@ __all__ = [
     "Summary",
     "Trend",
     "binomial_cdf",
+    "counted_as",
     "estimate_median",
     "format_coverage",
     "median",
     "median_ci",
     "median_ci_ranks",
     "min_samples_for",
+    "ordinal",
     "quantile",
     "quantile_ci",
     "quantile_ci_ranks",
@@ -62,7 +64,8 @@ def _short(achieved: float, nominal: float) -> bool:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its confidence interval: the one type for ratios, speedups and efficiencies.
+    """A point estimate with its confidence interval: the one type for ratios, speedups, efficiencies, and what
+    the interval judge (``_judge.py``) judges.
 
     ``value`` is the median of per-round values (paired rounds, ``ab``) or the ratio of the
     geometric means of runs (the stored-baseline gate); ``count`` is how many rounds or runs
@@ -70,6 +73,12 @@ class Estimate:
     and the degrees of freedom ``df`` its interval used. ``nominal`` is the confidence asked
     for where it may differ from the one achieved: an order-statistic interval from fewer
     values than ``min_samples_for(nominal)`` covers less (see ``falls_short``).
+
+    The rest says where the estimate comes from, as the judge's messages tell it: what
+    ``count`` counts (``counted``), the quantile a percentile estimates (``quantile``; None:
+    the median), the evidence (``from 20 samples x 4 calls on cpu (...)``; None: the count),
+    whose estimate it is (``subject``, a measurement's name) and why its sampling stopped
+    (``stopped``, told when the interval decides nothing).
     """
 
     what: str
@@ -81,6 +90,16 @@ class Estimate:
     spread: float | None = None
     df: float | None = None
     nominal: float | None = None
+    counted: str = "paired rounds"
+    quantile: float | None = None
+    evidence: str | None = None
+    subject: str | None = None
+    stopped: str | None = None
+
+    @property
+    def asked(self) -> float:
+        """The confidence asked for (``nominal``, or the one achieved where none was named)."""
+        return self.confidence if self.nominal is None else self.nominal
 
     @property
     def falls_short(self) -> bool:
@@ -92,8 +111,28 @@ class Estimate:
         """Does the interval exclude 1 (for a ratio: is there a change at all)? Never from too few values."""
         return not self.falls_short and (self.low > 1.0 or self.high < 1.0)
 
+    @property
+    def statistic(self) -> str:
+        """What ``value`` is: ``median``, or a percentile such as ``p99``."""
+        return "median" if self.quantile is None else f"p{self.quantile * 100:g}"
+
+    @property
+    def interval_of(self) -> str:
+        """What the interval bounds: ``the median``, ``the 99th percentile``."""
+        return "the median" if self.quantile is None else f"the {ordinal(self.quantile * 100)} percentile"
+
+    @property
+    def needs(self) -> int:
+        """How many values an interval of this statistic needs at the confidence asked for (6 for a 95% median)."""
+        return min_samples_for(self.asked, 0.5 if self.quantile is None else self.quantile)
+
+    @property
+    def source(self) -> str:
+        """Where the interval comes from: ``evidence``, or ``from 12 paired rounds``."""
+        return f"from {counted_as(self.count, self.counted)}" if self.evidence is None else self.evidence
+
     def __str__(self) -> str:
-        rounds = f"{self.count} paired round{'' if self.count == 1 else 's'}"
+        rounds = counted_as(self.count, self.counted)
         if self.falls_short:
             return (
                 f"{self.what} {self.value:.3g} (only {rounds}: their range [{self.low:.3g}, {self.high:.3g}] "
@@ -101,6 +140,20 @@ class Estimate:
             )
         interval = f"{self.confidence:.0%} CI [{self.low:.3g}, {self.high:.3g}]"
         return f"{self.what} {self.value:.3g} ({interval} from {rounds})"
+
+
+def counted_as(count: int, counted: str) -> str:
+    """``3 samples``, ``1 sample``, ``1 paired round``."""
+    return f"{count} {counted[:-1] if count == 1 and counted.endswith('s') else counted}"
+
+
+def ordinal(number: float) -> str:
+    """``99th``, ``50th``, ``99.9th``, ``1st``, ``2nd``, ``3rd``, ``11th``."""
+    if number != int(number):
+        return f"{number:g}th"
+    n = int(number)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def format_coverage(fraction: float) -> str:

@@ -348,27 +348,17 @@ class BenchmarkFixture:
     ) -> Any:
         """pytest-benchmark's fixed budget, kept exactly: ``rounds`` samples of ``iterations`` calls after
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
-        from ..measuring import ModeUnsupported, measure_fixed
+        from ..measuring import FixedBudget, FixedCall, ModeUnsupported, Subject, measure_fixed
 
         self._use("benchmark.pedantic(...)")
         checks: list[Check] = []
         try:
             measurement, result = measure_fixed(
-                target,
+                FixedCall(target, args, kwargs, setup, teardown),
                 self._backend,
                 self._settings,
-                name=self.fullname,
-                device=self._slot.id,
-                work={},
-                rounds=rounds,
-                iterations=iterations,
-                warmup_rounds=warmup_rounds,
-                args=args,
-                kwargs=kwargs,
-                setup=setup,
-                teardown=teardown,
-                observer=checks.append,
-                caller="benchmark.pedantic",
+                FixedBudget(rounds, iterations, warmup_rounds, caller="benchmark.pedantic"),
+                Subject(self.fullname, self._slot.id, observer=checks.append),
             )
         except ModeUnsupported as exc:
             pytest.skip(str(exc))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.measuring import CpuBackend, MeasureSettings, measure_fixed
+from pytest_gpuperf.measuring import CpuBackend, FixedBudget, FixedCall, MeasureSettings, Subject, measure_fixed
 
 
 class FakeTime:
@@ -34,17 +34,11 @@ def test_the_budget_is_kept_exactly() -> None:
         return time.step(ms)
 
     measurement, result = measure_fixed(
-        target,
+        FixedCall(target, args=(2.0,)),
         backend,
         MeasureSettings(),
-        name="fixed",
-        device="cpu",
-        work={},
-        rounds=6,
-        iterations=3,
-        warmup_rounds=2,
-        args=(2.0,),
-        caller="test",
+        FixedBudget(rounds=6, iterations=3, warmup_rounds=2, caller="test"),
+        Subject("fixed", "cpu"),
     )
     assert result == "2.0 ms"  # the last call's result
     assert len(calls) == (2 + 6) * 3  # nothing more: not even a call for peak memory
@@ -59,7 +53,11 @@ def test_the_budget_is_kept_exactly() -> None:
 def test_too_few_rounds_claim_no_interval() -> None:
     time = FakeTime()
     measurement, _ = measure_fixed(
-        lambda: time.step(1.0), CpuBackend(clock_ns=time), MeasureSettings(), name="m", device="cpu", work={}, rounds=5
+        FixedCall(lambda: time.step(1.0)),
+        CpuBackend(clock_ns=time),
+        MeasureSettings(),
+        FixedBudget(5),
+        Subject("m", "cpu"),
     )
     assert not measurement.converged
     assert measurement.stop_reason == (
@@ -81,29 +79,21 @@ def test_setup_gives_each_round_its_arguments_outside_the_time() -> None:
         log.append(f"teardown {ms}")
 
     measurement, _ = measure_fixed(
-        lambda ms: log.append(time.step(ms)),
+        FixedCall(lambda ms: log.append(time.step(ms)), setup=setup, teardown=teardown),
         CpuBackend(clock_ns=time),
         MeasureSettings(),
-        name="m",
-        device="cpu",
-        work={},
-        rounds=2,
-        setup=setup,
-        teardown=teardown,
+        FixedBudget(rounds=2),
+        Subject("m", "cpu"),
     )
     assert log == ["setup", "1.0 ms", "teardown 1.0", "setup", "1.0 ms", "teardown 1.0"]
     assert measurement.samples == pytest.approx([1e-3, 1e-3])
     with pytest.raises(TypeError, match="Can't use `args` or `kwargs` if `setup` returns the arguments"):
         measure_fixed(
-            lambda ms: None,
+            FixedCall(lambda ms: None, args=(1,), setup=setup),
             CpuBackend(),
             MeasureSettings(),
-            name="m",
-            device="cpu",
-            work={},
-            rounds=1,
-            args=(1,),
-            setup=setup,
+            FixedBudget(rounds=1),
+            Subject("m", "cpu"),
         )
 
 
@@ -118,8 +108,13 @@ def test_setup_gives_each_round_its_arguments_outside_the_time() -> None:
 )
 def test_a_bad_budget_is_refused_before_anything_runs(budget: dict[str, Any], message: str) -> None:
     calls: list[int] = []
+    setup = budget.pop("setup", None)
     with pytest.raises(ValueError, match=re.escape(message)):
         measure_fixed(
-            lambda: calls.append(1), CpuBackend(), MeasureSettings(), name="m", device="cpu", work={}, **budget
+            FixedCall(lambda: calls.append(1), setup=setup),
+            CpuBackend(),
+            MeasureSettings(),
+            FixedBudget(**budget),
+            Subject("m", "cpu"),
         )
     assert calls == []

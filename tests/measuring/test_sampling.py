@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import SamplingPlan, sample
-from pytest_gpuperf.measuring._sampling import CiStopRule, block_size
+from pytest_gpuperf.measuring import FixedBudget, SamplingPlan, sample
+from pytest_gpuperf.measuring._sampling import CiStopRule, FixedStopRule, block_size, stop_rule_for
 
 
 class FakeDevice:
@@ -199,3 +201,73 @@ def test_per_call_keeps_every_block_one_call(seconds: float) -> None:
     result = sample(device.run_block, plan, clock=device.clock)
     assert set(device.blocks) == {1} and result.iterations == 1
     assert block_size(1e-9, plan) == 1
+
+
+# ---------------------------------------------------------------- a fixed budget (pytest-benchmark's pedantic)
+
+
+def test_a_fixed_budget_is_kept_exactly_by_the_one_loop() -> None:
+    """A slow first call, a transient and 10 us calls: the adaptive loop would warm up until steady and grow the
+    blocks to 1 ms; the budget runs its 2 warmup blocks and 7 samples of 3 calls, nothing more."""
+    dev = FakeDevice(lambda k: 50e-3 if k == 0 else 10e-6 * (1 + 0.8**k), noise=0.01)
+    plan = SamplingPlan(budget=FixedBudget(rounds=7, iterations=3, warmup_rounds=2, caller="test"))
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert dev.blocks == [3] * 9
+    assert len(result.samples) == 7 and result.iterations == 3
+    warmup = result.warmup
+    assert (warmup.blocks, warmup.calls, warmup.steady, warmup.resizes) == (2, 6, True, 0)
+    assert warmup.block_times[0] > 10e-3  # the slow first call stays in the warmup blocks
+    assert warmup.seconds == pytest.approx(sum(warmup.block_times) * 3 + 2 * 2e-6)
+    assert result.stop_reason.startswith("test's fixed budget: 7 rounds x 3 iterations; CI half-width ")
+
+
+def test_a_fixed_budget_has_no_time_cap_and_no_warmup_when_it_asks_for_none() -> None:
+    dev = FakeDevice(lambda k: 1.0)  # every round outlasts the 0.05 s time cap
+    plan = SamplingPlan(max_time=0.05, max_samples=2, budget=FixedBudget(rounds=6))
+    result = sample(dev.run_block, plan, clock=dev.clock)
+    assert dev.blocks == [1] * 6 and len(result.samples) == 6
+    assert (result.warmup.blocks, result.warmup.steady, result.warmup.block_times) == (0, False, ())
+    assert result.converged
+    assert (
+        result.stop_reason
+        == "measure_fixed's fixed budget: 6 rounds x 1 iterations; CI half-width 0.00% <= target 1.00%"
+    )
+
+
+@pytest.mark.parametrize(
+    ("samples", "stop"),
+    [
+        ([1e-3] * 4, (False, False, "")),  # one round to go: no stop, however long it took
+        ([1e-3] * 5, (True, False, "b's fixed budget: 5 rounds x 2 iterations; a 95% interval needs 6 rounds")),
+    ],
+)
+def test_the_fixed_stop_rule_stops_at_the_last_round(samples: list[float], stop: tuple[bool, bool, str]) -> None:
+    plan = SamplingPlan()
+    assert FixedStopRule(plan, FixedBudget(rounds=5, iterations=2, caller="b"))(samples, 1e9) == stop
+
+
+def test_the_fixed_stop_rule_converges_only_when_its_interval_reaches_the_target() -> None:
+    rule = FixedStopRule(SamplingPlan(target=0.01), FixedBudget(rounds=6))
+    wide = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+    assert rule(wide, 0.0) == (
+        True,
+        False,
+        "measure_fixed's fixed budget: 6 rounds x 1 iterations; CI half-width 20.00% > target 1.00%",
+    )
+    plan = SamplingPlan(budget=FixedBudget(rounds=6))
+    assert stop_rule_for(plan) == FixedStopRule(plan, FixedBudget(rounds=6))
+    assert isinstance(stop_rule_for(SamplingPlan()), CiStopRule)
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        ({"rounds": 0}, "Must have positive int for `rounds`."),
+        ({"rounds": 2.0}, "Must have positive int for `rounds`."),
+        ({"rounds": 1, "iterations": 0}, "Must have positive int for `iterations`."),
+        ({"rounds": 1, "warmup_rounds": True}, "Must have positive int for `warmup_rounds`."),
+    ],
+)
+def test_a_bad_fixed_budget_is_refused_with_pytest_benchmarks_messages(budget: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FixedBudget(**budget)
