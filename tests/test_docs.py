@@ -1,5 +1,6 @@
-"""The docs stay true: the options page is the options table, links resolve, the README is a front page
-whose test command is the one CI runs."""
+"""The docs stay true: the options page is the options table, every relative link and anchor in the
+README and docs/ resolves (and every docs page the code names), the README is a front page whose test
+command is the one CI runs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,29 @@ from pytest_gpuperf.plugin._summary import HEADERS as RESULTS_HEADERS
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+#: An inline link or image, ``[text](target)``, and a reference definition, ``[label]: target``.
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)|^ {0,3}\[[^\]]+\]:\s+(\S+)", re.MULTILINE)
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+#: A docs page named in code (a docstring, a message, a help text), with its anchor or section, if any.
+_CODE_REF = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+)|, section '([^']+)')?")
+_SOURCES = ("pytest_gpuperf", "suites", "bench", "benchmarks", "tests", "docs/examples")
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks: a ``#`` comment or a ``[x](y)`` in code is neither heading nor link."""
+    kept, fence = [], ""
+    for line in text.splitlines():
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1) == fence:
+                fence = ""
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _slug(heading: str) -> str:
@@ -24,8 +47,42 @@ def _slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
+def _anchors_of(text: str) -> set[str]:
+    """Every heading's anchor, as GitHub makes them: a repeated heading gets ``-1``, ``-2`` ..."""
+    anchors: set[str] = set()
+    for line in _prose(text).splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            slug = base = _slug(heading.group(2))
+            repeat = 0
+            while slug in anchors:
+                repeat += 1
+                slug = f"{base}-{repeat}"
+            anchors.add(slug)
+    return anchors
+
+
 def _anchors(path: Path) -> set[str]:
-    return {_slug(line.lstrip("#")) for line in path.read_text().splitlines() if line.startswith("#")}
+    return _anchors_of(path.read_text())
+
+
+def _links(text: str) -> list[str]:
+    return [inline or defined for inline, defined in _LINK.findall(_prose(text))]
+
+
+def _broken_links(path: Path) -> list[str]:
+    """Each relative link of a Markdown page whose file or heading does not exist, with the reason."""
+    broken = []
+    for target in _links(path.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(f"{path.name} links to {target}, which does not exist")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{path.name} links to {target}: no such heading")
+    return broken
 
 
 def test_the_options_page_has_every_option_with_every_column() -> None:
@@ -41,14 +98,39 @@ def test_the_options_page_has_every_option_with_every_column() -> None:
 
 @pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: p.name)
 def test_every_relative_link_resolves(path: Path) -> None:
-    for target in _LINK.findall(path.read_text()):
-        if target.startswith(("http://", "https://", "mailto:")):
-            continue
-        file, _, anchor = target.partition("#")
-        linked = (path.parent / file).resolve() if file else path
-        assert linked.exists(), f"{path.name} links to {target}, which does not exist"
-        if anchor and linked.suffix == ".md":
-            assert anchor in _anchors(linked), f"{path.name} links to {target}: no such heading"
+    assert _broken_links(path) == []
+
+
+def test_the_link_check_sees_what_github_renders(tmp_path: Path) -> None:
+    """Headings in code are not anchors, links in code are not links, repeated headings count up, and
+    reference definitions are links: a broken one of each kind is found, a good one is not."""
+    (tmp_path / "other.md").write_text("# Other\n\n## Twice\n\n## Twice\n\n```python\n# not a heading\n```\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[a](other.md#twice-1) [b](other.md#not-a-heading) [c](missing.md) [d](#page)\n\n"
+        "```\n[e](also-missing.md)\n```\n\n[f]: other.md#twice-2\n\n# Page\n"
+    )
+    assert _broken_links(page) == [
+        "page.md links to other.md#not-a-heading: no such heading",
+        "page.md links to missing.md, which does not exist",
+        "page.md links to other.md#twice-2: no such heading",
+    ]
+
+
+def test_every_docs_page_the_code_names_exists_with_its_heading() -> None:
+    """Docstrings, messages and help texts that send a reader to a page of docs/, at an anchor (``#...``) or
+    a section (``, section '...'``), point at a page and heading that exist."""
+    named = 0
+    for folder in _SOURCES:
+        for source in sorted((ROOT / folder).rglob("*.py")):
+            for page, anchor, section in _CODE_REF.findall(source.read_text()):
+                named += 1
+                where = f"{source.relative_to(ROOT)} names docs/{page}"
+                assert (ROOT / "docs" / page).exists(), f"{where}, which does not exist"
+                wanted = anchor or (_slug(section) if section else "")
+                if wanted:
+                    assert wanted in _anchors(ROOT / "docs" / page), f"{where} at {wanted!r}: no such heading"
+    assert named > 10, "the code names its docs pages; the pattern must still find them"
 
 
 def test_the_readme_is_a_front_page_whose_test_command_ci_runs() -> None:

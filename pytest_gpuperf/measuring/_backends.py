@@ -193,7 +193,7 @@ class CudaBackend:
     start event, sized from the host's launch time of the previous block: the host
     queues the whole block behind it, and the events time device work back to back.
     The host time to launch each block is kept (``last_host``): when it is longer than
-    the device time, the step is launch-bound (see ``docs/writing-tests.md``).
+    the device time, the step is launch-bound (see ``docs/timing.md``).
 
     Each step has a lead of its own (paired rounds alternate steps of different host
     cost). A step that waits for the device inside a call (``.item()``, a pageable copy)
