@@ -175,3 +175,22 @@ def test_the_readme_example_runs_as_copied_on_a_cpu(pytester: pytest.Pytester) -
     )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["test_matmul *cpu *GFLOP/s*"])
+
+
+def test_the_paired_example_runs_as_copied_on_a_cpu(pytester: pytest.Pytester) -> None:
+    """The guide's complete paired test, copied into a file and run on the CPU: both steps recorded, the claim
+    judged and noted (a 64-row matmul is far more than 2x the rate of 64 one-row products on any device)."""
+    section = (ROOT / "docs" / "writing-tests.md").read_text().split("### A complete paired test", 1)[1]
+    (code, *_) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    pytester.makepyfile(test_paired=code)
+    result = pytester.runpytest(
+        "-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-max-time=0.5", "--gpuperf-warmup-time=0.05"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "test_batching_pays::batched *cpu *samples/s*",
+            "test_batching_pays::row_by_row *cpu *samples/s*",
+            "test_paired.py::test_batching_pays[[]cpu[]]: *samples/s of batched / samples/s of row_by_row at least 2*",
+        ]
+    )

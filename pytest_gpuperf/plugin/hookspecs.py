@@ -36,4 +36,5 @@ def pytest_gpuperf_measured(item: pytest.Item, record: Record) -> None:
 
 @hookspec
 def pytest_gpuperf_fingerprint(fingerprint: dict[str, Any]) -> None:
-    """Called once per session with the environment fingerprint; add keys to it in place."""
+    """Called once per session with the environment fingerprint; add keys to it in place. The session then freezes
+    it as a ``results.Fingerprint``, where the added keys read back from ``extra``."""
