@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import Final, Literal, TypeAlias, TypeVar
+from typing import Literal, TypeAlias, TypeVar
 
 from ._units import UnitError, parse_quantity
 
 __all__ = [
-    "THREAD_WORDS",
     "SettingError",
     "Threads",
     "argtype",
@@ -24,7 +23,6 @@ __all__ = [
     "count",
     "fraction",
     "on_off",
-    "optional_text",
     "positive_int",
     "positive_seconds",
     "quiet_wait",
@@ -33,8 +31,6 @@ __all__ = [
 
 #: ``auto``: one thread on a CPU device, torch's default on a GPU; ``torch``: torch's default everywhere.
 Threads: TypeAlias = int | Literal["auto", "torch"]
-THREAD_WORDS: Final = ("auto", "torch")
-
 
 T = TypeVar("T")
 
@@ -127,11 +123,6 @@ def choice(*choices: str) -> Callable[[object], str]:
         return value
 
     return parse
-
-
-def optional_text(raw: object) -> str | None:
-    text = "" if raw is None else str(raw).strip()
-    return text or None
 
 
 def given_text(example: str) -> Callable[[object], str | None]:

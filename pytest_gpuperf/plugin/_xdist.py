@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from ._settings import user_settings
+
 if TYPE_CHECKING:
     from ..measuring import DeviceSlot, Inventory
     from ._records import RecordBook
@@ -92,7 +94,7 @@ def check_devices(session: GpuperfSession) -> None:
     config = session.config
     count = workers(config)
     settings = session.settings
-    asked = config.getoption("gpuperf_device") is not None or config.getini("gpuperf_device") not in (None, "")
+    asked = "device" in user_settings(config)
     if not (asked or settings.save or settings.compare or settings.json or settings.asv):
         return  # tests that do not measure may use -n freely; a measuring test refuses in its worker
     why = sharing(session.slots, count, session.inventory)

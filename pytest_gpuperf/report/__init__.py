@@ -12,8 +12,8 @@ from .._lazy import exports
 
 if TYPE_CHECKING:
     from ._commands import add_parser as add_report_command
-    from ._html import Comparison, compare, policy_of, render, samples_drawn, write
+    from ._html import Comparison, compare, policy_of, render, write
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
-__all__ = ["Comparison", "add_report_command", "compare", "policy_of", "render", "samples_drawn", "write"]
+__all__ = ["Comparison", "add_report_command", "compare", "policy_of", "render", "write"]

@@ -44,7 +44,7 @@ from ..results import (
 )
 from ._svg import Lane, dots_of, strip_plot
 
-__all__ = ["Comparison", "compare", "policy_of", "render", "samples_drawn", "write"]
+__all__ = ["Comparison", "compare", "policy_of", "render", "write"]
 
 TITLE: Final = "pytest-gpuperf report"
 
@@ -100,15 +100,6 @@ def write(path: Path, text: str) -> None:
 
 
 # ------------------------------------------------------------------ the page
-
-
-def samples_drawn(run: Run, comparison: Comparison | None = None) -> int:
-    """How many dots the page draws: its ``<circle>`` elements (a browser test counts them)."""
-    total = 0
-    base = _base_samples(comparison)
-    for record in run.records:
-        total += len(dots_of(record.measurement.samples)) + len(dots_of(base.get(record.key, ())))
-    return total
 
 
 def render(run: Run, comparison: Comparison | None = None, *, source: str = "") -> str:
