@@ -29,11 +29,12 @@ the test's fixtures are torn down, after the test body has set ``extra_info``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import math
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -303,19 +304,30 @@ class BenchmarkFixture:
         """pytest-gpuperf's Measurement of this test (``assert_latency``, ``ci`` ...), once measured."""
         return None if self._measured is None else self._measured[0]
 
-    def _use(self, mode: str) -> None:
+    @contextlib.contextmanager
+    def _using(self, mode: str) -> Iterator[None]:
+        """The fixture's one use, in ``mode``: a second use raises, a mode the device cannot time skips the test,
+        and any other error marks the fixture ``has_error`` (no record is kept)."""
+        from ..measuring import ModeUnsupported
+
         if self._mode:
             self.has_error = True
             raise FixtureAlreadyUsed(f"Fixture can only be used once. Previously it was used in {self._mode} mode.")
         self._mode = mode
+        try:
+            yield
+        except ModeUnsupported as exc:
+            pytest.skip(str(exc))
+        except Exception:
+            self.has_error = True
+            raise
 
     def __call__(self, function_to_benchmark: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Measure ``function_to_benchmark(*args, **kwargs)`` on pytest-gpuperf's sampler; return one call's result."""
-        from ..measuring import ModeUnsupported, measure_on
+        from ..measuring import measure_on
 
-        self._use("benchmark(...)")
         step = functools.partial(function_to_benchmark, *args, **kwargs) if args or kwargs else function_to_benchmark
-        try:
+        with self._using("benchmark(...)"):
             measurement = measure_on(
                 step,
                 self._backend,
@@ -326,11 +338,6 @@ class BenchmarkFixture:
                 observer=self._observer(),
                 coordinator=self._session.coordinator(self._slot, self.fullname),
             )
-        except ModeUnsupported as exc:
-            pytest.skip(str(exc))
-        except Exception:
-            self.has_error = True
-            raise
         self._done(measurement)
         return function_to_benchmark(*args, **kwargs)
 
@@ -347,10 +354,9 @@ class BenchmarkFixture:
     ) -> Any:
         """pytest-benchmark's fixed budget, kept exactly: ``rounds`` samples of ``iterations`` calls after
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
-        from ..measuring import FixedBudget, FixedCall, ModeUnsupported, Subject, measure_fixed
+        from ..measuring import FixedBudget, FixedCall, Subject, measure_fixed
 
-        self._use("benchmark.pedantic(...)")
-        try:
+        with self._using("benchmark.pedantic(...)"):
             measurement, result = measure_fixed(
                 FixedCall(target, args, kwargs, setup, teardown),
                 self._backend,
@@ -358,11 +364,6 @@ class BenchmarkFixture:
                 FixedBudget(rounds, iterations, warmup_rounds, caller="benchmark.pedantic"),
                 Subject(self.fullname, self._slot.id, observer=self._observer()),
             )
-        except ModeUnsupported as exc:
-            pytest.skip(str(exc))
-        except Exception:
-            self.has_error = True
-            raise
         self._done(measurement)
         return result
 
