@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
-from ._session import GpuperfSession, local_world_size
+from ._processes import local_world_size
 
 #: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
 GATE_NODEID: Final = "gpuperf-gate"
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ..gate import GateResult, Policy
     from ..results import Baseline, Record, ResultsDir, Run
     from ._records import RecordBook
+    from ._session import GpuperfSession
 
 __all__ = ["ROUND_SPACING", "GatePlugin", "is_out_of_memory", "release_failed_test_memory"]
 

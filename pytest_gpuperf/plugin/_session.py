@@ -23,9 +23,10 @@ import pytest
 
 from ..measuring import DeviceSlot, Inventory, probe_inventory, resolve_devices
 from ._markers import bad_requirement, unmet_requirement
+from ._processes import is_controller, local_rank, local_world_size, worker_index, workers
 from ._records import RecordBook
-from ._settings import SettingError, Settings
-from ._xdist import check_devices, is_controller, send_to_controller, sharing, worker_index, workers
+from ._settings import SettingError, Settings, user_settings
+from ._xdist import send_to_controller, sharing
 
 # What only a session that measures needs is imported where it is first used: pytest imports
 # the plugin at every start, and most sessions run tests that never measure (bench/startup.py).
@@ -36,18 +37,10 @@ if TYPE_CHECKING:
     from ..results import Evidence, Fingerprint, Record, Run
     from ._gate import GatePlugin
 
-__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession", "local_world_size"]
+__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
 
 #: ``--gpuperf-quiet-wait=auto``: seconds to wait for a quiet machine when saving or comparing.
 AUTO_QUIET_WAIT: Final = 10.0
-
-
-def local_world_size() -> int:
-    """Processes of this run on this machine (torchrun's LOCAL_WORLD_SIZE), 1 outside a distributed run."""
-    try:
-        return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
 
 
 class GpuperfSession:
@@ -133,7 +126,7 @@ class GpuperfSession:
             why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
             if why:
                 pytest.fail(f"gpuperf: {why}", pytrace=False)
-        index = self.worker if self.worker is not None else _local_rank()
+        index = self.worker if self.worker is not None else local_rank()
         if slot.kind != "cuda" or index is None or slot.index == index or not slot.available:
             return slot
         gpus = self.inventory.cuda_count if self.inventory is not None else 0
@@ -271,7 +264,7 @@ class GpuperfSession:
         # CI timeouts and cancels send SIGTERM: take the Ctrl-C path, so that the run is saved (interrupted).
         self._sigterm = install()
         if self.controller:
-            check_devices(self)
+            self._refuse_shared_devices()
         if self.settings.missing_device == "error":
             missing = [s for s in self.slots if not s.available]
             if missing:
@@ -289,6 +282,18 @@ class GpuperfSession:
                 self._asv = AsvTarget.prepare(Path(self.settings.asv), self.settings.asv_machine, self.config.rootpath)
             except AsvError as exc:
                 raise pytest.UsageError(f"--gpuperf-asv={self.settings.asv}: {exc}") from None
+
+    def _refuse_shared_devices(self) -> None:
+        """On the xdist controller: refuse workers that would share a device, when the session asks to measure (a
+        device chosen, or results to save, compare or write); tests that do not measure may use -n freely, and a
+        measuring test refuses in its worker (``physical``)."""
+        settings = self.settings
+        asked = "device" in user_settings(self.config)
+        if not (asked or settings.save or settings.compare or settings.json or settings.asv):
+            return
+        why = sharing(self.slots, workers(self.config), self.inventory)
+        if why:
+            raise pytest.UsageError(f"gpuperf: {why}")
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """One line naming the devices, the CPU's threads and torch, as pytest-benchmark's header does.
@@ -443,14 +448,6 @@ class GpuperfSession:
             else:
                 session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-
-
-def _local_rank() -> int | None:
-    """This process's LOCAL_RANK under torchrun (the world it describes), or None outside one."""
-    from ..measuring import World
-
-    world = World.from_env("gloo")  # the backend is not used here
-    return None if world is None else world.local_rank
 
 
 def _check_writable(path: Path, option: str) -> None:

@@ -22,47 +22,19 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ._settings import user_settings
-
 if TYPE_CHECKING:
     from ..measuring import DeviceSlot, Inventory
     from ._records import RecordBook
-    from ._session import GpuperfSession
 
 __all__ = [
     "OUTPUT_KEY",
     "XdistController",
-    "check_devices",
-    "is_controller",
     "send_to_controller",
     "sharing",
-    "worker_index",
-    "workers",
 ]
 
 #: The key of this plugin's data in xdist's ``workeroutput``.
 OUTPUT_KEY: Final = "gpuperf"
-
-
-def worker_index(config: pytest.Config) -> int | None:
-    """This worker's index (``gw3`` is 3), or None outside an xdist worker."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None:
-        return None
-    return int(str(workerinput["workerid"]).lstrip("gw"))
-
-
-def workers(config: pytest.Config) -> int:
-    """Workers of this run (0 without ``-n``): a worker is told the count; the controller has ``-n`` resolved."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        return int(workerinput.get("workercount", 1))
-    count = getattr(config.option, "numprocesses", None)
-    return count if isinstance(count, int) else 0
-
-
-def is_controller(config: pytest.Config) -> bool:
-    return worker_index(config) is None and workers(config) > 0 and config.pluginmanager.hasplugin("xdist")
 
 
 def sharing(slots: list[DeviceSlot], count: int, inventory: Inventory | None) -> str | None:
@@ -87,19 +59,6 @@ def sharing(slots: list[DeviceSlot], count: int, inventory: Inventory | None) ->
     if cuda and count > gpus:
         return f"-n {count} needs {count} GPUs, one per worker, and this machine has {gpus}; {fix}"
     return None
-
-
-def check_devices(session: GpuperfSession) -> None:
-    """The controller's refusal of workers that would share a device, when the session asks to measure."""
-    config = session.config
-    count = workers(config)
-    settings = session.settings
-    asked = "device" in user_settings(config)
-    if not (asked or settings.save or settings.compare or settings.json or settings.asv):
-        return  # tests that do not measure may use -n freely; a measuring test refuses in its worker
-    why = sharing(session.slots, count, session.inventory)
-    if why:
-        raise pytest.UsageError(f"gpuperf: {why}")
 
 
 def send_to_controller(config: pytest.Config, book: RecordBook) -> None:
