@@ -643,8 +643,10 @@ def test_sigterm_is_handled_like_ctrl_c_and_the_run_is_saved(pytester: pytest.Py
     pytester.makepyfile(test_t=SIGTERMED)
     command = [sys.executable, "-m", "pytest", "-p", "no:randomly", "--gpuperf-device=cpu", *FAST]
     session = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while not (pytester.path / "started-b").exists() and time.monotonic() < deadline:
+    # Until test_b runs (a fresh pytest imports torch first, slowly on a busy machine); the deadline only stops a
+    # hang, and a session that ended without reaching test_b fails the assertions below.
+    deadline = time.monotonic() + 600
+    while not (pytester.path / "started-b").exists() and session.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     session.send_signal(signal.SIGTERM)
     out, _ = session.communicate(timeout=60)
