@@ -1,11 +1,10 @@
 """``python -m pytest_gpuperf ab``: base and head of tiny git repositories measured side by side.
 
-The timing is exact, whatever the machine is doing: each step returns its nominal duration
-and the CPU backend's block timer adds them up (``exact_time_block``), so a planted 3x
-slowdown is exactly 3x. Real 2 ms sleeps measured 3 to 12 ms on a busy machine and left the
-planted slowdown inconclusive. Everything else (worktrees, imports per side, paired rounds,
-the table, exit statuses) is real. The documented workloads run real matmuls: that test
-asserts no verdict that noise could change.
+The timing is exact, whatever the machine is doing (``tests/exact_timing.py``): each step
+returns its nominal duration, so a planted 3x slowdown is exactly 3x; real 2 ms sleeps left
+it inconclusive on a busy machine. Everything else (worktrees, imports per side, paired
+rounds, the table, exit statuses) is real. The documented workloads run real matmuls: that
+test asserts no verdict that noise could change.
 """
 
 from __future__ import annotations
@@ -16,14 +15,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
 
 import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.measuring import CpuBackend
+from tests.exact_timing import INSTALL, exact_time_block
 from tests.history.repo import commit, git
 
 # Exact times converge after the first ten rounds: the cap only stops a hang, never a run.
@@ -36,7 +35,7 @@ from .delays import DELAY, OTHER  # relative: each side must get its own delays
 
 def sleeper(seconds, items=1.0):
     def build(device, size):
-        return Step(lambda: seconds, work={"items": items})  # its duration, for exact_time_block
+        return Step(lambda: seconds, work={"items": items})  # its duration, for the exact timer
 
     return build
 
@@ -50,25 +49,6 @@ WORKLOADS = {
 
 def delays(delay: float, other: float = 0.002, comment: str = "") -> str:
     return f"{comment}DELAY = {delay}\nOTHER = {other}\n"
-
-
-def exact_time_block(self: CpuBackend, fn: Callable[[], object], iterations: int) -> float:
-    """The CPU backend's block timer in these tests: a block takes what its calls say they took."""
-    return sum(float(cast(float, fn())) for _ in range(iterations))
-
-
-#: Python runs a ``sitecustomize`` module found on PYTHONPATH at startup: in a fresh ``python -m pytest_gpuperf``
-#: this one gives the CPU backend ``exact_time_block``.
-SITECUSTOMIZE = """\
-import sys
-
-sys.path.insert(0, {root!r})
-from pytest_gpuperf.measuring import CpuBackend
-from tests.gate.test_ab import exact_time_block
-
-CpuBackend.time_block = exact_time_block
-del sys.path[0]
-"""
 
 
 @pytest.fixture
@@ -164,9 +144,9 @@ def test_python_dash_m_with_head_revision_and_json(repo: Path, tmp_path: Path) -
     git(repo, "checkout", "-q", "base")  # the working tree is not what is measured with --head
     out = tmp_path / "ab.json"
     command = [sys.executable, "-m", "pytest_gpuperf", "ab", "--base", "base", "--head", slow, "--tolerance", "25%"]
-    site = tmp_path / "site"
+    site = tmp_path / "site"  # Python imports a sitecustomize module on its path at startup: the exact timer
     site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(root=str(Path(__file__).parents[2])))
+    (site / "sitecustomize.py").write_text(INSTALL)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     # TMPDIR: the fixture's scratch directory
     env = {**os.environ, "TMPDIR": tempfile.gettempdir(), "PYTHONPATH": path}
