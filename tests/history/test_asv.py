@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +205,8 @@ def test_gpuperf_asv_on_a_file_is_a_usage_error(pytester: pytest.Pytester) -> No
     result.stderr.fnmatch_lines(["*--gpuperf-asv=taken: taken is a file; give the asv results directory*"])
 
 
-def _write_many(directory: str, worker: int, start: float) -> None:
-    import time
-
-    while time.time() < start:  # all writers begin together
-        time.sleep(0.001)
+def _write_many(directory: str, worker: int, start: Barrier) -> None:
+    start.wait(timeout=120)  # all writers begin together, however long each took to import torch
     for i in range(15):
         run = _run(_record(f"t.py::test_w{worker}_{i}[cpu]"))
         write_results(Path(directory), run, machine=f"m{worker % 2}", commit=Commit("d" * 40, 1))
@@ -217,10 +215,11 @@ def _write_many(directory: str, worker: int, start: float) -> None:
 def test_concurrent_writers_lose_no_benchmark_and_no_row(tmp_path: Path) -> None:
     """A fleet writing into one results directory at once: every shared file is merged under its lock."""
     import multiprocessing
-    import time
 
     context = multiprocessing.get_context("spawn")
-    start = time.time() + 3.0  # after every spawned interpreter has imported torch
+    # A barrier, not a moment 3 s ahead, which passes before a busy machine's interpreters have imported torch
+    # (this test takes 12 s there): then each writer wrote as it came, alone.
+    start = context.Barrier(4)
     workers = [context.Process(target=_write_many, args=(str(tmp_path), w, start)) for w in range(4)]
     for p in workers:
         p.start()
