@@ -7,7 +7,14 @@ import json
 import pytest
 import torch
 
-FAST = ("--gpuperf-min-time=0.01", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.05", "--gpuperf-memory=off")
+# No wait for a quiet machine where a test saves a baseline (auto: up to 10 s per test on a busy machine).
+FAST = (
+    "--gpuperf-min-time=0.01",
+    "--gpuperf-max-time=0.3",
+    "--gpuperf-warmup-time=0.05",
+    "--gpuperf-memory=off",
+    "--gpuperf-quiet-wait=0",
+)
 
 MATMUL_TEST = """
 import torch
