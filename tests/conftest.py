@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -26,6 +27,11 @@ for _module in pkgutil.walk_packages(pytest_gpuperf.__path__, "pytest_gpuperf.")
 
 
 _TESTS: Final = Path(__file__).parent
+
+#: The clone's own results directory, where ``pytest suites/`` run in the clone keeps its runs and baselines. An
+#: inner run given a file of the clone (``suites/test_mlp.py``) takes the clone as its rootdir, and with it this
+#: directory, unless the test gives it ``--gpuperf-results-dir`` under its tmp path.
+_CLONE_RESULTS: Final = _TESTS.parent / ".gpuperf"
 
 #: Warning filters of the project's own tests: every warning is an error, except the plugin's
 #: InconclusiveWarning, a verdict some tests expect. They are marks on the tests below this folder,
@@ -87,3 +93,21 @@ def _not_on_github(monkeypatch: pytest.MonkeyPatch) -> None:
     compares, when this suite runs there (tests/gate/test_github.py sets them where it checks them)."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
+def _files_under(folder: Path) -> frozenset[Path]:
+    """Every file below ``folder`` (none where it does not exist)."""
+    return frozenset(path for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else frozenset()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_to_the_clone() -> Iterator[None]:
+    """The project's tests write their results under their tmp paths, never into the clone's ``.gpuperf``, where
+    they would mix with the user's own runs; a test that does errors at teardown with the files it left."""
+    before = _files_under(_CLONE_RESULTS)
+    yield
+    new = sorted(str(path.relative_to(_CLONE_RESULTS.parent)) for path in _files_under(_CLONE_RESULTS) - before)
+    assert not new, (
+        f"this test wrote into the clone's results directory: {', '.join(new)}; give its inner run "
+        "--gpuperf-results-dir under its tmp path"
+    )

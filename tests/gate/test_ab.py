@@ -1,8 +1,10 @@
 """``python -m pytest_gpuperf ab``: base and head of tiny git repositories measured side by side.
 
-The steps sleep, so a planted 3x slowdown stands far above this shared machine's noise
-(CPU contention barely changes a sleep), and A/A runs use a wide tolerance: no test
-asserts an absolute speed or a small effect.
+The timing is exact, whatever the machine is doing (``tests/exact_timing.py``): each step
+returns its nominal duration, so a planted 3x slowdown is exactly 3x; real 2 ms sleeps left
+it inconclusive on a busy machine. Everything else (worktrees, imports per side, paired
+rounds, the table, exit statuses) is real. The documented workloads run real matmuls: that
+test asserts no verdict that noise could change.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
+from pytest_gpuperf.measuring import CpuBackend
+from tests.exact_timing import INSTALL, exact_time_block
 from tests.history.repo import commit, git
 
-FAST = ("--max-time", "0.3", "--device", "cpu", "--workloads", "perf/workloads.py")
+# Exact times converge after the first ten rounds: the cap only stops a hang, never a run.
+FAST = ("--max-time", "30", "--device", "cpu", "--workloads", "perf/workloads.py")
 WORKLOADS = """\
-import time
-
 from pytest_gpuperf.measuring import Step, Workload
 
 from .delays import DELAY, OTHER  # relative: each side must get its own delays
@@ -32,7 +35,7 @@ from .delays import DELAY, OTHER  # relative: each side must get its own delays
 
 def sleeper(seconds, items=1.0):
     def build(device, size):
-        return Step(lambda: time.sleep(seconds), work={"items": items})
+        return Step(lambda: seconds, work={"items": items})  # its duration, for the exact timer
 
     return build
 
@@ -49,8 +52,8 @@ def delays(delay: float, other: float = 0.002, comment: str = "") -> str:
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A repository whose first commit (tag ``base``) has two 2 ms sleeping workloads; cwd is the repository."""
+def real_timing_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A repository whose first commit (tag ``base``) has two 2 ms workloads; cwd is the repository."""
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
@@ -67,11 +70,21 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     assert len(git(root, "worktree", "list").splitlines()) == 1, "git forgot every temporary worktree"
 
 
-def test_the_documented_workloads_module_runs_as_shown(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def repo(real_timing_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``real_timing_repo``, its steps timed exactly in this process (``exact_time_block``)."""
+    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    return real_timing_repo
+
+
+def test_the_documented_workloads_module_runs_as_shown(
+    real_timing_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """docs/examples/workloads.py, copied into a repository as a pip user would: A/A is unchanged, fp16 skipped."""
     example = (Path(__file__).parents[2] / "docs" / "examples" / "workloads.py").read_text()
-    commit(repo, {"perf/workloads.py": example}, "the documented workloads")
-    assert main(["ab", "--base", "HEAD", *FAST, "--tolerance", "50%"]) == 0
+    commit(real_timing_repo, {"perf/workloads.py": example}, "the documented workloads")
+    # Real matmuls, timed for real: a short cap, as they may run to it.
+    assert main(["ab", "--base", "HEAD", *FAST, "--max-time", "0.3", "--tolerance", "50%"]) == 0
     out = capsys.readouterr().out
     # A real matmul on a shared machine: A/A is never slower, but under heavy load it may be inconclusive.
     row = rows(out)["linear_fp32"]
@@ -131,8 +144,14 @@ def test_python_dash_m_with_head_revision_and_json(repo: Path, tmp_path: Path) -
     git(repo, "checkout", "-q", "base")  # the working tree is not what is measured with --head
     out = tmp_path / "ab.json"
     command = [sys.executable, "-m", "pytest_gpuperf", "ab", "--base", "base", "--head", slow, "--tolerance", "25%"]
-    env = {**os.environ, "TMPDIR": tempfile.gettempdir()}  # the fixture's scratch directory
+    site = tmp_path / "site"  # Python imports a sitecustomize module on its path at startup: the exact timer
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(INSTALL)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    # TMPDIR: the fixture's scratch directory
+    env = {**os.environ, "TMPDIR": tempfile.gettempdir(), "PYTHONPATH": path}
     done = subprocess.run([*command, *FAST, "--json", str(out)], capture_output=True, text=True, env=env, check=False)
+    assert "sitecustomize" not in done.stderr, done.stderr  # "Error in sitecustomize": the timing would be real
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"head {slow} ({slow[:8]})" in done.stdout
     data = json.loads(out.read_text())

@@ -121,7 +121,10 @@ def test_pytest_gate_on_github(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     pytester.makepyfile(test_steps="def test_step(gpuperf):\n    gpuperf.measure(lambda: sum(range(200)))\n")
-    fast = ("--gpuperf-device=cpu", "--gpuperf-max-time=0.2", "--gpuperf-memory=off", "--gpuperf-confirm=0")
+    fast = (
+        *("--gpuperf-device=cpu", "--gpuperf-max-time=0.2", "--gpuperf-memory=off", "--gpuperf-confirm=0"),
+        "--gpuperf-quiet-wait=0",  # no wait for a quiet machine (auto: up to 10 s a run on a busy one)
+    )
     assert pytester.runpytest(*fast, "--gpuperf-save=main").ret == pytest.ExitCode.OK
     # Every verdict fails here, so the outcome and its annotation do not depend on this machine's noise.
     result = pytester.runpytest(

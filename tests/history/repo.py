@@ -24,6 +24,8 @@ from typing import Any, Final
 
 import pytest
 
+from tests.exact_timing import INSTALL
+
 STEP: Final = "tests_perf.test_step.test_step"
 CONTROL: Final = "tests_perf.test_step.test_control"
 MACHINE: Final = "testbox"
@@ -57,17 +59,6 @@ DELAY = {delay}
 
 def step():
     return DELAY  # its duration in seconds, as the exact timer of conftest.py counts it
-"""
-#: Each call's duration is what it returns: the planted slowdown is exact, not at the mercy of the machine's noise.
-_EXACT_TIMING: Final = """\
-from pytest_gpuperf.measuring import CpuBackend
-
-
-def _time_block(self, fn, iterations):
-    return sum(float(fn()) for _ in range(iterations))
-
-
-CpuBackend.time_block = _time_block
 """
 
 
@@ -128,7 +119,8 @@ def make_repo(repo: Path) -> dict[str, str]:
             repo,
             {
                 "pytest.ini": _PYTEST_INI,
-                "conftest.py": _EXACT_TIMING,
+                # Each call's duration is what it returns: the planted slowdown is exact, whatever the machine does.
+                "conftest.py": INSTALL,
                 "slowpkg/__init__.py": _PACKAGE.format(delay=0.002),
                 "tests_perf/test_step.py": _TEST,
                 "README.md": "a project\n",

@@ -83,7 +83,9 @@ def _other() -> None:
 def test_rounds_alternate_order_and_use_equal_call_counts() -> None:
     backend = FakeBackend({_noop: 0.002, _other: 0.001})
     steps = {"slow": Step(_noop, work={"samples": 10}), "fast": Step(_other, work={"samples": 10})}
-    settings = MeasureSettings(max_time=0.05, warmup_time=0.01, min_time=0.001, min_samples=10)
+    # The fake times are exact, so the ratio converges at min_samples; max_time is a real-time cap, never reached:
+    # a cap of 0.05 s could stop a busy machine's run short of min_samples.
+    settings = MeasureSettings(max_time=60.0, warmup_time=0.01, min_time=0.001, min_samples=10)
     paired = measure_paired(steps, backend, settings, device="cpu")
     sampled = backend.blocks[-2 * len(paired.times["slow"]) :]
     firsts = [fn for fn, _ in sampled[::2]]
@@ -236,7 +238,8 @@ def test_factories_are_rebuilt_every_round_in_alternating_build_and_timing_order
     backend = RecordingBackend({})
     built: list[Build] = []
     alive: Alive = {"base": [], "head": []}
-    settings = MeasureSettings(max_time=0.05, warmup_time=0.01, min_time=0.001, min_samples=12, memory=False)
+    # Exact fake times: the ratio converges at min_samples; the real-time cap is never reached, even on a busy machine.
+    settings = MeasureSettings(max_time=60.0, warmup_time=0.01, min_time=0.001, min_samples=12, memory=False)
     paired = measure_paired(recording_factories(backend, built, alive), backend, settings, device="cpu")
     rounds = len(built) // 2
     assert rounds >= 12 and len(backend.timed) == 2 * rounds

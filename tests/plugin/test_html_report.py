@@ -11,6 +11,7 @@ FAST = (
     "--gpuperf-warmup-time=0.01",
     "--gpuperf-memory=off",
     "--gpuperf-confirm=0",
+    "--gpuperf-quiet-wait=0",  # auto: up to 10 s per saving or comparing run on a busy machine
     "-p",
     "no:cacheprovider",
 )

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 
@@ -115,7 +116,8 @@ _SAVER = textwrap.dedent(
     from pytest_gpuperf.results import ResultsDir
     from tests.results.test_concurrent_saves import tagged
     store, who, go = ResultsDir(Path(sys.argv[2])), sys.argv[3], Path(sys.argv[4])
-    while not go.exists():  # start together
+    (go.parent / f"ready-{who}").touch()
+    while not go.exists():  # start together, once every session is ready
         time.sleep(0.001)
     for i in range(int(sys.argv[5])):
         run = tagged(f"{who}-{i}")
@@ -139,6 +141,13 @@ def test_sessions_saving_at_once_keep_every_run_and_every_run_file(tmp_path: Pat
         )
         for n in range(sessions)
     ]
+    # Every session has imported what it needs before any saves: on a busy machine the first could otherwise finish
+    # its saves before the last has started.
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < sessions and time.monotonic() < deadline:
+        if any(proc.poll() is not None for proc in procs):
+            break  # a session died before it was ready: its error is below
+        time.sleep(0.01)
     go.touch()
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * sessions, [err for _, err in outputs]

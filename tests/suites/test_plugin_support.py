@@ -87,6 +87,8 @@ def test_suite_defaults_apply_unless_the_user_sets_the_option(
         "--gpuperf-device=cpu",
         "--gpuperf-memory=off",
         "--gpuperf-json=run.json",
+        # The suite file makes the clone the rootdir, and its .gpuperf the results directory: not from a test.
+        f"--gpuperf-results-dir={pytester.path / '.gpuperf'}",
         "-p",
         "no:cacheprovider",
         *FAST,

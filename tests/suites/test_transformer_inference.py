@@ -187,6 +187,8 @@ def test_each_assertion_of_the_two_files_can_fail(pytester: pytest.Pytester, mon
         "--gpuperf-memory=off",
         "--gpuperf-warmup-time=0.05",
         "--gpuperf-json=run.json",
+        # The suite files make the clone the rootdir, and its .gpuperf the results directory: not from a test.
+        f"--gpuperf-results-dir={pytester.path / '.gpuperf'}",
         # Under load the 2 s cap may leave fewer than the 368 single calls a p99 interval needs: fail then too.
         "--gpuperf-inconclusive=fail",
     )
