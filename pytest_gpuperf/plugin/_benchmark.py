@@ -1,6 +1,6 @@
 """pytest-benchmark's ``benchmark`` fixture, timed by pytest-gpuperf: suites written for pytest-benchmark run unchanged.
 
-``plugin.py`` registers this only when pytest-benchmark is absent or blocked (``-p
+``entry.py`` registers this only when pytest-benchmark is absent or blocked (``-p
 no:benchmark``); with pytest-benchmark active its own fixture serves ``benchmark``.
 
 - ``benchmark(fn, *args, **kwargs)`` measures ``fn`` with the sampler every test uses
@@ -412,7 +412,7 @@ def _json_safe(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class BenchmarkPlugin:
-    """Registered by ``plugin.py`` when pytest-benchmark is absent or blocked: the fixture, the marker's check,
+    """Registered by ``entry.py`` when pytest-benchmark is absent or blocked: the fixture, the marker's check,
     and the once-per-session list of marker keywords ignored."""
 
     def __init__(self, session: GpuperfSession) -> None:

@@ -1,6 +1,6 @@
 """Every option of the plugin, declared once: its ``--gpuperf-*`` flag, ini key, default, parser and help.
 
-``plugin.py`` turns this table into options and ini keys; ``Settings.resolve`` reads
+``entry.py`` turns this table into options and ini keys; ``Settings.resolve`` reads
 them back. The parsers are the measuring core's (``measuring.values``), shared with
 the ``pytest-gpuperf`` command line; the measuring settings (``MEASURE_FIELDS``) are
 parsed by the core's own table.

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ..measuring import DeviceSlot, Inventory, probe_inventory, resolve_devices
+from ._gate import GatePlugin
 from ._markers import bad_requirement, unmet_requirement
 from ._processes import is_controller, local_rank, local_world_size, worker_index, workers
 from ._records import RecordBook
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from ..history import AsvTarget
     from ..measuring import Backend, Coordinator, Measurement, Monitor
     from ..results import Evidence, Fingerprint, Record, Run
-    from ._gate import GatePlugin
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
 
@@ -47,8 +47,6 @@ class GpuperfSession:
     """State of one pytest session: settings, devices, backends and the records measured."""
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
-        from ._gate import GatePlugin  # here, not at the top: the gate's module imports this one
-
         self.config = config
         self.settings = settings
         #: the one owner of the records, notes, reference peaks, device descriptions and failed tests
