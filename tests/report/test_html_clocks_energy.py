@@ -33,6 +33,7 @@ def test_energy_per_call_and_per_joule_where_read_and_why_not_where_not() -> Non
     assert "<th>per joule</th>" in html and "3.657k samples/J" in html
     assert "0.07 J/call, mean 700 W over 0.1 s (+-2%; nvml 0 total energy)" in html
     none = EnergySummary("", note="no RAPL package zone under /sys/class/powercap")
-    html = render(make_run(dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, energy=none))))
+    unread = dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, energy=none))
+    html = render(make_run(unread))
     assert "<th>per joule</th>" not in html and "none: no RAPL package zone under /sys/class/powercap" in html
     assert CLOCK_HEADER not in render(make_run(record))
