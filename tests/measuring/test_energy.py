@@ -89,26 +89,27 @@ def test_a_span_too_short_for_the_counter_gives_no_figure_and_says_why() -> None
 
 
 def test_only_the_sampled_blocks_count() -> None:
-    """The warmup's blocks come first and draw more: they are left out."""
-    now = [0.0]
-    counter = SteppingCounter(now, watts=100.0, period=0.02)
-    trace = run(0.004, 0.001, 100, counter, now)  # warmup
-    counter.watts = 0.0  # energy stops counting, as if the samples ran at no power: the warmup's must not show
-    summary = trace.summary(0)
-    assert summary.joules is None
-    base = counter()
-    counter.watts, counter.period = 300.0, 0.02
+    """The warmup's blocks come first and draw 1000 W; the samples' draw 300 W: only theirs count."""
+    now, energy, shown = [0.0], [0.0], [0.0]
+    watts = [1000.0]
+    trace = EnergyTrace(lambda: shown[0], "fake", clock=lambda: now[0])
 
-    class Offset:
-        def __call__(self) -> float:
-            return base + counter()
-
-    trace.counter = Offset()
-    for _ in range(200):
+    def run_block(iterations: int) -> float:
+        before = now[0]
         now[0] += 0.005
-        trace.after(5, 0.004)
-    sampled = trace.summary(200)
-    assert sampled.watts == pytest.approx(300.0, rel=0.1)
+        energy[0] += watts[0] * 0.005
+        if int(now[0] / 0.02) != int(before / 0.02):  # the counter shows its energy every 20 ms
+            shown[0] = energy[0]
+        return 0.004
+
+    block = metered(run_block, trace)
+    for _ in range(40):  # warmup
+        block(5)
+    watts[0] = 300.0
+    for _ in range(200):  # the samples
+        block(5)
+    assert trace.summary(200).watts == pytest.approx(300.0, rel=0.03)
+    assert (trace.summary(240).watts or 0.0) > 400.0  # the warmup's would have counted
 
 
 # ---------------------------------------------------------------- NVML's counter
