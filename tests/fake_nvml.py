@@ -1,4 +1,5 @@
-"""A stand-in for ``pynvml`` (nvidia-ml-py): GPUs with UUIDs, PCI bus ids, clocks and reasons a test sets."""
+"""A stand-in for ``pynvml`` (nvidia-ml-py): GPUs with UUIDs, PCI bus ids, clocks, reasons and an energy counter a
+test sets; any call can be made to fail, as a GPU or driver that does not support it does."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ class FakeGpu:
     reasons: int = 0
     #: (current, pending) MIG mode; None: the GPU has no MIG (the call raises)
     mig: tuple[int, int] | None = (0, 0)
+    #: NVML's total-energy counter in millijoules (a test advances it); None: no counter (before Volta)
+    energy_mj: int | None = 0
 
 
 def gpus(count: int) -> list[FakeGpu]:
@@ -48,8 +51,8 @@ def cuda_torch(props: list[SimpleNamespace]) -> Any:
 class FakeNvml:
     devices: list[FakeGpu]
     fail_init: bool = False
-    #: raise from this call name, to test a reading that fails
-    failing: str = ""
+    #: raise from these call names, as NVML raises NVMLError_NotSupported (power on a vGPU, say)
+    failing: frozenset[str] = frozenset()
     driver: str | bytes = b"580.159.04"
     calls: list[str] = field(default_factory=list)
     inits: int = 0
@@ -61,8 +64,8 @@ class FakeNvml:
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
-        if name == self.failing:
-            raise RuntimeError(f"NVML {name} failed")
+        if name in self.failing:
+            raise RuntimeError(f"NVML {name}: Not Supported")
 
     def nvmlInit(self) -> None:
         if self.fail_init:
@@ -90,6 +93,7 @@ class FakeNvml:
         return SimpleNamespace(domain=domain, bus=bus, device=device, busId=f"{domain:08x}:{bus:02x}:{device:02x}.0")
 
     def nvmlDeviceGetName(self, h: FakeGpu) -> str | bytes:
+        self._call("name")
         return h.name
 
     def nvmlDeviceGetClockInfo(self, h: FakeGpu, which: int) -> int:
@@ -105,7 +109,14 @@ class FakeNvml:
         return h.power_mw
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeGpu) -> int:
+        self._call("power_limit")
         return 700_000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: FakeGpu) -> int:
+        self._call("energy")
+        if h.energy_mj is None:
+            raise RuntimeError("NVML energy: Not Supported")
+        return h.energy_mj
 
     def nvmlDeviceGetTemperature(self, h: FakeGpu, which: int) -> int:
         self._call("temperature")
@@ -116,6 +127,7 @@ class FakeNvml:
         return h.reasons
 
     def nvmlDeviceGetMigMode(self, h: FakeGpu) -> list[int]:
+        self._call("mig")
         if h.mig is None:
             raise RuntimeError("Not Supported")
         return list(h.mig)

@@ -20,13 +20,21 @@ if TYPE_CHECKING:
     from ._confirm import CONFIRMATION_ENV
     from ._confirm import run as run_confirmation
     from ._evidence import disturbed, work_difference
-    from ._render import gate_lines, gate_table, ratio_cell, report_to_github, runs_cell, verdict_cell
+    from ._render import (
+        CLOCK_HEADER,
+        clock_ratio_cell,
+        gate_lines,
+        gate_table,
+        ratio_cell,
+        report_to_github,
+        runs_cell,
+        verdict_cell,
+    )
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
         DEFAULT_TOLERANCE,
         OUTLIER_FLOORS,
         PRIOR_DF,
-        THROTTLE_MARGIN,
         UNCHANGED_REACH,
         Policy,
         estimate,
@@ -38,12 +46,12 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "CLOCK_HEADER",
     "CONFIRMATION_ENV",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
-    "THROTTLE_MARGIN",
     "UNCHANGED_REACH",
     "VERDICTS",
     "AbError",
@@ -57,6 +65,7 @@ __all__ = [
     "Verdict",
     "add_gate_commands",
     "baseline_noise",
+    "clock_ratio_cell",
     "compare_runs",
     "count_verdicts",
     "disturbed",

@@ -5,11 +5,14 @@
 fills the same ``GateResult`` from paired rounds. The rule is in ``_rule.py`` and the
 evidence model in ``_evidence.py``; ``docs/how-the-gate-decides.md`` states both. What
 else than the code may explain a change (the machine's load, the GPU's clocks) is weighed
-here, once, after the rule (``_other_cause``).
+here, once, after the rule (``_other_cause``). Beside the time ratio each row carries the
+clock-normalised ratio (time x SM clock, nvbench's robust compare) where both sides read the GPU's
+clocks: a slowdown is put down to the clocks only where that ratio shows no slowdown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from ..measuring import Estimate
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
-from ._rule import DEFAULT_TOLERANCE, THROTTLE_MARGIN, Policy, estimate, reason_for, verdict_for
+from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
 
 __all__ = ["BaselineNoise", "GateResult", "PairedRounds", "Row", "baseline_noise", "compare_runs", "count_verdicts"]
@@ -59,6 +62,11 @@ class Row:
     #: what, instead of the code, may explain the change: "busy" (the machine's load) or "throttled" (the GPU's
     #: clocks), with an unattributed or inconclusive verdict from that rule; "" otherwise
     cause: str = ""
+    #: the ratio of time x SM clock current/baseline (the clocks' part taken out), and each side's median SM
+    #: clock over its kept runs; None without a clock reading for every kept run on both sides
+    clock_estimate: Estimate | None = None
+    base_clock_mhz: float | None = None
+    head_clock_mhz: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,9 @@ def _setting(records: Sequence[Record], name: str, default: float) -> float:
     return default if value is None else value
 
 
-def _busy_verdict(verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: float) -> tuple[Verdict, str] | None:
+def _busy_verdict(
+    verdict: Verdict, est: Estimate, clocked: Estimate | None, b: Side, h: Side, tolerance: float
+) -> tuple[Verdict, str] | None:
     """Load only slows: a slowdown measured while busy cannot be told from the load (unattributed, which fails
     by default: seen, never a plain pass), and a busy baseline cannot show the absence of one."""
     if h.all_busy and verdict is Verdict.SLOWER:
@@ -110,41 +120,69 @@ def _busy_verdict(verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: 
     return None
 
 
-def _throttled_verdict(
-    verdict: Verdict, est: Estimate, b: Side, h: Side, tolerance: float
-) -> tuple[Verdict, str] | None:
-    """The GPU's clocks, judged as load is: throttling only slows. When every current run was throttled in a
-    larger share of its samples than the baseline (by THROTTLE_MARGIN), a slowdown may owe to the clocks; when
-    every baseline run was, the baseline may be slow. Equal throttling (a kernel that keeps the GPU
-    power-capped) is the kernel's normal state. Without clock data on both sides: nothing."""
-    bt, ht = b.throttle, h.throttle
-    if bt is None or ht is None:
+def _clock_estimate(b: Side, h: Side, floor: float, confidence: float) -> Estimate | None:
+    """The ratio current/baseline of time x median SM clock, from the same runs as the time ratio; None without an
+    SM clock for every kept run on both sides."""
+    base, head = b.clocked_values, h.clocked_values
+    if base is None or head is None:
         return None
-    if verdict is Verdict.SLOWER and h.all_throttled_beyond(bt.share, THROTTLE_MARGIN):
+    est = estimate(
+        base,
+        head,
+        noise_floor=floor,
+        base_within=[s.within for s in b.kept],
+        head_within=[s.within for s in h.kept],
+        confidence=confidence,
+    )
+    return dataclasses.replace(est, what="time x SM clock ratio current/baseline")
+
+
+def _clocks_verdict(
+    verdict: Verdict, est: Estimate, clocked: Estimate | None, b: Side, h: Side, tolerance: float
+) -> tuple[Verdict, str] | None:
+    """The GPU's clocks, judged by what they explain. A significant change is put down to the clocks only where the
+    sides' median SM clocks differ the right way and the clock-normalised ratio (time x SM clock) is back within
+    the tolerance: a slowdown that the clock ratio cannot explain stays the code's, whatever the throttle reasons,
+    and a power cap or locked clocks on both sides give equal clocks and change nothing. Without clock data on
+    both sides: nothing."""
+    bc, hc = b.clocks, h.clocks
+    if clocked is None or bc is None or hc is None:
+        return None
+    change, per_cycle = f"{est.value - 1:+.1%}", f"time x SM clock {_change(clocked.value)}"
+    if verdict is Verdict.SLOWER and hc.sm_clock_mhz < bc.sm_clock_mhz and clocked.value <= 1.0 + tolerance:
         return Verdict.UNATTRIBUTED, (
-            f"{est.value - 1:+.1%}: significant and over the {tolerance:.0%} tolerance, but the GPU was throttled "
-            f"in {ht.count} (baseline: {bt.count}): {ht.describe()}, so the throttling may explain it; "
+            f"{change}: significant and over the {tolerance:.0%} tolerance, but the GPU's median SM clock was "
+            f"{hc.describe()} against the baseline's {bc.describe()}, which explains it ({per_cycle}); "
             "let the GPU cool, check its power and cooling, and re-run"
         )
-    if verdict in (Verdict.FASTER, Verdict.UNCHANGED) and b.all_throttled_beyond(ht.share, THROTTLE_MARGIN):
+    explained = verdict is Verdict.FASTER and clocked.value >= 1.0 / (1.0 + tolerance)
+    hidden = verdict is Verdict.UNCHANGED and clocked.value > 1.0 + tolerance
+    if bc.sm_clock_mhz < hc.sm_clock_mhz and (explained or hidden):
         return Verdict.INCONCLUSIVE, (
-            f"{est.value - 1:+.1%}, but the baseline's GPU was throttled in {bt.count} (current: {ht.count}): "
-            f"{bt.describe()}, so the baseline may be slow; save a new baseline with the GPU cool"
+            f"{change}, but the baseline's GPU ran at a median SM clock of {bc.describe()} against "
+            f"{hc.describe()} now ({per_cycle}), so the baseline may be slow; save a new baseline with the GPU "
+            "at its usual clocks"
         )
     return None
 
 
+def _change(ratio: float) -> str:
+    """A ratio as a signed change, ``+0.0%`` for one that rounds to none either way."""
+    text = f"{ratio - 1:+.1%}"
+    return "+0.0%" if text == "-0.0%" else text
+
+
 #: What else than the code may explain a change, checked in this order; the name goes to ``Row.cause``.
-_OTHER_CAUSES = (("busy", _busy_verdict), ("throttled", _throttled_verdict))
+_OTHER_CAUSES = (("busy", _busy_verdict), ("throttled", _clocks_verdict))
 
 
 def _other_cause(
-    verdict: Verdict, reason: str, est: Estimate, b: Side, h: Side, tolerance: float
+    verdict: Verdict, reason: str, est: Estimate, clocked: Estimate | None, b: Side, h: Side, tolerance: float
 ) -> tuple[Verdict, str, str]:
     """The verdict and reason after the load and the clocks are weighed, and what the change may be due to
     instead of the code ("" when nothing: the verdict stands)."""
     for cause, rule in _OTHER_CAUSES:
-        changed = rule(verdict, est, b, h, tolerance)
+        changed = rule(verdict, est, clocked, b, h, tolerance)
         if changed is not None:
             return changed[0], changed[1], cause
     return verdict, reason, ""
@@ -185,7 +223,8 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
     runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
-    verdict, reason, cause = _other_cause(verdict, reason, est, b, h, tolerance)
+    clocked = _clock_estimate(b, h, floor, policy.confidence)
+    verdict, reason, cause = _other_cause(verdict, reason, est, clocked, b, h, tolerance)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
@@ -206,6 +245,9 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         base_rounds=b.rounds,
         head_rounds=h.rounds,
         cause=cause,
+        clock_estimate=clocked,
+        base_clock_mhz=None if b.clocks is None else b.clocks.sm_clock_mhz,
+        head_clock_mhz=None if h.clocks is None else h.clocks.sm_clock_mhz,
     )
 
 

@@ -1,8 +1,8 @@
 """The evidence model: what one record's runs and rounds contribute to a comparison, and what is left out.
 
 The rule it implements (runs as the unit of evidence, the low median of a run's rounds,
-disturbed and outlying runs left out, the share of a side's samples taken while the GPU was
-throttled) is stated once, in ``docs/how-the-gate-decides.md``.
+disturbed and outlying runs left out, a side's median SM clock over the runs it keeps) is
+stated once, in ``docs/how-the-gate-decides.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = [
     "Observation",
     "RunValue",
     "Side",
-    "Throttle",
+    "SideClocks",
     "disturbed",
     "record_mismatches",
     "runs_of",
@@ -119,6 +119,8 @@ class Observation:
     within: float
     disturbed: bool
     load: Load | None
+    #: the round's median SM clock (None: no clock reading)
+    sm_clock_mhz: float | None = None
 
 
 def _observation(record: Record, round_: Round) -> Observation | None:
@@ -132,6 +134,7 @@ def _observation(record: Record, round_: Round) -> Observation | None:
         _within_variance(ci.low, ci.high, ci.confidence),
         _is_disturbed(record, round_.load),
         round_.load,
+        None if round_.clocks is None else round_.clocks.sm_clock_mhz_median,
     )
 
 
@@ -146,6 +149,8 @@ class RunValue:
     load: Load | None  # the worst disturbed round's load, for the message
     #: NVML's clocks over each of the run's rounds that has them (none without NVML, or in older files)
     clocks: tuple[ClockSummary, ...] = ()
+    #: the median SM clock of the round ``value`` comes from (None: it has no clock reading)
+    sm_clock_mhz: float | None = None
 
 
 def _run_value(obs: Sequence[Observation], clocks: tuple[ClockSummary, ...]) -> RunValue:
@@ -157,7 +162,7 @@ def _run_value(obs: Sequence[Observation], clocks: tuple[ClockSummary, ...]) -> 
     chosen = pool[(len(pool) - 1) // 2]
     loads = [o.load for o in obs if o.disturbed and o.load is not None]
     worst = max(loads, key=lambda load: load.background_cores) if loads else None
-    return RunValue(chosen.log_median, chosen.within, len(obs), not calm, worst, clocks)
+    return RunValue(chosen.log_median, chosen.within, len(obs), not calm, worst, clocks, chosen.sm_clock_mhz)
 
 
 def _rounds_value(record: Record, rounds: Sequence[Round]) -> RunValue | None:
@@ -176,42 +181,38 @@ def runs_of(record: Record) -> list[RunValue]:
 
 
 @dataclass(frozen=True)
-class Throttle:
-    """How many of a side's samples with a clock reading were taken while the GPU was throttled."""
+class SideClocks:
+    """A side's GPU clocks over its kept runs: the median of their median SM clocks, the samples flagged
+    throttled, and the reasons seen."""
 
+    sm_clock_mhz: float
     throttled: int
     readings: int
     #: the clocks-event reasons seen in any reading, but ``gpu_idle`` (read between blocks, it explains nothing)
     reasons: tuple[str, ...]
-    threshold: float  # the throttle threshold: SM clock below this fraction of its maximum
-
-    @property
-    def share(self) -> float:
-        return self.throttled / self.readings
-
-    @property
-    def count(self) -> str:
-        return f"{self.throttled} of {self.readings} samples"
 
     def describe(self) -> str:
-        """What made a sample throttled, and the reasons seen: for a verdict's reason."""
-        seen = f" (seen: {', '.join(self.reasons)})" if self.reasons else ""
-        return f"SM clock below {self.threshold:.0%} of its maximum or a slowdown reason{seen}"
+        """The median clock, and the flagged samples and reasons where there are any: for a verdict's reason."""
+        text = f"{self.sm_clock_mhz:.0f} MHz"
+        extra = [f"{self.throttled} of {self.readings} samples throttled"] if self.throttled else []
+        extra += [f"seen: {', '.join(self.reasons)}"] if self.reasons else []
+        return text + (f" ({'; '.join(extra)})" if extra else "")
 
 
-def _throttle_of(runs: Sequence[RunValue]) -> Throttle | None:
-    """The throttling over the runs that have clock readings; None when none has (no evidence either way)."""
-    clocks = [c for r in runs for c in r.clocks if c.readings > 0]
-    if not clocks:
+def _clocks_of(runs: Sequence[RunValue]) -> SideClocks | None:
+    """The clocks over ``runs``; None unless every one has an SM clock (a ratio from some runs would not be
+    the estimate's)."""
+    if not runs or any(r.sm_clock_mhz is None for r in runs):
         return None
+    summaries = [c for r in runs for c in r.clocks]
     reasons: list[str] = []
-    for summary in clocks:
+    for summary in summaries:
         reasons += [r for r in summary.reasons if r != "gpu_idle" and r not in reasons]
-    return Throttle(
-        sum(c.throttled for c in clocks),
-        sum(c.readings for c in clocks),
+    return SideClocks(
+        median([r.sm_clock_mhz or 0.0 for r in runs]),
+        sum(c.throttled for c in summaries),
+        sum(c.readings for c in summaries),
         tuple(reasons),
-        max(c.threshold for c in clocks),
     )
 
 
@@ -232,16 +233,17 @@ class Side:
         return sum(s.rounds for s in self.kept)
 
     @property
-    def throttle(self) -> Throttle | None:
-        """The GPU's throttling over the kept runs' samples with a clock reading (None: no clock data)."""
-        return _throttle_of(self.kept)
+    def clocks(self) -> SideClocks | None:
+        """The GPU's clocks over the kept runs (None: a kept run has no SM clock reading)."""
+        return _clocks_of(self.kept)
 
-    def all_throttled_beyond(self, share: float, margin: float) -> bool:
-        """Was every kept run throttled in a share of its samples at least ``margin`` above ``share``? As with
-        load (every run busy), one run measured with the GPU at its clocks that shows the change is enough to
-        attribute it to the code; a run without clock readings shows no throttling."""
-        shares = [_throttle_of([run]) for run in self.kept]
-        return bool(shares) and all(t is not None and t.share - share >= margin for t in shares)
+    @property
+    def clocked_values(self) -> list[float] | None:
+        """log(seconds per call x median SM clock in MHz) of each kept run, the cycles per call but for a constant,
+        as nvbench's robust compare normalises; None without an SM clock for every kept run."""
+        if self.clocks is None:
+            return None
+        return [s.value + math.log(s.sm_clock_mhz or 1.0) for s in self.kept]
 
 
 def select(runs: Sequence[RunValue], noise_floor: float) -> Side:

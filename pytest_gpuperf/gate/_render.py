@@ -1,9 +1,10 @@
 """The one renderer of a GateResult, for every route: the table and the lines under it.
 
 Columns: baseline and current seconds per call, the ratio current/baseline with its
-95% interval, the runs used on each side (``3/1``; ``2 of 3/1`` when runs were left
-out as disturbed; with the rounds behind them when runs had more than one), the
-verdict, and why.
+95% interval, where some row has GPU clocks on both sides the ratio of time x SM clock
+beside it (``time x clock``: the clocks' part taken out), the runs used on each side
+(``3/1``; ``2 of 3/1`` when runs were left out as disturbed; with the rounds behind them
+when runs had more than one), the verdict, and why.
 
 On GitHub Actions (``report_to_github``, every route calls it): the table and its lines are
 appended, as Markdown, to the file ``$GITHUB_STEP_SUMMARY`` names, and, where
@@ -22,14 +23,16 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..measuring import format_duration
+from ..measuring import Estimate, format_duration
 from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row
 from ._verdicts import Verdict
 
 __all__ = [
+    "CLOCK_HEADER",
     "HEADERS",
+    "clock_ratio_cell",
     "gate_lines",
     "gate_table",
     "github_annotations",
@@ -41,13 +44,21 @@ __all__ = [
 ]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
+#: The column after the ratio where some row has clocks on both sides.
+CLOCK_HEADER = "time x clock [95% CI]"
+
+
+def _interval(est: Estimate | None) -> str:
+    return "-" if est is None else f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}]"
 
 
 def ratio_cell(row: Row) -> str:
-    est = row.estimate
-    if est is None:
-        return "-"
-    return f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}]"
+    return _interval(row.estimate)
+
+
+def clock_ratio_cell(row: Row) -> str:
+    """The ratio of time x median SM clock, the clocks' part of the time ratio taken out; ``-`` without clocks."""
+    return _interval(row.clock_estimate)
 
 
 def runs_cell(row: Row) -> str:
@@ -72,6 +83,7 @@ def verdict_cell(row: Row) -> str:
 
 
 def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
+    clocked = any(row.clock_estimate is not None for row in result.rows)
     rows = [
         (
             short_test(row),
@@ -79,17 +91,21 @@ def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
             "-" if row.baseline is None else format_duration(row.baseline),
             "-" if row.current is None else format_duration(row.current),
             ratio_cell(row),
+            *([clock_ratio_cell(row)] if clocked else []),
             runs_cell(row),
             verdict_cell(row),
             row.reason,
         )
         for row in result.rows
     ]
-    return tabulate(rows, headers=HEADERS, tablefmt=tablefmt, disable_numparse=True)
+    headers = list(HEADERS)
+    if clocked:
+        headers.insert(headers.index("ratio [95% CI]") + 1, CLOCK_HEADER)
+    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
 #: Row.cause -> what an unattributed slowdown was measured while.
-_WHILE = {"busy": "the machine was busy", "throttled": "the GPU was throttled"}
+_WHILE = {"busy": "the machine was busy", "throttled": "the GPU ran at lower clocks"}
 
 
 def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
@@ -187,6 +203,7 @@ def github_annotations(
         where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
         title = _escape(f"{label}: {short_test(row)} [{row.device}] {verdict_cell(row)}", prop=True)
         ratio = f" (ratio {ratio_cell(row)})" if row.estimate is not None else ""
+        ratio += f" (time x clock {clock_ratio_cell(row)})" if row.clock_estimate is not None else ""
         message = _escape(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}")
         out.append(f"::{'error' if failing else 'warning'} {where},title={title}::{message}")
     return out

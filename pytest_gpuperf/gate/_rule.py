@@ -22,7 +22,6 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
-    "THROTTLE_MARGIN",
     "UNCHANGED_REACH",
     "Policy",
     "estimate",
@@ -38,10 +37,6 @@ PRIOR_DF: Final = 4.0
 UNCHANGED_REACH: Final = 2.0
 #: Runs slower than their side's low median run by more than this many noise floors are left out.
 OUTLIER_FLOORS: Final = 4.0
-#: A side whose share of throttled samples exceeds the other side's by this much (absolute) may owe a change
-#: to its GPU's clocks: the gate then does not attribute it to the code. Equal throttling (a kernel that keeps
-#: the GPU power-capped in every run) is the kernel's normal state and changes nothing.
-THROTTLE_MARGIN: Final = 0.25
 
 
 @dataclass(frozen=True)

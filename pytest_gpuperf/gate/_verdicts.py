@@ -11,7 +11,7 @@ __all__ = ["DEFAULT_FAIL_ON", "VERDICTS", "Verdict", "parse_verdicts"]
 class Verdict(str, enum.Enum):
     SLOWER = "slower"
     #: significant and beyond the tolerance, but every current run was measured while the machine was busy, or
-    #: the GPU was throttled in a larger share of the current samples than of the baseline's
+    #: the current GPU's lower SM clock explains it (the clock-normalised ratio shows no slowdown)
     UNATTRIBUTED = "unattributed"
     FASTER = "faster"
     UNCHANGED = "unchanged"

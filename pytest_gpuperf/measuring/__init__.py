@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         import_nvml,
         match_nvml_device,
         monitored,
+        nvml_field,
         read_clocks,
         throttle_names,
     )
@@ -51,6 +52,16 @@ if TYPE_CHECKING:
         resolve_slots,
     )
     from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
+    from ._energy import (
+        ENERGY_MAX_ERROR,
+        POWERCAP,
+        EnergySummary,
+        EnergyTrace,
+        RaplCounter,
+        energy_trace,
+        metered,
+        rapl_counter,
+    )
     from ._expectations import DeviceFloors, Expectations, ExpectationsError
     from ._judge import (
         Check,
@@ -91,9 +102,11 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "ENERGY_MAX_ERROR",
     "KINDS",
     "MEASURE_FIELDS",
     "MODES",
+    "POWERCAP",
     "SIZES",
     "THROTTLE_REASONS",
     "THROTTLE_THRESHOLD",
@@ -110,6 +123,8 @@ __all__ = [
     "DeviceFloors",
     "DeviceSlot",
     "DistributedError",
+    "EnergySummary",
+    "EnergyTrace",
     "Estimate",
     "Expectations",
     "ExpectationsError",
@@ -132,6 +147,7 @@ __all__ = [
     "Outcome",
     "Paired",
     "Quantity",
+    "RaplCounter",
     "Relation",
     "SamplingPlan",
     "SamplingResult",
@@ -153,6 +169,7 @@ __all__ = [
     "backend_for_kind",
     "clock_monitor",
     "cpu_model",
+    "energy_trace",
     "estimate_median",
     "expect_estimate",
     "expect_interval",
@@ -168,15 +185,18 @@ __all__ = [
     "measure_paired",
     "median",
     "median_ci",
+    "metered",
     "min_samples_for",
     "monitored",
     "needed_cores",
+    "nvml_field",
     "open_device",
     "parse_device_option",
     "parse_quantity",
     "probe_inventory",
     "quantile",
     "quantile_ci",
+    "rapl_counter",
     "read_clocks",
     "resolve_devices",
     "resolve_size",

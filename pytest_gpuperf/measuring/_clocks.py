@@ -4,15 +4,22 @@ A sample timed while the GPU ran below its clocks measures the throttling, not t
 code. NVML (``pip install nvidia-ml-py``, imported as ``pynvml``) says what the clocks
 were: after every block, outside the timed region, one reading of the SM and memory
 clocks, the temperature, the power and the clocks-event (throttle) reasons (5 NVML
-calls; 12.7 us together on an H100). A reading is *throttled* as nvbench judges it
-(its ``--throttle-threshold``, default 0.75): the SM clock below ``threshold`` of the
-device's maximum SM clock, or a slowdown reason set (hardware slowdown, software or
-hardware thermal slowdown, hardware power brake). The software power cap alone is
-recorded but is not a throttle by its bit; a capped clock below the threshold still is.
+calls; 12.7 us together on an H100). Each field is read on its own: a call the GPU or
+driver does not support (power on a vGPU, a field a MIG instance does not report) leaves
+that field None and the others stand.
 
-Throttled samples are flagged, not dropped: a GPU that runs power-capped under a heavy
-kernel stays so (a bf16 matmul on an H100 ended at 1425 of 1980 MHz, below 0.75, with
-only the power-cap reason), and dropping its samples would measure nothing (nvbench
+A GPU's clocks have a normal state that is often below its maximum: a heavy bf16 matmul
+keeps an H100 power-capped at 1425 of its 1980 MHz with only ``sw_power_cap`` set, and
+clocks locked on purpose (``nvidia-smi --lock-gpu-clocks``, application clocks) sit where
+they were set. Neither is throttling. So a reading is *throttled* when a slowdown reason
+is set (hardware slowdown, software or hardware thermal slowdown, hardware power brake),
+or when its SM clock fell below ``threshold`` (``--gpuperf-throttle-threshold``, default
+0.75) of the measurement's own median SM clock: a dip below the state the measurement ran
+in, not a distance from a maximum the GPU may never run at. Whether a *change* between two
+runs is the clocks' is the gate's question, and it answers it from the two sides' median
+SM clocks (``gate/_compare.py``), not from these flags.
+
+Throttled samples are flagged, not dropped: dropping them could measure nothing (nvbench
 issue 231: "GPU throttle detection leads to empty benchmarks"). The Measurement keeps
 which samples were throttled, so no interval is ever claimed from samples that were
 thrown away, and the results table flags the record.
@@ -26,14 +33,17 @@ module object passed in, so tests drive every path with a stand-in.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ._backends import Backend, CudaBackend
 from ._devices import torch_of
 from ._stats import median
+
+_T = TypeVar("_T")
 
 __all__ = [
     "THROTTLE_REASONS",
@@ -47,6 +57,7 @@ __all__ = [
     "import_nvml",
     "match_nvml_device",
     "monitored",
+    "nvml_field",
     "read_clocks",
     "same_uuid",
     "throttle_names",
@@ -66,7 +77,7 @@ THROTTLE_REASONS: Final[dict[int, str]] = {
 }
 #: The reasons that make a reading throttled whatever the clock (nvbench's set).
 THROTTLING_REASONS: Final = 0x8 | 0x20 | 0x40 | 0x80
-#: A reading whose SM clock is below this fraction of the maximum SM clock is throttled (nvbench's default).
+#: A reading whose SM clock is below this fraction of the measurement's median SM clock is throttled.
 THROTTLE_THRESHOLD: Final = 0.75
 
 
@@ -155,59 +166,85 @@ def match_nvml_device(pynvml: Any, props: Any) -> NvmlMatch | None:
 
 @dataclass(frozen=True)
 class ClockReading:
-    """One NVML reading of a GPU."""
+    """One NVML reading of a GPU; a field NVML did not answer is None."""
 
-    sm_clock_mhz: int
-    mem_clock_mhz: int
-    temperature_c: int
-    power_w: float
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    temperature_c: int | None
+    power_w: float | None
     #: NVML clocks-event reason bits (``throttle_names`` names them)
-    reasons: int
+    reasons: int | None
 
-    def throttled(self, max_sm_clock_mhz: int | None, threshold: float = THROTTLE_THRESHOLD) -> bool:
-        """A slowdown reason is set, or the SM clock is below ``threshold`` of the maximum (when known)."""
-        if self.reasons & THROTTLING_REASONS:
+    def throttled(self, reference_mhz: float | None, threshold: float = THROTTLE_THRESHOLD) -> bool:
+        """A slowdown reason is set, or the SM clock is below ``threshold`` of ``reference_mhz`` (the
+        measurement's median SM clock, when known). The power cap and clock settings are no reason."""
+        if (self.reasons or 0) & THROTTLING_REASONS:
             return True
-        return bool(max_sm_clock_mhz) and self.sm_clock_mhz < threshold * float(max_sm_clock_mhz or 0)
+        if not reference_mhz or self.sm_clock_mhz is None:
+            return False
+        return self.sm_clock_mhz < threshold * reference_mhz
+
+    @property
+    def empty(self) -> bool:
+        """NVML answered none of the calls."""
+        return all(v is None for v in dataclasses.astuple(self))
+
+
+def nvml_field(read: Callable[[], Any], convert: Callable[[Any], _T]) -> _T | None:
+    """One NVML field, or None when its call fails: a call one GPU does not support loses only that field."""
+    try:
+        return convert(read())
+    except Exception:  # noqa: BLE001 - NVMLError_NotSupported and kin: that field is unknown
+        return None
+
+
+def _reasons_call(pynvml: Any) -> Any:
+    if hasattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons"):
+        return pynvml.nvmlDeviceGetCurrentClocksEventReasons
+    return pynvml.nvmlDeviceGetCurrentClocksThrottleReasons  # nvidia-ml-py before 12.535 names it after throttling
 
 
 def read_clocks(pynvml: Any, handle: Any) -> ClockReading:
-    """Read the clocks, temperature, power and clocks-event reasons of one NVML device (5 NVML calls)."""
-    if hasattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons"):
-        reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
-    else:  # nvidia-ml-py before 12.535 names it after throttling
-        reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+    """Read the clocks, temperature, power and clocks-event reasons of one NVML device (5 NVML calls), each on its
+    own: a failing call leaves its field None."""
+    reasons = nvml_field(lambda: _reasons_call(pynvml)(handle), int)
     return ClockReading(
-        sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-        mem_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
-        temperature_c=int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
-        power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-        reasons=int(reasons),
+        sm_clock_mhz=nvml_field(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM), int),
+        mem_clock_mhz=nvml_field(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM), int),
+        temperature_c=nvml_field(lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU), int),
+        power_w=nvml_field(lambda: pynvml.nvmlDeviceGetPowerUsage(handle), lambda mw: float(mw) / 1000.0),
+        reasons=reasons,
     )
 
 
 # ---------------------------------------------------------------- the summary a Measurement keeps
 
 
+def _optional(value: Any, convert: Callable[[Any], _T]) -> _T | None:
+    return None if value is None else convert(value)
+
+
 @dataclass(frozen=True)
 class ClockSummary:
-    """The GPU's clocks over a measurement's samples: one reading after each sample's block."""
+    """The GPU's clocks over a measurement's samples: one reading after each sample's block. A figure no reading
+    had (NVML did not answer that call on this GPU) is None."""
 
     #: readings taken (one per sample; fewer if NVML failed to answer)
     readings: int
-    sm_clock_mhz_min: int
-    sm_clock_mhz_median: float
-    sm_clock_mhz_max: int
-    mem_clock_mhz_min: int
-    mem_clock_mhz_max: int
-    temperature_c_max: int
-    power_w_max: float
+    sm_clock_mhz_min: int | None
+    sm_clock_mhz_median: float | None
+    sm_clock_mhz_max: int | None
+    mem_clock_mhz_min: int | None
+    mem_clock_mhz_max: int | None
+    temperature_c_max: int | None
+    power_w_max: float | None
     #: the device's maximum SM clock (None: NVML did not say)
     max_sm_clock_mhz: int | None
     #: every clocks-event reason seen in any reading
     reasons: tuple[str, ...]
     #: indices into the Measurement's samples of those whose reading was throttled
     throttled_samples: tuple[int, ...] = ()
+    #: a sample is throttled below this fraction of the median SM clock (``--gpuperf-throttle-threshold``)
     threshold: float = THROTTLE_THRESHOLD
     #: which NVML device was read and how it was matched, such as ``"nvml 5 (uuid)"``
     source: str = ""
@@ -226,26 +263,32 @@ class ClockSummary:
         source: str = "",
     ) -> ClockSummary | None:
         """The summary of one reading per sample (None where NVML did not answer); None without any reading."""
-        seen = [r for r in readings if r is not None]
+        seen = [r for r in readings if r is not None and not r.empty]
         if not seen:
             return None
-        sm = [r.sm_clock_mhz for r in seen]
+
+        def values(name: str) -> list[Any]:
+            return [v for v in (getattr(r, name) for r in seen) if v is not None]
+
+        sm, mem = values("sm_clock_mhz"), values("mem_clock_mhz")
+        temperature, power = values("temperature_c"), values("power_w")
         bits = 0
         for r in seen:
-            bits |= r.reasons
+            bits |= r.reasons or 0
+        middle = median(sm) if sm else None
         return cls(
             readings=len(seen),
-            sm_clock_mhz_min=min(sm),
-            sm_clock_mhz_median=median(sm),
-            sm_clock_mhz_max=max(sm),
-            mem_clock_mhz_min=min(r.mem_clock_mhz for r in seen),
-            mem_clock_mhz_max=max(r.mem_clock_mhz for r in seen),
-            temperature_c_max=max(r.temperature_c for r in seen),
-            power_w_max=max(r.power_w for r in seen),
+            sm_clock_mhz_min=min(sm, default=None),
+            sm_clock_mhz_median=middle,
+            sm_clock_mhz_max=max(sm, default=None),
+            mem_clock_mhz_min=min(mem, default=None),
+            mem_clock_mhz_max=max(mem, default=None),
+            temperature_c_max=max(temperature, default=None),
+            power_w_max=max(power, default=None),
             max_sm_clock_mhz=max_sm_clock_mhz,
             reasons=tuple(throttle_names(bits)),
             throttled_samples=tuple(
-                i for i, r in enumerate(readings) if r is not None and r.throttled(max_sm_clock_mhz, threshold)
+                i for i, r in enumerate(readings) if r is not None and r.throttled(middle, threshold)
             ),
             threshold=threshold,
             source=source,
@@ -275,17 +318,16 @@ class ClockSummary:
         if not isinstance(data, Mapping):
             return None
         sm, mem = data.get("sm_clock_mhz") or {}, data.get("mem_clock_mhz") or {}
-        top = data.get("max_sm_clock_mhz")
         return cls(
             readings=int(data.get("readings", 0)),
-            sm_clock_mhz_min=int(sm.get("min", 0)),
-            sm_clock_mhz_median=float(sm.get("median", 0.0)),
-            sm_clock_mhz_max=int(sm.get("max", 0)),
-            mem_clock_mhz_min=int(mem.get("min", 0)),
-            mem_clock_mhz_max=int(mem.get("max", 0)),
-            temperature_c_max=int(data.get("temperature_c_max", 0)),
-            power_w_max=float(data.get("power_w_max", 0.0)),
-            max_sm_clock_mhz=None if top is None else int(top),
+            sm_clock_mhz_min=_optional(sm.get("min"), int),
+            sm_clock_mhz_median=_optional(sm.get("median"), float),
+            sm_clock_mhz_max=_optional(sm.get("max"), int),
+            mem_clock_mhz_min=_optional(mem.get("min"), int),
+            mem_clock_mhz_max=_optional(mem.get("max"), int),
+            temperature_c_max=_optional(data.get("temperature_c_max"), int),
+            power_w_max=_optional(data.get("power_w_max"), float),
+            max_sm_clock_mhz=_optional(data.get("max_sm_clock_mhz"), int),
             reasons=tuple(str(r) for r in data.get("reasons") or ()),
             throttled_samples=tuple(int(i) for i in data.get("throttled_samples") or ()),
             threshold=float(data.get("threshold", THROTTLE_THRESHOLD)),
@@ -307,13 +349,21 @@ class ClockMonitor:
     readings: list[ClockReading | None] = field(default_factory=list)
 
     def read(self) -> ClockReading | None:
-        """One reading, appended to ``readings``; a failing NVML call gives None and never fails the measurement."""
+        """One reading, appended to ``readings``; None where NVML answered none of its calls. A failing NVML call
+        never fails the measurement."""
         try:
             reading: ClockReading | None = read_clocks(self.nvml, self.match.handle)
         except Exception:  # noqa: BLE001 - a lost reading must not lose the measurement
             reading = None
+        if reading is not None and reading.empty:
+            reading = None
         self.readings.append(reading)
         return reading
+
+    def energy_joules(self) -> float | None:
+        """NVML's total-energy counter of the device in joules (millijoules since the driver loaded; Volta and
+        later), or None where the GPU or driver has none."""
+        return nvml_field(lambda: self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.match.handle), _joules)
 
     def summary(self, samples: int) -> ClockSummary | None:
         """The summary of the last ``samples`` readings: those of the samples (the warmup's blocks come first)."""
@@ -325,8 +375,12 @@ class ClockMonitor:
 def _max_sm_clock(pynvml: Any, handle: Any) -> int | None:
     try:
         return int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)) or None
-    except Exception:  # noqa: BLE001 - without it only the reasons can say throttled
+    except Exception:  # noqa: BLE001 - recorded for the reader only: the throttle test needs no maximum
         return None
+
+
+def _joules(millijoules: Any) -> float:
+    return float(millijoules) / 1000.0
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from ._clocks import ClockSummary
+from ._energy import EnergySummary
 from ._judge import Check, JudgeContext, Relation, check_bound, judge
 from ._sampling import Warmup
 from ._stats import (
@@ -84,6 +85,8 @@ class Measurement:
     #: each sample is one call timed alone (a block of one call), so percentiles of the samples are per call
     single_calls: bool = False
     observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
+    #: the energy of the sampled blocks, or why there is none (None: not read; see ``_energy.py``)
+    energy: EnergySummary | None = None
 
     # ------------------------------------------------------------ statistics
 
@@ -361,6 +364,7 @@ class Measurement:
             "host_per_call": self.host_per_call,
             "single_calls": self.single_calls,
             "clocks": None if self.clocks is None else self.clocks.to_dict(),
+            "energy": None if self.energy is None else self.energy.to_dict(),
         }
 
     @classmethod
@@ -395,6 +399,7 @@ class Measurement:
             # Files written before samples said whether they were single calls make no claim.
             single_calls=bool(data.get("single_calls", False)),
             clocks=ClockSummary.from_dict(data.get("clocks")),
+            energy=EnergySummary.from_dict(data.get("energy")),
         )
 
     def __str__(self) -> str:

@@ -285,7 +285,8 @@ def measure_paired(
     rule = PairedStopRule(plan, times)
     agree = coordinator.agree if coordinator is not None else _same
     runner = RoundRunner(rounds, timed, plan, lambda: backend.last_host, times)
-    with torch_threads(settings.threads_for(device)) as threads, gc_paused(), clock_monitor(backend) as monitor:
+    monitoring = clock_monitor(backend, threshold=settings.throttle_threshold)
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused(), monitoring as monitor:
         result = sample(monitored(runner, monitor), plan, stop_rule=rule, agree=agree)
     n = len(result.samples)
     clocks = None if monitor is None else monitor.summary(n)  # one reading per round, shared by its steps

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from ._backends import Backend, block_timer
 from ._clocks import ClockSummary, clock_monitor, monitored
 from ._devices import open_device
+from ._energy import EnergySummary, EnergyTrace, energy_trace, metered
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
 from ._sampling import FixedBudget, SamplingResult, sample
@@ -68,12 +69,14 @@ class Subject:
 class Readings:
     """What was read beside the timed samples: torch's threads in effect, the peak memory of a call and how it was
     read (``off``, ``unknown: ...`` where it was not), the host's launch seconds per call of each block (on an
-    asynchronous device; the last ones match the kept samples), and the GPU's clocks."""
+    asynchronous device; the last ones match the kept samples), the GPU's clocks, and the energy of the sampled
+    blocks (``_energy.py``)."""
 
     threads: int
     memory: tuple[int | None, str] = (None, "off")
     host: Sequence[float | None] = ()
     clocks: ClockSummary | None = None
+    energy: EnergySummary | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,7 @@ def measurement_of(
         host_per_call=_host_per_call(readings.host, len(kept)),
         single_calls=single,
         observer=subject.observer,
+        energy=readings.energy,
     )
     if measurement.no_device_work:
         name, device = subject.name, subject.device
@@ -267,22 +271,26 @@ def measure_on(
 ) -> Measurement:
     """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
     plan = settings.plan(backend.min_block_time)
-    with torch_threads(settings.threads_for(device)) as threads, clock_monitor(backend) as monitor:
+    monitoring = clock_monitor(backend, threshold=settings.throttle_threshold)
+    with torch_threads(settings.threads_for(device)) as threads, monitoring as monitor:
+        energy = energy_trace(backend, monitor, clock=clock)
+        trace = energy if isinstance(energy, EnergyTrace) else None
         host = HostTimes(backend, block_timer(backend, fn, settings.mode, per_call=settings.per_call))
         block = host if coordinator is None else coordinator.wrap_block(host)
-        block = monitored(block, monitor)
+        block = metered(monitored(block, monitor), trace)
         with gc_paused():
             result = sample(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
     memory = peak_memory(fn, backend, settings, device)
     clocks = None if monitor is None else monitor.summary(len(result.samples))
+    energy_summary = trace.summary(len(result.samples)) if trace is not None else EnergySummary("", note=str(energy))
     return measurement_of(
         result,
         backend,
         settings,
         Subject(name, device, work, observer),
-        Readings(threads, memory, host.per_call, clocks),
+        Readings(threads, memory, host.per_call, clocks, energy_summary),
     )
 
 

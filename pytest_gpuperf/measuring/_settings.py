@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from . import _values as values
 from ._backends import MODES
+from ._clocks import THROTTLE_THRESHOLD
 from ._sampling import SamplingPlan
 from ._values import SettingError, Threads
 
@@ -31,6 +32,7 @@ MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "memory": values.on_off,
     "mode": values.choice(*MODES),
     "per_call": values.on_off,
+    "throttle_threshold": values.fraction,
 }
 
 
@@ -54,6 +56,9 @@ class MeasureSettings:
     mode: str = "warm"
     #: time every call alone (blocks of one call), so the samples give per-call percentiles (p50, p90, p99)
     per_call: bool = False
+    #: a GPU sample is flagged throttled when its SM clock fell below this fraction of the measurement's median
+    #: SM clock (or a slowdown reason was set); ``_clocks.py``
+    throttle_threshold: float = THROTTLE_THRESHOLD
 
     def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
         return SamplingPlan(

@@ -196,14 +196,15 @@ def _si(value: float) -> str:
     return f"{value:.4g}"
 
 
-def format_rate(per_second: float, work_unit: str) -> str:
-    """``format_rate(1.2e14, "FLOP")`` -> ``"120 TFLOP/s"``; ``(8100, "samples")`` -> ``"8.1k samples/s"``."""
+def format_rate(per_second: float, work_unit: str, per: str = "s") -> str:
+    """``format_rate(1.2e14, "FLOP")`` -> ``"120 TFLOP/s"``; ``(8100, "samples")`` -> ``"8.1k samples/s"``;
+    ``per="J"`` for work per joule."""
     if per_second == 0 or not math.isfinite(per_second):
-        return f"{per_second:.4g} {work_unit}/s"
+        return f"{per_second:.4g} {work_unit}/{per}"
     prefix, factor = next(((p, f) for p, f in _UP_PREFIXES if abs(per_second) >= f), ("", 1.0))
     if work_unit in ("FLOP", "B"):
-        return f"{per_second / factor:.4g} {prefix}{work_unit}/s"
-    return f"{per_second / factor:.4g}{prefix} {work_unit}/s"
+        return f"{per_second / factor:.4g} {prefix}{work_unit}/{per}"
+    return f"{per_second / factor:.4g}{prefix} {work_unit}/{per}"
 
 
 def format_duration(seconds: float) -> str:

@@ -179,6 +179,15 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         switch=True,
     ),
     OptionSpec(
+        "throttle_threshold",
+        "0.75",
+        MEASURE_FIELDS["throttle_threshold"],
+        "flag a GPU sample as throttled when its SM clock read after it fell below this fraction of the "
+        "measurement's median SM clock, or a slowdown reason (thermal, power brake) was set; a power cap or "
+        "locked clocks alone are the GPU's normal state (default: 0.75)",
+        "FRACTION",
+    ),
+    OptionSpec(
         "size",
         "auto",
         values.choice(*SIZES),

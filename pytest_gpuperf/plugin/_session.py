@@ -374,12 +374,15 @@ class GpuperfSession:
         records = self.book.records
         if not records or not self.is_reporter:
             return
+        from ..results import energy_lines
         from ._summary import results_table, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
         reference_peaks = self.book.reference_peaks
         peaks = {device: peak.flops_per_second for device, peak in reference_peaks.items()}
         terminalreporter.write_line(results_table(records, peaks=peaks))
+        for line in energy_lines(records):
+            terminalreporter.write_line(line)
         for device, peak in reference_peaks.items():
             terminalreporter.write_line(f"% peak: of {device}'s reference peak, {peak.how}")
         speedups = speedup_table(records, [slot.id for slot in self.slots if slot.available])

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Final
 
 from ..gate import (
+    CLOCK_HEADER,
     BaselineNoise,
     GateResult,
     Policy,
     Row,
     Verdict,
     baseline_noise,
+    clock_ratio_cell,
     compare_runs,
     gate_lines,
     ratio_cell,
@@ -39,6 +41,7 @@ from ..results import (
     flags,
     peak_memory_cell,
     peaks_of,
+    per_joule_cell,
     percent_of_peak,
     short_test,
 )
@@ -240,9 +243,12 @@ def _throughput(record: Record) -> str:
 
 
 def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, float], gate: bool) -> str:
+    energy = any(per_joule_cell(r) != "-" for r in records)
+    clocked = gate and any(row.clock_estimate is not None for row in rows.values())
     head = ["test", "device", "median", "95% CI", "throughput"]
     head += ["% peak"] if peaks else []
-    head += ["flags"] + (["ratio [95% CI]", "verdict"] if gate else [])
+    head += ["per joule"] if energy else []
+    head += ["flags"] + (["ratio [95% CI]", *([CLOCK_HEADER] if clocked else []), "verdict"] if gate else [])
     out = ['<section class="summary"><h2>records</h2><table><thead><tr>']
     out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
@@ -256,10 +262,13 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
             escape(_throughput(record)),
         ]
         cells += [escape(percent_of_peak(record, peaks))] if peaks else []
+        cells += [escape(per_joule_cell(record))] if energy else []
         cells.append(escape(flags(record)))
         if gate:
             row = rows.get(record.key)
-            cells += [escape(ratio_cell(row)) if row else "-", _verdict_badge(row)]
+            cells.append(escape(ratio_cell(row)) if row else "-")
+            cells += [escape(clock_ratio_cell(row)) if row else "-"] if clocked else []
+            cells.append(_verdict_badge(row))
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table></section>")
     return "".join(out)
@@ -286,6 +295,7 @@ def _card(
         ("samples", f"{len(m.samples)} x {m.iterations} calls"),
         ("flags", flags(record) or "-"),
     ]
+    facts += _clock_and_energy_facts(record)
     lanes = [
         Lane(
             "current",
@@ -321,8 +331,33 @@ def _card(
     return "".join(out)
 
 
+def _clock_and_energy_facts(record: Record) -> list[tuple[str, str]]:
+    """The GPU's clocks over the samples and the energy of the sampled blocks, where they were read."""
+    m = record.measurement
+    out = []
+    clocks = m.clocks
+    if clocks is not None and clocks.sm_clock_mhz_median is not None:
+        text = f"median {clocks.sm_clock_mhz_median:.0f} MHz ({clocks.sm_clock_mhz_min}-{clocks.sm_clock_mhz_max})"
+        text += f" of {clocks.max_sm_clock_mhz} max" if clocks.max_sm_clock_mhz else ""
+        text += f", {clocks.throttled} of {len(m.samples)} samples throttled" if clocks.throttled else ""
+        text += f"; reasons seen: {', '.join(clocks.reasons)}" if clocks.reasons else ""
+        out.append(("SM clock", text))
+    energy = m.energy
+    if energy is not None and energy.joules_per_call is not None and energy.watts is not None:
+        text = f"{energy.joules_per_call:.4g} J/call, mean {energy.watts:.4g} W over {energy.seconds or 0:.3g} s"
+        text += f" (+-{energy.error or 0:.0%}; {energy.source})"
+        out.append(("energy", text + (f"; {per_joule_cell(record)}" if m.work else "")))
+    elif energy is not None and energy.note:
+        out.append(("energy", f"none: {energy.note}"))
+    return out
+
+
 def _gate_facts(row: Row) -> str:
     pairs = [("ratio [95% CI]", ratio_cell(row)), ("verdict", verdict_cell(row))]
+    if row.clock_estimate is not None:
+        pairs.insert(1, (CLOCK_HEADER, clock_ratio_cell(row)))
+        clocks = f"{row.base_clock_mhz:.0f} / {row.head_clock_mhz:.0f} MHz"
+        pairs.insert(2, ("median SM clock baseline / current", clocks))
     if row.baseline is not None and row.current is not None:
         pairs.append(("baseline / current", f"{format_duration(row.baseline)} / {format_duration(row.current)}"))
     if row.estimate is not None:

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
         same_code,
     )
     from ._table import HEADERS as RESULTS_HEADERS
-    from ._table import flags, peak_memory_cell, peaks_of, percent_of_peak, results_table
+    from ._table import energy_lines, flags, peak_memory_cell, peaks_of, per_joule_cell, percent_of_peak, results_table
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -102,6 +102,7 @@ __all__ = [
     "check_name",
     "collect",
     "differences",
+    "energy_lines",
     "file_kind",
     "flags",
     "load_run",
@@ -111,6 +112,7 @@ __all__ = [
     "parse_mismatch_keys",
     "peak_memory_cell",
     "peaks_of",
+    "per_joule_cell",
     "percent_of_peak",
     "results_table",
     "same_code",

@@ -7,7 +7,8 @@ its CUDA or ROCm major.minor, the Python implementation, torch's precision flags
 keys of ``SHOWN`` are listed under the verdicts when they differ but do not stop a
 comparison: host name (identical machines in a CI fleet compare), Python version, torch
 patch release, cuDNN, the CUDA and NVIDIA drivers, the OS, thread defaults, the git
-commit, the GPUs' maximum SM clock and throttle reasons when the fingerprint was taken,
+commit, the GPUs' maximum SM clock and throttle reasons (but idle and the power cap, the
+GPU's normal states) when the fingerprint was taken,
 and the allocator and NCCL environment variables. The keys of ``RECORDED_SINCE`` are
 compared only when both fingerprints hold them: older files and machines without NVML
 lack them, and a fact one side did not record is no difference. Per record, the gate
@@ -145,12 +146,18 @@ def _max_sm_clock(fingerprint: Fingerprint) -> tuple[int | None, ...] | None:
     return None if gpus is None else tuple(g.max_sm_clock_mhz for g in gpus)
 
 
+#: Reasons that are a GPU's normal state, not a throttle: idle, and the power cap a heavy kernel runs under.
+#: Clock settings (``applications_clocks_setting``, locked clocks) are normal too, but one a person made: a
+#: change of them between runs is shown.
+_STATES: Final = frozenset({"gpu_idle", "sw_power_cap"})
+
+
 def _throttle_reasons(fingerprint: Fingerprint) -> tuple[str, ...] | None:
-    """Each CUDA device's throttle reasons when the fingerprint was taken; ``gpu_idle`` is a state, not a reason."""
+    """Each CUDA device's throttle reasons when the fingerprint was taken, but its normal states (``_STATES``)."""
     gpus = _nvml_of_cuda(fingerprint)
     if gpus is None:
         return None
-    reasons = ([r for r in g.throttle_reasons or () if r != "gpu_idle"] for g in gpus)
+    reasons = ([r for r in g.throttle_reasons or () if r not in _STATES] for g in gpus)
     return tuple("+".join(r) or "none" for r in reasons)
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from .._git import git_state
-from ..measuring import cpu_model, import_nvml, match_nvml_device, read_clocks, throttle_names
+from ..measuring import cpu_model, import_nvml, match_nvml_device, nvml_field, read_clocks, throttle_names
 
 __all__ = ["PRECISION_FLAGS", "CudaDevice", "Fingerprint", "GitState", "Nvml", "NvmlGpu", "collect"]
 
@@ -132,23 +132,28 @@ def _mig_mode(pynvml: Any, handle: Any) -> bool | None:
     return bool(current)
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _nvml_gpu(pynvml: Any, index: int) -> dict[str, Any]:
+    """One GPU's facts, each read on its own: a call this GPU does not support (power on a vGPU, a MIG
+    instance's clocks) leaves that fact None and keeps the rest."""
     h = pynvml.nvmlDeviceGetHandleByIndex(index)
     reading = read_clocks(pynvml, h)
-    name, uuid = pynvml.nvmlDeviceGetName(h), pynvml.nvmlDeviceGetUUID(h)
     return {
         "index": index,
-        "name": name.decode() if isinstance(name, bytes) else str(name),
-        "uuid": uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+        "name": nvml_field(lambda: pynvml.nvmlDeviceGetName(h), _text),
+        "uuid": nvml_field(lambda: pynvml.nvmlDeviceGetUUID(h), _text),
         "cuda_index": None,
         "mig_mode": _mig_mode(pynvml, h),
         "sm_clock_mhz": reading.sm_clock_mhz,
         "mem_clock_mhz": reading.mem_clock_mhz,
-        "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "max_sm_clock_mhz": nvml_field(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM), int),
         "power_w": reading.power_w,
-        "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+        "power_limit_w": nvml_field(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h), lambda mw: float(mw) / 1000.0),
         "temperature_c": reading.temperature_c,
-        "throttle_reasons": throttle_names(reading.reasons),
+        "throttle_reasons": None if reading.reasons is None else throttle_names(reading.reasons),
     }
 
 

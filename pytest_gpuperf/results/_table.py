@@ -9,10 +9,19 @@ from collections.abc import Mapping, Sequence
 
 from tabulate import tabulate
 
-from ..measuring import format_bytes, format_duration
+from ..measuring import format_bytes, format_duration, format_rate
 from ._record import Record, Run, short_test
 
-__all__ = ["HEADERS", "flags", "peak_memory_cell", "peaks_of", "percent_of_peak", "results_table"]
+__all__ = [
+    "HEADERS",
+    "energy_lines",
+    "flags",
+    "peak_memory_cell",
+    "peaks_of",
+    "per_joule_cell",
+    "percent_of_peak",
+    "results_table",
+]
 
 HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
 
@@ -57,12 +66,42 @@ def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
     return f"{m.throughput('FLOP').value / peak:.0%}"
 
 
+def per_joule_cell(record: Record) -> str:
+    """Work per joule for each unit of work (samples/J beside samples/s), or joules per call without work; ``-``
+    without an energy figure."""
+    m = record.measurement
+    energy = m.energy
+    per_call = None if energy is None else energy.joules_per_call
+    if energy is None or per_call is None:
+        return "-"
+    cells = [format_rate(amount / per_call, unit, per="J") for unit, amount in m.work.items()]
+    return ", ".join(cells) or f"{per_call:.4g} J/call"
+
+
+def energy_lines(records: Sequence[Record]) -> list[str]:
+    """Under the table, once per device: why records that read no energy figure have none (no counter, a span
+    too short for it)."""
+    out: list[str] = []
+    devices = dict.fromkeys(r.device for r in records)
+    for device in devices:
+        mine = [r.measurement.energy for r in records if r.device == device and r.measurement.energy is not None]
+        notes = [e.note for e in mine if e.joules is None and e.note]
+        if not notes:
+            continue
+        count = "" if len(notes) == len(mine) else f" for {len(notes)} of {len(mine)} records"
+        more = "" if len(set(notes)) == 1 else f" (and {len(set(notes)) - 1} other reason(s): see the JSON)"
+        out.append(f"energy: none{count} on {device}: {notes[0]}{more}")
+    return out
+
+
 def results_table(
     records: Sequence[Record], *, tablefmt: str = "simple", peaks: Mapping[str, float] | None = None
 ) -> str:
     """One row per record; with ``peaks`` (device -> reference FLOP/s) a "% peak" column follows throughput,
-    and where some record's samples are single calls (``--gpuperf-per-call``) a "p99" column follows the CI."""
+    where some record's samples are single calls (``--gpuperf-per-call``) a "p99" column follows the CI, and where
+    some record has an energy figure a "per joule" column follows throughput (and % peak)."""
     tail = any(r.measurement.single_calls for r in records)
+    energy = any(per_joule_cell(r) != "-" for r in records)
     rows = []
     for record in records:
         m = record.measurement
@@ -78,6 +117,8 @@ def results_table(
         row += [throughput or "-"]
         if peaks:
             row.append(percent_of_peak(record, peaks))
+        if energy:
+            row.append(per_joule_cell(record))
         row += [
             peak_memory_cell(m.peak_memory, m.memory_method),
             f"{len(m.samples)}x{m.iterations}",
@@ -89,6 +130,8 @@ def results_table(
         headers.insert(headers.index("95% CI") + 1, "p99")
     if peaks:
         headers.insert(headers.index("throughput") + 1, "% peak")
+    if energy:
+        headers.insert(headers.index("peak mem"), "per joule")
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.results import ResultsDir, Run, save_run
-from tests.gate.clocked import with_clocks
+from tests.gate.clocked import SLOW, with_clocks
 from tests.synthetic import make_record, make_run, save_main_baseline, with_fingerprint
 
 
@@ -163,13 +163,13 @@ def test_a_slowdown_on_a_throttled_gpu_exits_1_as_unattributed(
     store = ResultsDir(tmp_path / ".gpuperf")
     for _ in range(3):
         store.save_baseline("cool", make_run(with_clocks(make_record(10e-3), 0)))
-    save_run(tmp_path / "hot.json", make_run(with_clocks(make_record(12e-3), 41)))
+    save_run(tmp_path / "hot.json", make_run(with_clocks(make_record(12e-3), 41, reading=SLOW)))
     assert main(["compare", str(store.baseline_path("cool")), str(tmp_path / "hot.json")]) == 1
     out = capsys.readouterr().out
     (row,) = [line for line in out.splitlines() if line.startswith("test_step")]
-    assert "1.200 [" in row and "UNATTRIBUTED" in row
-    assert "but the GPU was throttled in 41 of 41 samples (baseline: 0 of 123 samples)" in row
-    assert "(seen: sw_thermal_slowdown), so the throttling may explain it; let the GPU cool" in row
+    assert "1.200 [" in row and "1.000 [" in row and "UNATTRIBUTED" in row
+    assert "but the GPU's median SM clock was 1650 MHz (41 of 41 samples throttled; seen: sw_thermal_slowdown)" in row
+    assert "against the baseline's 1980 MHz, which explains it (time x SM clock +0.0%); let the GPU cool" in row
     assert out.splitlines()[-1] == (
         "gpuperf gate: FAILED (1 unattributed; failing on slower,unattributed): test_step [cpu]"
     )

@@ -93,22 +93,37 @@ def reading(sm: int = 1980, reasons: int = 0) -> ClockReading:
     ("sm", "reasons", "throttled"),
     [
         (1980, 0, False),
-        (1485, 0, False),  # exactly 0.75 of 1980: not below the threshold
-        (1484, 0, True),
-        (1425, 0x4, True),  # power-capped below the threshold (an H100 under a long bf16 matmul)
+        (1485, 0, False),  # exactly 0.75 of the reference 1980: not below the threshold
+        (1484, 0, True),  # a dip below 0.75 of the clock the measurement ran at
         (1980, 0x4, False),  # the power cap alone is recorded, not a throttle
         (1980, 0x1, False),  # idle
+        (1980, 0x2, False),  # application clocks (locked clocks)
         (1980, 0x8, True),  # hw_slowdown
         (1980, 0x20, True),  # sw_thermal_slowdown
         (1980, 0x40, True),  # hw_thermal_slowdown
         (1980, 0x80, True),  # hw_power_brake_slowdown
     ],
 )
-def test_throttled_as_nvbench_judges_it(sm: int, reasons: int, throttled: bool) -> None:
+def test_throttled_is_a_slowdown_reason_or_a_dip_below_the_reference(sm: int, reasons: int, throttled: bool) -> None:
     assert reading(sm, reasons).throttled(1980) is throttled
 
 
-def test_without_a_max_clock_only_the_reasons_say_throttled() -> None:
+@pytest.mark.parametrize(
+    ("state", "sm", "reasons"),
+    [("power-capped", 1425, 0x4), ("locked", 1200, 0x2), ("locked and capped", 1000, 0x2 | 0x4)],
+)
+def test_a_power_cap_or_locked_clocks_are_the_normal_state_not_throttling(state: str, sm: int, reasons: int) -> None:
+    """The issue's figure: a bf16 GEMM keeps an H100 at 1425 of 1980 MHz (0.72) with only sw_power_cap set; main
+    flagged all 41 samples throttled (below 0.75 of the maximum), as it did clocks locked at 1200 MHz. The
+    reference is now the measurement's own median SM clock."""
+    summary = ClockSummary.of([reading(sm, reasons)] * 41, 1980)
+    assert summary is not None and summary.throttled == 0 and summary.sm_clock_mhz_median == sm
+    # A dip below 0.75 of that state is still flagged.
+    dipped = ClockSummary.of([reading(sm, reasons)] * 38 + [reading(int(sm * 0.7), reasons)] * 3, 1980)
+    assert dipped is not None and dipped.throttled_samples == (38, 39, 40)
+
+
+def test_without_a_reference_clock_only_the_reasons_say_throttled() -> None:
     assert not reading(300).throttled(None)
     assert reading(300, 0x8).throttled(None)
     assert reading(1600).throttled(1980, threshold=0.9)
@@ -123,15 +138,16 @@ def test_throttle_names_keep_unknown_bits() -> None:
 
 
 def test_summary_of_the_samples_readings() -> None:
-    readings = [reading(1980), None, reading(1400, 0x4), reading(1900, 0x20), reading(1700)]
+    readings = [reading(1980), None, reading(1300, 0x4), reading(1900, 0x20), reading(1700)]
     summary = ClockSummary.of(readings, 1980, source="nvml 5 (uuid)")
     assert summary is not None
     assert summary.readings == 4  # NVML did not answer once
-    assert (summary.sm_clock_mhz_min, summary.sm_clock_mhz_median, summary.sm_clock_mhz_max) == (1400, 1800, 1980)
+    assert (summary.sm_clock_mhz_min, summary.sm_clock_mhz_median, summary.sm_clock_mhz_max) == (1300, 1800, 1980)
     assert (summary.mem_clock_mhz_min, summary.mem_clock_mhz_max) == (2619, 2619)
     assert summary.temperature_c_max == 60 and summary.power_w_max == 500.0
     assert summary.reasons == ("sw_power_cap", "sw_thermal_slowdown")
-    assert summary.throttled_samples == (2, 3) and summary.throttled == 2  # indices of the samples
+    # 1300 is below 0.75 of the median 1800 (1350); 1900 has a slowdown reason. Indices of the samples.
+    assert summary.throttled_samples == (2, 3) and summary.throttled == 2
     assert ClockSummary.from_dict(summary.to_dict()) == summary
     assert ClockSummary.of([None, None], 1980) is None
     assert ClockSummary.from_dict(None) is None
@@ -180,8 +196,33 @@ def test_monitored_reads_after_every_block_and_the_summary_covers_the_samples_on
     assert summary.source == "nvml 0 (uuid)"
 
 
-def test_a_failing_reading_is_lost_not_the_measurement() -> None:
-    nvml = FakeNvml(gpus(1), failing="temperature")
+@pytest.mark.parametrize("unsupported", ["power", "temperature", "reasons", "clock"])
+def test_each_nvml_field_fails_alone(unsupported: str) -> None:
+    """Power on a vGPU, a field a MIG instance does not report: on main one unsupported call lost the whole
+    reading (``readings == [None]``, no summary); now only its field is None."""
+    nvml = FakeNvml(gpus(1), failing=frozenset({unsupported}))
+    nvml.devices[0].reasons = 0x20
+    with clock_monitor(CudaBackend(0, cuda_torch([cuda_props(nvml.devices[0])])), nvml_module=nvml) as monitor:
+        block = monitored(lambda k: 0.001 * k, monitor)
+        assert block(3) == pytest.approx(0.003)
+        assert monitor is not None
+        (got,) = monitor.readings
+        summary = monitor.summary(1)
+    assert got is not None and summary is not None
+    fields = {"power": "power_w", "temperature": "temperature_c", "reasons": "reasons", "clock": "sm_clock_mhz"}
+    lost = {
+        name
+        for name in ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "reasons")
+        if getattr(got, name) is None
+    }
+    assert lost == ({"sm_clock_mhz", "mem_clock_mhz"} if unsupported == "clock" else {fields[unsupported]})
+    assert summary.throttled == (0 if unsupported == "reasons" else 1)
+    assert ClockSummary.from_dict(summary.to_dict()) == summary
+
+
+def test_a_reading_nvml_answers_nothing_of_is_lost_not_the_measurement() -> None:
+    everything = frozenset({"power", "temperature", "reasons", "clock"})
+    nvml = FakeNvml(gpus(1), failing=everything)
     with clock_monitor(CudaBackend(0, cuda_torch([cuda_props(nvml.devices[0])])), nvml_module=nvml) as monitor:
         block = monitored(lambda k: 0.001 * k, monitor)
         assert block(3) == pytest.approx(0.003)

@@ -64,6 +64,14 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
         (["--gpuperf-size=huge"], "ERROR: --gpuperf-size=huge: must be one of: auto, small, medium, large"),
         (["--gpuperf-mode=hot"], "ERROR: --gpuperf-mode=hot: must be one of: warm, cold, graph"),
         (
+            ["--gpuperf-throttle-threshold=1.5"],
+            "ERROR: --gpuperf-throttle-threshold=1.5: must be between 0 and 1 (exclusive)*",
+        ),
+        (
+            ["--gpuperf-throttle-threshold=hot"],
+            "ERROR: --gpuperf-throttle-threshold=hot: is not a number; write a fraction such as 0.01*",
+        ),
+        (
             ["--gpuperf-results-dir="],
             "ERROR: --gpuperf-results-dir=: is empty; give a directory such as .gpuperf, or leave the option out",
         ),

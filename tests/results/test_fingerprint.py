@@ -277,9 +277,34 @@ def test_clocks_throttling_and_environment_are_shown_not_blocking(change: dict[s
 
 
 def test_the_other_gpus_and_the_idle_state_are_no_difference() -> None:
-    """Only the CUDA devices' NVML entries count, and gpu_idle is a state, not a throttle."""
+    """Only the CUDA devices' NVML entries count, and gpu_idle and the power cap are states, not throttles."""
     assert differences(GPU_BASE, changed(nvml__gpus__0__max_sm_clock_mhz=1410)) == []
     assert differences(GPU_BASE, changed(nvml__gpus__1__throttle_reasons=[])) == []
+    assert differences(GPU_BASE, changed(nvml__gpus__1__throttle_reasons=["sw_power_cap"])) == []
+    (locked,) = differences(GPU_BASE, changed(nvml__gpus__1__throttle_reasons=["applications_clocks_setting"]))
+    assert str(locked) == "GPU throttle reasons none -> applications_clocks_setting" and not locked.blocking
+
+
+@pytest.mark.parametrize("unsupported", ["power", "power_limit", "max_clock", "mig", "name", "clock", "reasons"])
+def test_each_nvml_fact_fails_alone(unsupported: str) -> None:
+    """Power on a vGPU, a MIG query, a field a driver lacks: on main one unsupported call in a GPU's facts lost the
+    whole NVML part of the fingerprint (driver and every GPU); now that fact alone is None."""
+    nvml = FakeNvml(fake_gpus(2), failing=frozenset({unsupported}))
+    fp = collect(torch_module=fake_torch(props=[cuda_props(nvml.devices[1])]), nvml_module=nvml)
+    assert fp["nvml"] is not None and fp["nvml"]["driver"] == "580.159.04" and len(fp["nvml"]["gpus"]) == 2
+    gpu = fp["nvml"]["gpus"][1]
+    lost = {key for key, value in gpu.items() if value is None and key != "cuda_index"}
+    expected = {
+        "power": {"power_w"},
+        "power_limit": {"power_limit_w"},
+        "max_clock": {"max_sm_clock_mhz"},
+        "mig": {"mig_mode"},
+        "name": {"name"},
+        "clock": {"sm_clock_mhz", "mem_clock_mhz"},
+        "reasons": {"throttle_reasons"},
+    }
+    assert lost == expected[unsupported]
+    assert gpu["cuda_index"] == 0 and fp["cuda_devices"][0]["nvml_index"] == 1
 
 
 def test_facts_one_run_did_not_record_are_no_difference() -> None:
