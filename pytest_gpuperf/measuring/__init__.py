@@ -39,10 +39,13 @@ if TYPE_CHECKING:
         throttle_names,
     )
     from ._devices import (
+        BIND_ENV,
         KINDS,
+        Binding,
         DeviceError,
         DeviceSlot,
         Inventory,
+        bind,
         cpu_model,
         open_device,
         parse_device_option,
@@ -91,6 +94,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "BIND_ENV",
     "KINDS",
     "MEASURE_FIELDS",
     "MODES",
@@ -99,6 +103,7 @@ __all__ = [
     "THROTTLE_THRESHOLD",
     "AllCudaBackend",
     "Backend",
+    "Binding",
     "Check",
     "ClockMonitor",
     "ClockReading",
@@ -151,6 +156,7 @@ __all__ = [
     "World",
     "backend_for",
     "backend_for_kind",
+    "bind",
     "clock_monitor",
     "cpu_model",
     "estimate_median",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -182,9 +183,9 @@ def test_a_torchrun_rank_times_benchmark_tests_on_its_gpu_and_sets_it_before_ncc
     pytester: pytest.Pytester, fake_cuda: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makeconftest(FAKE_CUDA + FAKE_DIST)
-    pytester.makepyfile(test_bench=BENCHMARKS)
+    pytester.makepyfile(test_bench="def test_bench(benchmark):\n    benchmark(lambda: sum(range(100)))\n")
     as_rank(monkeypatch, rank=1, local_rank=1, local_world=2)
-    result = pytester.runpytest_subprocess("-k", "test_bench[0]", *QUIET)
+    result = pytester.runpytest_subprocess("--gpuperf-max-time=0.2", "--gpuperf-warmup-time=0.05", *QUIET)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     lines = logs(fake_cuda)["rank1"]
     assert touched(lines, "synchronize") == {1}, lines
@@ -366,7 +367,7 @@ def test_the_confirmation_command_names_the_device_in_the_environment(monkeypatc
 
     from pytest_gpuperf.measuring import BIND_ENV as BIND
 
-    monkeypatch.setattr(_confirm.subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "run", fake_run)
     monkeypatch.setattr(_confirm, "load_run", lambda path: type("Run", (), {"records": ()})())
     devices = {"t::a[cuda:0]": "cuda:1", "t::b[cuda:0]": "cuda:0", "t::c[cuda:0]": "cuda:1", "t::d[cpu]": "cpu"}
     _confirm.run(Path.cwd(), [], [], list(devices), 0.0, devices=devices)
