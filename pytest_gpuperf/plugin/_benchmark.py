@@ -85,7 +85,7 @@ HONOURED_AS: Final[dict[str, tuple[object, str]]] = {
 #: Keywords ignored whatever their value, with the reason.
 IGNORED: Final = {
     "timer": "pytest-gpuperf times with device-synchronized clocks (perf_counter_ns after synchronizing "
-    "every visible CUDA device)",
+    "every visible CUDA device, or the process's own GPU under xdist or torchrun)",
     "min_time": "pytest-gpuperf sizes each sample to last at least its clock's minimum block (1 ms on the CPU); "
     "--gpuperf-min-time is the least sampling time instead",
     "calibration_precision": "pytest-gpuperf sizes each sample to last at least its clock's minimum block",
