@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ..measuring import DeviceError, DeviceSlot, SettingError
+from ._markers import gpus_used
 from ._session import GpuperfSession
 
 if TYPE_CHECKING:
@@ -468,6 +469,7 @@ class BenchmarkPlugin:
             slot = target_slot(item, self.session.inventory, self.session.bound_slot())
         except DeviceError as exc:
             pytest.fail(f"gpuperf: {exc}", pytrace=False)
+        self._skip_multi_gpu(item, slot)
         fixture = BenchmarkFixture(item, self.session, self._backend(slot), slot, settings, marks.group)
         yield fixture
         fixture.finish()
@@ -488,6 +490,17 @@ class BenchmarkPlugin:
             backend = self._host_timed[slot.id] = AllCudaBackend(devices, name=slot.id)
             self.session.book.describe_device(slot.id, backend.describe())
         return backend
+
+    def _skip_multi_gpu(self, item: pytest.Item, slot: DeviceSlot) -> None:
+        """A test marked ``gpuperf_requires(..., count=2)`` uses several GPUs: it skips in a process bound to one
+        beside others, as a ``gpuperf`` test does (``_markers.unmet_requirement``)."""
+        bound = self.session.binding
+        if bound is None:
+            return
+        for marker in item.iter_markers("gpuperf_requires"):
+            count = gpus_used(marker, slot)
+            if count > 1 and bound.shared:
+                pytest.skip(f"gpuperf: {bound.multi_gpu_refusal(count)}")
 
     def _note(self, marks: MarkerSettings) -> None:
         for keyword, value, why in marks.ignored:

@@ -309,6 +309,17 @@ def test_a_multi_gpu_test_is_skipped_in_an_xdist_worker_with_the_reason(two_gpus
     )
 
 
+def test_a_benchmark_test_that_uses_several_gpus_is_skipped_in_an_xdist_worker(
+    pytester: pytest.Pytester, fake_cuda: Path
+) -> None:
+    pytester.makeconftest(FAKE_CUDA)
+    marked = BENCHMARKS.replace("def test_bench", '@pytest.mark.gpuperf_requires("cuda", count=2)\ndef test_bench')
+    pytester.makepyfile(test_bench=marked)
+    result = pytester.runpytest_subprocess("-n", "2", "-rs", *QUIET)
+    result.assert_outcomes(skipped=4)
+    result.stdout.fnmatch_lines(["*gpuperf: uses 2 GPUs at once, and xdist worker gw? measures on one (cuda:?)*"])
+
+
 def test_a_multi_gpu_test_runs_in_a_single_worker(two_gpus: pytest.Pytester) -> None:
     two_gpus.makepyfile(test_steps=MULTI_GPU)
     result = two_gpus.runpytest_subprocess("-n", "1", "--gpuperf-device=cuda", *FAST)
