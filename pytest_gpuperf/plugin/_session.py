@@ -325,15 +325,25 @@ class GpuperfSession:
         asked = "device" in user_settings(self.config)
         if not (asked or settings.save or settings.compare or settings.json or settings.asv):
             return
-        why = sharing(self.slots, workers(self.config), self.inventory) if self.controller else None
-        for slot in self.slots if why is None and not self.controller else ():
+        why = sharing(self.slots, workers(self.config), self.inventory) if self.controller else self._rank_problem()
+        if why:
+            raise pytest.UsageError(f"gpuperf: {why}")
+
+    def _rank_problem(self) -> str | None:
+        """Why this torchrun rank cannot measure on the devices asked for beside the other local ranks, or None."""
+        gpus = [slot for slot in self.slots if slot.available and slot.kind == "cuda"]
+        if len(gpus) > 1:
+            return (
+                f"--gpuperf-device names {len(gpus)} GPUs ({', '.join(s.id for s in gpus)}), and each of torchrun's "
+                f"{local_world_size()} local ranks measures on its own; name the kind alone, --gpuperf-device=cuda "
+                f"(the rank with LOCAL_RANK=N then measures on cuda:N)"
+            )
+        for slot in gpus:
             try:
                 bind(slot, self.binding, self.inventory)
             except DeviceError as exc:
-                why = str(exc)
-                break
-        if why:
-            raise pytest.UsageError(f"gpuperf: {why}")
+                return str(exc)
+        return None
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """One line naming the devices, the CPU's threads and torch, as pytest-benchmark's header does.

@@ -258,6 +258,18 @@ def test_an_explicit_gpu_is_refused_by_torchrun_ranks_that_share_it(
     )
 
 
+def test_several_gpus_named_are_refused_by_torchrun_ranks(
+    two_gpus: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank would measure its own GPU once per device named (the ids saying cuda:0 and cuda:1)."""
+    as_rank(monkeypatch, rank=0, local_rank=0, local_world=2)
+    result = two_gpus.runpytest_subprocess("--gpuperf-device=all", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines(
+        ["ERROR: gpuperf: --gpuperf-device names 2 GPUs (cuda:0, cuda:1), and each of torchrun's 2 local ranks*"]
+    )
+
+
 def test_an_explicit_gpu_is_honoured_by_a_torchrun_rank_alone_on_its_node(
     two_gpus: pytest.Pytester, fake_cuda: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
