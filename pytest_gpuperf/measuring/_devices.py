@@ -19,7 +19,7 @@ from __future__ import annotations
 import platform
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
     from ._backends import Backend
@@ -199,8 +199,8 @@ class Binding:
 
     #: the process's GPU, ``cuda:<index>``
     index: int
-    #: ``xdist``, ``torchrun`` or ``confirmation``
-    by: str
+    #: what bound it: an xdist worker, a torchrun rank, a confirmation run
+    by: Literal["xdist", "torchrun", "confirmation"]
     #: processes of the run measuring at once on this machine, this one included (1 for a confirmation run)
     processes: int
 
@@ -240,9 +240,8 @@ class Binding:
             who, others, fix = self.who, "workers", "run it without -n"
         else:
             who, others, fix = f"the torchrun rank with LOCAL_RANK={self.index}", "ranks", "run it without torchrun"
-        return f"uses {count} GPUs at once, and {who} measures on one (cuda:{self.index}) while the other {others} " + (
-            f"measure on theirs; {fix}"
-        )
+        where = f"measures on one (cuda:{self.index}) while the other {others} measure on theirs"
+        return f"uses {count} GPUs at once, and {who} {where}; {fix}"
 
 
 def bind(slot: DeviceSlot, binding: Binding | None, inventory: Inventory | None) -> DeviceSlot:
