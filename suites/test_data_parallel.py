@@ -96,10 +96,10 @@ def _report(gpuperf: Gpuperf, result: ScalingResult) -> None:
             gpuperf.note(str(against))
 
 
-@pytest.mark.gpuperf_requires("cuda", count=2)
+@pytest.mark.gpuperf_requires("cuda", count=2)  # every visible GPU: skipped in a bound xdist worker or torchrun rank
 def test_dataparallel(gpuperf: Gpuperf) -> None:
     """torch.nn.DataParallel over every visible GPU against one GPU, same per-GPU batch."""
-    if World.from_env(backend="gloo") is not None:
+    if World.from_env(backend="gloo") is not None:  # also with one rank per node: every rank drives every GPU
         pytest.skip(
             "running under torchrun: DataParallel is one process driving every GPU, so each rank would run it on "
             "all GPUs at once; run it without torchrun"
@@ -119,7 +119,9 @@ def test_dataparallel(gpuperf: Gpuperf) -> None:
     )
 
 
-@pytest.mark.gpuperf_requires("cpu", "cuda")
+# count=2: on CUDA the world takes every visible GPU, so the plugin skips it, with the reason, in an xdist worker or
+# torchrun rank bound to one GPU while the others measure on theirs.
+@pytest.mark.gpuperf_requires("cpu", "cuda", count=2)
 def test_ddp_spawned(gpuperf: Gpuperf) -> None:
     """A world of real processes started by this test: 2 gloo ranks on CPU, one NCCL rank per GPU on CUDA."""
     if World.from_env(backend="gloo") is not None:

@@ -16,10 +16,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from ..measuring import BIND_ENV
 from ..results import Record, ResultsError, load_run
 
 __all__ = ["CONFIRMATION_ENV", "command", "run"]
@@ -71,16 +72,45 @@ def command(
 
 
 def run(
-    rootpath: Path, args: Sequence[str], flags: Sequence[str], nodeids: Sequence[str], quiet_wait: float
+    rootpath: Path,
+    args: Sequence[str],
+    flags: Sequence[str],
+    nodeids: Sequence[str],
+    quiet_wait: float,
+    *,
+    devices: Mapping[str, str] | None = None,
 ) -> list[Record]:
-    """Run ``nodeids`` once more in a fresh process, as the command line ``args`` ran in ``rootpath``; its records.
+    """Run ``nodeids`` once more in fresh processes, as the command line ``args`` ran in ``rootpath``; their records.
 
-    ResultsError says why when the run left no results.
+    ``devices`` names the device each test's record was measured on (node id -> ``cuda:1``): the tests measured on
+    one GPU are run in a process of their own bound to it, one after another. ResultsError says why when a run left
+    no results.
     """
+    groups: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        device = (devices or {}).get(nodeid, "")
+        groups.setdefault(device if _one_gpu(device) else "", []).append(nodeid)
+    records: list[Record] = []
+    for device, group in groups.items():
+        records += _run_once(rootpath, args, flags, group, quiet_wait, device)
+    return records
+
+
+def _one_gpu(device: str) -> bool:
+    kind, _, index = device.partition(":")
+    return kind == "cuda" and index.isdigit()
+
+
+def _run_once(
+    rootpath: Path, args: Sequence[str], flags: Sequence[str], nodeids: Sequence[str], quiet_wait: float, device: str
+) -> list[Record]:
     with tempfile.TemporaryDirectory(prefix="gpuperf-confirm-") as tmp:
         json_path = Path(tmp) / "run.json"
         cmd = command(flags, nodeids, json_path, Path(tmp) / "results", quiet_wait, args)
-        env = {**os.environ, CONFIRMATION_ENV: "1"}
+        env = {key: value for key, value in os.environ.items() if key != BIND_ENV}
+        env[CONFIRMATION_ENV] = "1"
+        if device:
+            env[BIND_ENV] = device
         done = subprocess.run(cmd, cwd=rootpath, env=env, capture_output=True, text=True, check=False)
         if not json_path.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]

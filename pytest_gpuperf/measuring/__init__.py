@@ -40,10 +40,13 @@ if TYPE_CHECKING:
         throttle_names,
     )
     from ._devices import (
+        BIND_ENV,
         KINDS,
+        Binding,
         DeviceError,
         DeviceSlot,
         Inventory,
+        bind,
         cpu_model,
         open_device,
         parse_device_option,
@@ -102,6 +105,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "BIND_ENV",
     "ENERGY_MAX_ERROR",
     "KINDS",
     "MEASURE_FIELDS",
@@ -112,6 +116,7 @@ __all__ = [
     "THROTTLE_THRESHOLD",
     "AllCudaBackend",
     "Backend",
+    "Binding",
     "Check",
     "ClockMonitor",
     "ClockReading",
@@ -167,6 +172,7 @@ __all__ = [
     "World",
     "backend_for",
     "backend_for_kind",
+    "bind",
     "clock_monitor",
     "cpu_model",
     "energy_trace",

@@ -385,22 +385,34 @@ class CudaBackend:
 @final
 @dataclass
 class AllCudaBackend:
-    """A host clock read after ``torch.cuda.synchronize`` on every visible device, for a step that names none.
+    """A host clock read after ``torch.cuda.synchronize`` on the CUDA devices a step that names none may use.
 
-    pytest-benchmark's ``benchmark`` fixture times such steps (``plugin/_benchmark.py``).
+    pytest-benchmark's ``benchmark`` fixture times such steps (``plugin/_benchmark.py``). In a
+    process that has the machine, a step that names no device may use any GPU (DataParallel,
+    a model split over two), so ``devices`` is every visible one and the record's device is
+    ``cuda``; in a process bound to one GPU (an xdist worker, a torchrun rank: ``Binding``) it
+    is that GPU alone, made current for the test, and the name is ``cuda:N``: the process
+    neither waits for nor opens a context on another worker's GPU.
     A sample is 10 ms at least (``min_block_time``): the synchronizations at its end
     (a few microseconds per idle device) stay below 0.5% of it even with 8 devices.
     What the clock sees includes the host's launch time of the first call; a step timed
     on a named device is timed with CUDA events instead (``CudaBackend``).
     """
 
-    count: int
+    #: the CUDA device indices synchronized around every block
+    devices: tuple[int, ...]
     torch_module: Any = None
+    #: ``cuda`` for every visible device, ``cuda:N`` for a process bound to one
     name: str = "cuda"
-    timer: str = "perf_counter_ns between torch.cuda.synchronize() of every visible device"
+    timer: str = ""
     min_block_time: float = 10e-3
     clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
     last_host: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.timer:
+            which = ", ".join(map(str, self.devices)) if self.name != "cuda" else "every visible device"
+            self.timer = f"perf_counter_ns between torch.cuda.synchronize() of {which}"
 
     @property
     def _cuda(self) -> Any:
@@ -408,7 +420,7 @@ class AllCudaBackend:
 
     def synchronize(self) -> None:
         cuda = self._cuda
-        for index in range(self.count):
+        for index in self.devices:
             cuda.synchronize(index)
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
@@ -429,19 +441,19 @@ class AllCudaBackend:
     def track_memory(self) -> Iterator[MemoryProbe]:
         """The largest per-device peak over the visible devices, each above its level at the start."""
         cuda = self._cuda
-        probe = _Memory(method=f"torch.cuda.max_memory_allocated (the largest of {self.count} devices)")
+        probe = _Memory(method=f"torch.cuda.max_memory_allocated (the largest of {len(self.devices)} devices)")
         self.synchronize()
-        bases = [int(cuda.memory_allocated(index)) for index in range(self.count)]
-        for index in range(self.count):
+        bases = {index: int(cuda.memory_allocated(index)) for index in self.devices}
+        for index in self.devices:
             cuda.reset_peak_memory_stats(index)
         yield probe
         self.synchronize()
-        probe.peak_bytes = max(int(cuda.max_memory_allocated(i)) - base for i, base in enumerate(bases))
+        probe.peak_bytes = max(int(cuda.max_memory_allocated(i)) - base for i, base in bases.items())
 
     def describe(self) -> dict[str, object]:
         cuda = self._cuda
-        names = [str(cuda.get_device_properties(index).name) for index in range(self.count)]
-        return {"device": "cuda", "name": ", ".join(dict.fromkeys(names)), "count": self.count}
+        names = [str(cuda.get_device_properties(index).name) for index in self.devices]
+        return {"device": self.name, "name": ", ".join(dict.fromkeys(names)), "count": len(self.devices)}
 
 
 @final

@@ -7,6 +7,11 @@ the reason, so their tests can be skipped (or refused) with that reason.
 
 ``open_device`` is the one way from a device string to a ready Backend
 (``_backends.py``): ``measure()``, ``ab`` and the asv benchmarks all go through it.
+
+A process that shares the machine with others of its run (an xdist worker, a torchrun
+rank) is bound to one GPU (``Binding``), and ``bind`` is the one rule for where a
+requested device is measured in it: ``cuda`` on the process's own GPU, an explicit
+``cuda:N`` where it says or refused with the reason, never moved.
 """
 
 from __future__ import annotations
@@ -14,16 +19,19 @@ from __future__ import annotations
 import platform
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
     from ._backends import Backend
 
 __all__ = [
+    "BIND_ENV",
     "KINDS",
+    "Binding",
     "DeviceError",
     "DeviceSlot",
     "Inventory",
+    "bind",
     "cpu_model",
     "open_device",
     "parse_device_option",
@@ -120,6 +128,8 @@ class DeviceSlot:
     index: int | None
     available: bool
     reason: str = ""
+    #: the index was named (``cuda:1``), not chosen (``cuda``, ``auto``, ``all``): it is never moved to another GPU
+    pinned: bool = False
 
     def __str__(self) -> str:
         return self.id
@@ -135,15 +145,16 @@ def resolve_devices(tokens: tuple[str, ...], inventory: Inventory) -> list[Devic
             slots.append(slot)
 
     def cuda_slot(index: int | None, asked: str) -> DeviceSlot:
+        pinned = index is not None
         if inventory.cuda_count == 0:
             why = f"{asked} was requested but {inventory.cuda_reason}; devices here: {present}"
-            return DeviceSlot(asked if index is not None else "cuda", "cuda", index, False, why)
+            return DeviceSlot(asked if index is not None else "cuda", "cuda", index, False, why, pinned)
         i = 0 if index is None else index
         if i >= inventory.cuda_count:
             count = inventory.cuda_count
             why = f"{asked} was requested but this machine has {count} CUDA device(s); devices here: {present}"
-            return DeviceSlot(f"cuda:{i}", "cuda", i, False, why)
-        return DeviceSlot(f"cuda:{i}", "cuda", i, True)
+            return DeviceSlot(f"cuda:{i}", "cuda", i, False, why, pinned)
+        return DeviceSlot(f"cuda:{i}", "cuda", i, True, pinned=pinned)
 
     def mps_slot() -> DeviceSlot:
         if inventory.mps_available:
@@ -172,6 +183,88 @@ def resolve_devices(tokens: tuple[str, ...], inventory: Inventory) -> list[Devic
             _, _, idx = token.partition(":")
             add(cuda_slot(int(idx) if idx else None, token))
     return slots
+
+
+# ---------------------------------------------------------------- one GPU per process
+
+#: Set by a confirmation run (``gate``) in the environment of the fresh pytest it starts: the GPU (``cuda:N``) the
+#: records it measures again were measured on, so that it measures there too.
+BIND_ENV: Final = "GPUPERF_BIND_DEVICE"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The one GPU this process measures on: an xdist worker's or a torchrun rank's, when the run has other
+    processes on this machine measuring on theirs at the same time, or a confirmation run's (``BIND_ENV``)."""
+
+    #: the process's GPU, ``cuda:<index>``
+    index: int
+    #: what bound it: an xdist worker, a torchrun rank, a confirmation run
+    by: Literal["xdist", "torchrun", "confirmation"]
+    #: processes of the run measuring at once on this machine, this one included (1 for a confirmation run)
+    processes: int
+
+    @property
+    def who(self) -> str:
+        """This process, as a message names it."""
+        if self.by == "xdist":
+            return f"xdist worker gw{self.index}"
+        if self.by == "torchrun":
+            return f"torchrun's LOCAL_RANK={self.index}"
+        return "this confirmation run"
+
+    @property
+    def shared(self) -> bool:
+        """Do other processes of the run measure on this machine's other GPUs at the same time?"""
+        return self.processes > 1
+
+    def pinned_refusal(self, slot: DeviceSlot) -> str:
+        """Why ``slot``, an explicit ``cuda:N``, cannot be measured on by every process of this run."""
+        if self.by == "xdist":
+            processes, moved, fix = f"-n {self.processes} runs {self.processes} workers", "worker", "worker gwN"
+            also = ", or run without -n"
+        else:
+            processes, moved, also = f"torchrun started {self.processes} local ranks", "rank", ""
+            fix = "the rank with LOCAL_RANK=N"
+        return (
+            f"--gpuperf-device={slot.id} names one GPU, and {processes}: they would all measure on {slot.id} at once "
+            f"(no {moved} is moved off the GPU named); name the kind alone, --gpuperf-device=cuda ({fix} then "
+            f"measures on cuda:N){also}"
+        )
+
+    def multi_gpu_refusal(self, count: int) -> str:
+        """Why a test that uses ``count`` GPUs at once does not run in this process ('' when it may)."""
+        if not self.shared:
+            return ""
+        if self.by == "xdist":
+            who, others, fix = self.who, "workers", "run it without -n"
+        else:
+            who, others, fix = f"the torchrun rank with LOCAL_RANK={self.index}", "ranks", "run it without torchrun"
+        where = f"measures on one (cuda:{self.index}) while the other {others} measure on theirs"
+        return f"uses {count} GPUs at once, and {who} {where}; {fix}"
+
+
+def bind(slot: DeviceSlot, binding: Binding | None, inventory: Inventory | None) -> DeviceSlot:
+    """The device a test parametrized on ``slot`` measures on in a process with ``binding``.
+
+    ``cuda`` (``auto``, ``all``) is the process's own GPU, ``cuda:<binding.index>``; an explicit
+    ``cuda:N`` is measured on as named, or refused (DeviceError with the reason and the fix) where
+    other processes of the run would measure on it too. Test ids keep the requested device.
+    """
+    if binding is None or slot.kind != "cuda" or not slot.available:
+        return slot
+    if slot.pinned:
+        if binding.shared:
+            raise DeviceError(binding.pinned_refusal(slot))
+        return slot
+    gpus = inventory.cuda_count if inventory is not None else 0
+    if binding.index >= gpus:
+        fix = {
+            "torchrun": f"run torchrun with --nproc-per-node at most {gpus}",
+            "xdist": f"run -n at most {gpus}",
+        }.get(binding.by, "measure it again on a machine that has that GPU")
+        raise DeviceError(f"{binding.who} measures on cuda:{binding.index}, and this machine has {gpus} GPUs; {fix}")
+    return DeviceSlot(f"cuda:{binding.index}", "cuda", binding.index, True)
 
 
 def resolve_slots(text: str, torch_module: Any = None) -> list[DeviceSlot]:

@@ -16,10 +16,20 @@ no:benchmark``); with pytest-benchmark active its own fixture serves ``benchmark
   summary (not as warnings: a suite's ``filterwarnings = error`` would fail on them).
 
 The step names no device, so the timing cannot pick one: the host clock is read after
-``torch.cuda.synchronize`` on every visible CUDA device (``measuring.AllCudaBackend``). The record's
-device is ``cpu`` when the test's own ``device`` parameter says cpu or torch sees no GPU,
-``cuda`` (every visible CUDA device) when it sees one, ``mps`` on Apple silicon. Such a
-test is not parametrized by ``--gpuperf-device``: only tests that ask for ``gpuperf`` or
+``torch.cuda.synchronize`` on the CUDA devices the step may use (``measuring.AllCudaBackend``).
+The record's device is ``cpu`` when the test's own ``device`` parameter says cpu or torch sees
+no GPU, ``mps`` on Apple silicon, and on CUDA:
+
+- ``cuda`` (every visible device, each synchronized) in a process that has the machine: a step
+  that names no device may use any GPU (DataParallel, a model split over two);
+- ``cuda:N`` in a process bound to one GPU (xdist worker ``gwN`` of two or more, the torchrun
+  rank with ``LOCAL_RANK=N`` beside others, a confirmation run of a record measured there;
+  ``GpuperfSession.binding``), the same binding as the ``gpuperf`` fixture's: the session makes
+  that GPU current before the test's fixtures run, only it is synchronized, and under torchrun
+  it is the rank's device before NCCL starts. The timer is the same host clock either way, so
+  a record measured under ``-n`` compares with one measured without.
+
+Such a test is not parametrized by ``--gpuperf-device``: only tests that ask for ``gpuperf`` or
 ``gpuperf_device`` are.
 
 The record keeps ``benchmark.group`` and ``benchmark.extra_info`` in its metadata
@@ -40,7 +50,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ..measuring import DeviceSlot, SettingError
+from ..measuring import DeviceError, DeviceSlot, SettingError
+from ._markers import gpus_used
 from ._session import GpuperfSession
 
 if TYPE_CHECKING:
@@ -75,7 +86,7 @@ HONOURED_AS: Final[dict[str, tuple[object, str]]] = {
 #: Keywords ignored whatever their value, with the reason.
 IGNORED: Final = {
     "timer": "pytest-gpuperf times with device-synchronized clocks (perf_counter_ns after synchronizing "
-    "every visible CUDA device)",
+    "every visible CUDA device, or the process's own GPU under xdist or torchrun)",
     "min_time": "pytest-gpuperf sizes each sample to last at least its clock's minimum block (1 ms on the CPU); "
     "--gpuperf-min-time is the least sampling time instead",
     "calibration_precision": "pytest-gpuperf sizes each sample to last at least its clock's minimum block",
@@ -162,21 +173,31 @@ def _shown(value: object) -> str:
 # ---------------------------------------------------------------- the device
 
 
-def target_slot(item: pytest.Item, inventory: Inventory | None) -> DeviceSlot:
+def target_slot(item: pytest.Item, inventory: Inventory | None, bound: DeviceSlot | None = None) -> DeviceSlot:
     """Where a ``benchmark`` test's step runs, as far as can be told without the suite naming it.
 
     The test's own ``device`` parameter (TorchBench parametrizes one) settles cpu; else
-    every visible CUDA device (``cuda``) when torch sees one, ``mps`` on Apple silicon,
-    else the CPU.
+    every visible CUDA device (``cuda``) when torch sees one, or, in a process bound to one
+    GPU (``bound``: an xdist worker's, a torchrun rank's), that GPU; ``mps`` on Apple silicon;
+    else the CPU. A ``device`` parameter naming another GPU than the bound one raises
+    DeviceError: the step would run where this process neither times nor may measure.
     """
     params = getattr(getattr(item, "callspec", None), "params", {})
-    declared = str(params.get("device", "")).split(":", 1)[0] or None
+    declared, _, index = str(params.get("device", "")).partition(":")
     cpu = DeviceSlot("cpu", "cpu", None, True)
     if declared == "cpu" or inventory is None:
         return cpu
-    if inventory.cuda_count and declared in (None, "cuda"):
-        return DeviceSlot("cuda", "cuda", None, True)
-    if inventory.mps_available and declared in (None, "mps"):
+    if inventory.cuda_count and declared in ("", "cuda"):
+        if bound is None:
+            return DeviceSlot("cuda", "cuda", None, True)
+        if index.isdigit() and int(index) != bound.index:
+            raise DeviceError(
+                f"this test's device parameter is cuda:{index}, and this process measures on {bound.id} alone while "
+                f"the others of the run measure on theirs; parametrize it by cuda (the process's own GPU), or run it "
+                f"in a process of its own (without -n or torchrun)"
+            )
+        return bound
+    if inventory.mps_available and declared in ("", "mps"):
         return DeviceSlot("mps", "mps", None, True)
     return cpu
 
@@ -419,7 +440,8 @@ class BenchmarkPlugin:
         self.session = session
         #: keyword -> (values as written, the reason), in the order first seen
         self.ignored: dict[str, tuple[list[str], str]] = {}
-        self._all_cuda: AllCudaBackend | None = None
+        #: host-clock CUDA backends by device: ``cuda`` (every visible device), ``cuda:N`` (a bound process's)
+        self._host_timed: dict[str, AllCudaBackend] = {}
         session.declare_measuring_fixture("benchmark")
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -443,21 +465,42 @@ class BenchmarkPlugin:
         marks = read_markers(item)
         self._note(marks)
         settings = marks.apply(self.session.item_settings(item).measure, keep=_gpuperf_marked(item))
-        slot = target_slot(item, self.session.inventory)
+        try:
+            slot = target_slot(item, self.session.inventory, self.session.bound_slot())
+        except DeviceError as exc:
+            pytest.fail(f"gpuperf: {exc}", pytrace=False)
+        self._skip_multi_gpu(item, slot)
         fixture = BenchmarkFixture(item, self.session, self._backend(slot), slot, settings, marks.group)
         yield fixture
         fixture.finish()
 
     def _backend(self, slot: DeviceSlot) -> Backend:
-        if slot.id != "cuda":
+        """The CPU's and MPS's backend are the session's; on CUDA the host clock between synchronizations of every
+        visible device (``cuda``) or of the process's own GPU (``cuda:N``), the same timer either way, so that a
+        record measured under ``-n`` compares with one measured without."""
+        if slot.kind != "cuda":
             return self.session.backend(slot)
-        if self._all_cuda is None:
+        backend = self._host_timed.get(slot.id)
+        if backend is None:
             from ..measuring import AllCudaBackend
 
             inventory = self.session.inventory
-            self._all_cuda = AllCudaBackend(inventory.cuda_count if inventory is not None else 0)
-            self.session.book.describe_device("cuda", self._all_cuda.describe())
-        return self._all_cuda
+            count = inventory.cuda_count if inventory is not None else 0
+            devices = tuple(range(count)) if slot.index is None else (slot.index,)
+            backend = self._host_timed[slot.id] = AllCudaBackend(devices, name=slot.id)
+            self.session.book.describe_device(slot.id, backend.describe())
+        return backend
+
+    def _skip_multi_gpu(self, item: pytest.Item, slot: DeviceSlot) -> None:
+        """A test marked ``gpuperf_requires(..., count=2)`` uses several GPUs: it skips in a process bound to one
+        beside others, as a ``gpuperf`` test does (``_markers.unmet_requirement``)."""
+        bound = self.session.binding
+        if bound is None:
+            return
+        for marker in item.iter_markers("gpuperf_requires"):
+            count = gpus_used(marker, slot)
+            if count > 1 and bound.shared:
+                pytest.skip(f"gpuperf: {bound.multi_gpu_refusal(count)}")
 
     def _note(self, marks: MarkerSettings) -> None:
         for keyword, value, why in marks.ignored:

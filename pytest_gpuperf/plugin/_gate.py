@@ -269,6 +269,7 @@ class GatePlugin:
                     self.settings.flags(),
                     suspects,
                     self.session.quiet_wait(),
+                    devices={record.test: record.device for record in self._book.records},  # measured there again
                 )
             except ResultsError as exc:
                 self._lines.append((f"gpuperf: could not confirm {', '.join(suspects)}: {exc}", True))

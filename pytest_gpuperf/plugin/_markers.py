@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from ..measuring import KINDS, DeviceSlot, Inventory
 
-__all__ = ["MARKERS", "bad_requirement", "unmet_requirement"]
+if TYPE_CHECKING:
+    from ..measuring import Binding
+
+__all__ = ["MARKERS", "bad_requirement", "gpus_used", "unmet_requirement"]
 
 MARKERS: Final = (
     "gpuperf(**settings): per-test sampling settings, for example "
     "@pytest.mark.gpuperf(target=0.02, max_time=10); they override the command line and ini",
     "gpuperf_requires(*kinds, count=1): run only on devices of these kinds, for example "
-    '@pytest.mark.gpuperf_requires("cuda", count=2); other devices skip with the reason',
+    '@pytest.mark.gpuperf_requires("cuda", count=2); other devices skip with the reason. count: the GPUs the test '
+    "uses at once when it runs on cuda (DataParallel, a spawned NCCL world); such a test skips in an xdist worker "
+    "or torchrun rank bound to one GPU",
 )
 
 
@@ -32,13 +37,26 @@ def bad_requirement(marker: pytest.Mark) -> str:
     return ""
 
 
-def unmet_requirement(marker: pytest.Mark, slot: DeviceSlot, inventory: Inventory | None) -> str:
-    """``@pytest.mark.gpuperf_requires("cuda", count=2)``: why this slot does not meet it, or ''."""
+def gpus_used(marker: pytest.Mark, slot: DeviceSlot) -> int:
+    """The GPUs a test marked ``gpuperf_requires(..., count=N)`` uses at once on ``slot``: N on cuda, else none."""
+    return int(marker.kwargs.get("count", 1)) if slot.kind == "cuda" else 0
+
+
+def unmet_requirement(
+    marker: pytest.Mark, slot: DeviceSlot, inventory: Inventory | None, binding: Binding | None = None
+) -> str:
+    """``@pytest.mark.gpuperf_requires("cuda", count=2)``: why this slot does not meet it, or ''.
+
+    ``count`` is the GPUs the test uses at once on cuda (a cpu or mps run is one device whatever it says): more
+    than the machine has skips, and so does more than one in a process bound to one GPU beside others (``binding``).
+    """
     kinds = marker.args
-    count = int(marker.kwargs.get("count", 1))
     if slot.kind not in kinds:
         return f"needs a {' or '.join(kinds)} device; this run is on {slot.id}"
-    have = inventory.cuda_count if (inventory and slot.kind == "cuda") else 1
+    count = gpus_used(marker, slot)
+    have = inventory.cuda_count if inventory else 0
     if count > have:
         return f"needs {count} {slot.kind} devices; this machine has {have}"
+    if count > 1 and binding is not None:
+        return binding.multi_gpu_refusal(count)
     return ""

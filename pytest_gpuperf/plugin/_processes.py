@@ -1,4 +1,5 @@
-"""Which process of a run this one is: an xdist worker or the controller, a torchrun rank on this machine.
+"""Which process of a run this one is: an xdist worker or the controller, a torchrun rank on this machine, and the GPU
+it is bound to.
 
 Read from the environment and pytest's config, never stored: the session, the gate and
 the xdist controller each ask here.
@@ -7,10 +8,14 @@ the xdist controller each ask here.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import pytest
 
-__all__ = ["is_controller", "local_rank", "local_world_size", "worker_index", "workers"]
+if TYPE_CHECKING:
+    from ..measuring import Binding
+
+__all__ = ["binding", "is_controller", "local_rank", "local_world_size", "worker_index", "workers"]
 
 
 def worker_index(config: pytest.Config) -> int | None:
@@ -48,3 +53,30 @@ def local_rank() -> int | None:
 
     world = World.from_env("gloo")  # the backend is not used here
     return None if world is None else world.local_rank
+
+
+def binding(config: pytest.Config) -> Binding | None:
+    """The one GPU this process measures on, or None when it has the machine to itself.
+
+    An xdist worker of two or more is bound to ``cuda:<its index>``, a torchrun rank beside
+    other local ranks to ``cuda:LOCAL_RANK``, and a confirmation run to the GPU its records were
+    measured on (``BIND_ENV``, set by the gate that starts it). One worker (``-n 1``) or one
+    rank per node is not bound: nothing else of the run measures on this machine.
+    """
+    from ..measuring import BIND_ENV, Binding, DeviceError
+
+    worker = worker_index(config)
+    if worker is not None:
+        count = workers(config)
+        return Binding(worker, "xdist", count) if count > 1 else None
+    rank = local_rank()
+    if rank is not None:
+        count = local_world_size()
+        return Binding(rank, "torchrun", count) if count > 1 else None
+    bound = os.environ.get(BIND_ENV, "")
+    kind, _, index = bound.partition(":")
+    if not bound:
+        return None
+    if kind != "cuda" or not index.isdigit():
+        raise DeviceError(f"{BIND_ENV}={bound!r}: a confirmation run is bound to one GPU, cuda:N")
+    return Binding(int(index), "confirmation", 1)

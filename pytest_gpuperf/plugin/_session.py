@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ..measuring import DeviceSlot, Inventory, probe_inventory, resolve_devices
+from ..measuring import DeviceError, DeviceSlot, Inventory, bind, probe_inventory, resolve_devices
 from ._gate import GatePlugin
 from ._markers import bad_requirement, unmet_requirement
-from ._processes import is_controller, local_rank, local_world_size, worker_index, workers
+from ._processes import binding, is_controller, local_world_size, worker_index, workers
 from ._records import RecordBook
 from ._settings import SettingError, Settings, user_settings
 from ._xdist import send_to_controller, sharing
@@ -34,7 +34,7 @@ from ._xdist import send_to_controller, sharing
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
-    from ..measuring import Backend, Coordinator, Measurement, Monitor
+    from ..measuring import Backend, Binding, Coordinator, Measurement, Monitor
     from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
@@ -69,6 +69,7 @@ class GpuperfSession:
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
         self.controller = is_controller(config)
+        self._binding: tuple[Binding | None] | None = None  # read on first use (it imports the measuring core)
         #: the gate's hooks, a plugin object of their own (registered next to this one by ``entry.py``)
         self.gate: GatePlugin = GatePlugin(self)
 
@@ -113,9 +114,21 @@ class GpuperfSession:
         _ = self.slots
         return self._inventory
 
+    @property
+    def binding(self) -> Binding | None:
+        """The one GPU this process measures on (an xdist worker's, a torchrun rank's beside others, a confirmation
+        run's), or None when it has the machine (``_processes.binding``)."""
+        if self._binding is None:
+            try:
+                self._binding = (binding(self.config),)
+            except DeviceError as exc:
+                raise pytest.UsageError(f"gpuperf: {exc}") from None
+        return self._binding[0]
+
     def physical(self, slot: DeviceSlot) -> DeviceSlot:
-        """The device a test parametrized on ``slot`` measures on: for ``cuda``, a torchrun rank's
-        ``cuda:LOCAL_RANK`` or an xdist worker's ``cuda:<worker index>``.
+        """The device a test parametrized on ``slot`` measures on (``measuring.bind``): for ``cuda``, an xdist
+        worker's ``cuda:<worker index>``, a torchrun rank's ``cuda:LOCAL_RANK``, a confirmation run's record's GPU;
+        an explicit ``cuda:N`` as named, or the test fails with the reason where other processes share it.
 
         Test ids keep the requested device, so that they and the baselines keyed by them are the
         same with and without torchrun or ``-n``; the records name the device measured on.
@@ -124,17 +137,39 @@ class GpuperfSession:
             why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
             if why:
                 pytest.fail(f"gpuperf: {why}", pytrace=False)
-        index = self.worker if self.worker is not None else local_rank()
-        if slot.kind != "cuda" or index is None or slot.index == index or not slot.available:
-            return slot
+        try:
+            return bind(slot, self.binding, self.inventory)
+        except DeviceError as exc:
+            why = str(exc)
+        pytest.fail(f"gpuperf: {why}", pytrace=False)
+
+    def bound_slot(self) -> DeviceSlot | None:
+        """The GPU of a process bound to one (``binding``), as a slot: where a step that names no device runs."""
+        bound = self.binding
         gpus = self.inventory.cuda_count if self.inventory is not None else 0
-        if index >= gpus:
-            pytest.fail(
-                f"gpuperf: torchrun's LOCAL_RANK={index} measures on cuda:{index}, and this machine has {gpus} "
-                f"GPUs; run torchrun with --nproc-per-node at most {gpus}",
-                pytrace=False,
-            )
-        return DeviceSlot(f"cuda:{index}", "cuda", index, True)
+        if bound is None or bound.index >= gpus:
+            return None
+        return DeviceSlot(f"cuda:{bound.index}", "cuda", bound.index, True)
+
+    def _make_current(self, item: pytest.Item) -> None:
+        """In a process bound to one GPU, the measuring test's GPU is made current before its fixtures run, so that
+        a step's own ``.cuda()`` and ``device="cuda"`` land on it, not on every worker's cuda:0."""
+        if self.binding is None:
+            return
+        requested = getattr(getattr(item, "callspec", None), "params", {}).get("gpuperf_device")
+        if isinstance(requested, DeviceSlot):
+            try:
+                slot: DeviceSlot | None = bind(requested, self.binding, self.inventory)
+            except DeviceError:
+                return  # the fixture fails the test with the reason
+        else:
+            slot = self.bound_slot()
+        if slot is None or slot.kind != "cuda" or slot.index is None:
+            return
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.set_device(slot.index)
 
     def coordinator(self, slot: DeviceSlot, what: str) -> Coordinator | None:
         """Under torchrun (2 or more ranks), the rank coordinator for a measurement named ``what``.
@@ -261,7 +296,7 @@ class GpuperfSession:
 
         # CI timeouts and cancels send SIGTERM: take the Ctrl-C path, so that the run is saved (interrupted).
         self._sigterm = install()
-        if self.controller:
+        if self.controller or local_world_size() > 1:
             self._refuse_shared_devices()
         if self.settings.missing_device == "error":
             missing = [s for s in self.slots if not s.available]
@@ -282,16 +317,33 @@ class GpuperfSession:
                 raise pytest.UsageError(f"--gpuperf-asv={self.settings.asv}: {exc}") from None
 
     def _refuse_shared_devices(self) -> None:
-        """On the xdist controller: refuse workers that would share a device, when the session asks to measure (a
-        device chosen, or results to save, compare or write); tests that do not measure may use -n freely, and a
-        measuring test refuses in its worker (``physical``)."""
+        """On the xdist controller, and on each torchrun rank beside others: refuse processes that would share a device
+        (``sharing``) or an explicit ``cuda:N`` that other processes would measure on too (``bind``), when the session
+        asks to measure (a device chosen, or results to save, compare or write); tests that do not measure may use
+        -n freely, and a measuring test refuses in its worker or rank (``physical``)."""
         settings = self.settings
         asked = "device" in user_settings(self.config)
         if not (asked or settings.save or settings.compare or settings.json or settings.asv):
             return
-        why = sharing(self.slots, workers(self.config), self.inventory)
+        why = sharing(self.slots, workers(self.config), self.inventory) if self.controller else self._rank_problem()
         if why:
             raise pytest.UsageError(f"gpuperf: {why}")
+
+    def _rank_problem(self) -> str | None:
+        """Why this torchrun rank cannot measure on the devices asked for beside the other local ranks, or None."""
+        gpus = [slot for slot in self.slots if slot.available and slot.kind == "cuda"]
+        if len(gpus) > 1:
+            return (
+                f"--gpuperf-device names {len(gpus)} GPUs ({', '.join(s.id for s in gpus)}), and each of torchrun's "
+                f"{local_world_size()} local ranks measures on its own; name the kind alone, --gpuperf-device=cuda "
+                f"(the rank with LOCAL_RANK=N then measures on cuda:N)"
+            )
+        for slot in gpus:
+            try:
+                bind(slot, self.binding, self.inventory)
+            except DeviceError as exc:
+                return str(exc)
+        return None
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """One line naming the devices, the CPU's threads and torch, as pytest-benchmark's header does.
@@ -324,14 +376,22 @@ class GpuperfSession:
             problem = bad_requirement(marker)
             if problem:
                 pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+        bound = self.binding if requires else None
         params = []
         for slot in self.slots:
             whys = (
-                [slot.reason] if not slot.available else [unmet_requirement(m, slot, self._inventory) for m in requires]
+                [slot.reason]
+                if not slot.available
+                else [unmet_requirement(m, slot, self._inventory, bound) for m in requires]
             )
             marks = [pytest.mark.skip(reason=f"gpuperf: {why}") for why in whys if why]
             params.append(pytest.param(slot, marks=marks, id=slot.id))
         metafunc.parametrize("gpuperf_device", params, indirect=True)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if not ({"gpuperf_device"} | self._measuring_fixtures).isdisjoint(getattr(item, "fixturenames", ())):
+            self._make_current(item)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -12,7 +12,9 @@ gate over every record.
 Workers that would share a device (the CPU, MPS, one GPU named for all, or more workers
 than GPUs) would disturb each other's timings, so that is refused with the fix: by the
 controller when the session asks to measure (a ``--gpuperf-*`` device or results option
-is given), else by each measuring test in a worker.
+is given), else by each measuring test in a worker. An explicit ``cuda:N`` is never moved
+to another worker's GPU: under ``-n 2`` or more it is refused, under ``-n 1`` measured on.
+Where each worker measures is ``measuring.bind`` (``Binding``), as for a torchrun rank.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def sharing(slots: list[DeviceSlot], count: int, inventory: Inventory | None) ->
         on = ", ".join(others)
         return f"-n {count} would run {count} workers measuring on {on} at once, disturbing each other's timings; {fix}"
     cuda = [slot for slot in available if slot.kind == "cuda"]
+    pinned = [slot for slot in cuda if slot.pinned]
+    if pinned and len(cuda) == 1 and count > 1:
+        from ..measuring import Binding
+
+        return Binding(0, "xdist", count).pinned_refusal(pinned[0])
     if len(cuda) > 1:
         return (
             f"-n {count} with --gpuperf-device naming {len(cuda)} GPUs ({', '.join(s.id for s in cuda)}) would have "

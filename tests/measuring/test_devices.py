@@ -189,7 +189,7 @@ def test_every_visible_cuda_device_is_synchronized_before_the_clock_is_read() ->
         log.append("clock")
         return next(ticks)
 
-    backend = AllCudaBackend(2, cuda_stand_in(log), clock_ns=clock)
+    backend = AllCudaBackend((0, 1), cuda_stand_in(log), clock_ns=clock)
     seconds = backend.time_block(lambda: log.append("step"), 2)
     assert log == [
         "synchronize 0",

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.measuring import Inventory, MeasureSettings, SettingError
+from pytest_gpuperf.measuring import DeviceError, DeviceSlot, Inventory, MeasureSettings, SettingError
 from pytest_gpuperf.plugin._benchmark import MarkerSettings, Stats, read_markers, target_slot
 
 FAST = (
@@ -388,6 +388,13 @@ def test_the_device_recorded_follows_the_suite_and_the_machine() -> None:
     assert target_slot(item(device="cpu"), gpus).id == "cpu"  # the suite's own device says cpu
     assert target_slot(item(), none).id == "cpu"
     assert target_slot(SimpleNamespace(), none).id == "cpu"  # type: ignore[arg-type]
+    # In a process bound to one GPU (an xdist worker, a torchrun rank): that GPU, and never another one.
+    gw1 = DeviceSlot("cuda:1", "cuda", 1, True)
+    assert target_slot(item(), gpus, gw1) == gw1
+    assert target_slot(item(device="cuda"), gpus, gw1) == gw1
+    assert target_slot(item(device="cpu"), gpus, gw1).id == "cpu"
+    with pytest.raises(DeviceError, match=r"device parameter is cuda:0, and this process measures on cuda:1"):
+        target_slot(item(device="cuda:0"), gpus, gw1)
 
 
 def test_stats_read_as_pytest_benchmark_computes_them() -> None:

@@ -213,6 +213,21 @@ def test_requires_marker_skips_other_kinds(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["SKIPPED*gpuperf: needs a cuda device; this run is on cpu"])
 
 
+def test_requires_count_is_the_gpus_used_on_cuda_and_a_cpu_run_is_one_device(pytester: pytest.Pytester) -> None:
+    """test_ddp_spawned's marker: a world of 2 gloo processes on the CPU, every GPU on CUDA (so 2 or more)."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf_requires("cpu", "cuda", count=2)
+        def test_world(gpuperf_device):
+            pass
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu")
+    result.assert_outcomes(passed=1)
+
+
 # ---------------------------------------------------------------- settings precedence
 
 

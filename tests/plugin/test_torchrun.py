@@ -47,7 +47,10 @@ def test_more_ranks_than_gpus_fail_with_the_fix(pytester: pytest.Pytester) -> No
     pytester.makepyfile(test_where=WHERE)
     done = torchrun(pytester, 3, "--gpuperf-device=cuda", "-rE")
     assert done.returncode != 0
-    assert "torchrun's LOCAL_RANK=2 measures on cuda:2, and this machine has 2 GPUs; run torchrun with " in done.stdout
+    # Refused at the start (the session asks for cuda), as a usage error on stderr: rank 2 measures nothing.
+    assert "ERROR: gpuperf: torchrun's LOCAL_RANK=2 measures on cuda:2, and this machine has 2 GPUs; run torchrun " in (
+        done.stderr
+    )
 
 
 #: Each call returns its duration, timed exactly (``tests/exact_timing.py``) where a test installs the timer: real spins

@@ -69,6 +69,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.cuda.device",
             "torch.cuda.device_count",
             "torch.cuda.get_device_capability",
+            "torch.cuda.is_available",
             "torch.cuda.set_device",
             "torch.device",
             "torch.distributed",
