@@ -329,26 +329,28 @@ class Measurement:
         return ", ".join(parts)
 
     @property
+    def process_peak(self) -> bool:
+        """``peak_memory`` is the whole process's (a CPU's RSS high-water mark: the interpreter, torch's libraries and
+        the C allocator's kept pages included), not the high-water mark of the step's own allocations."""
+        return self.peak_memory is not None and self.memory_method == RSS_METHOD
+
+    @property
     def memory_text(self) -> str:
         """The call's memory in words, each figure named: ``peak 51 MiB (resident 16.9 MiB + transient 34.1 MiB)``
         on CUDA, ``transient 24.3 MiB (torch's CPU allocator), process RSS high-water mark 612 MiB`` on a CPU;
         empty where none was read."""
-        parts = []
-        if self.peak_memory is not None and self.memory_method == RSS_METHOD:
-            if self.memory_transient is not None:
-                parts.append(f"transient {format_bytes(self.memory_transient)} (torch's CPU allocator)")
-            parts.append(f"process RSS high-water mark {format_bytes(self.peak_memory)}")
-        elif self.peak_memory is not None:
-            text = f"peak {format_bytes(self.peak_memory)}"
-            if self.memory_resident is not None and self.memory_transient is not None:
-                text += (
-                    f" (resident {format_bytes(self.memory_resident)} + transient "
-                    f"{format_bytes(self.memory_transient)})"
-                )
-            parts.append(text)
-        elif self.memory_transient is not None:
-            parts.append(f"transient {format_bytes(self.memory_transient)} (no high-water mark known)")
-        return ", ".join(parts)
+        peak, resident, transient = self.peak_memory, self.memory_resident, self.memory_transient
+        if peak is not None and self.process_peak:
+            rss = f"process RSS high-water mark {format_bytes(peak)}"
+            return rss if transient is None else f"transient {format_bytes(transient)} (torch's CPU allocator), {rss}"
+        if peak is not None:  # a device allocator's high-water mark (CUDA)
+            if resident is None or transient is None:
+                return f"peak {format_bytes(peak)}"
+            parts = f"resident {format_bytes(resident)} + transient {format_bytes(transient)}"
+            return f"peak {format_bytes(peak)} ({parts})"
+        if transient is not None:
+            return f"transient {format_bytes(transient)} (no high-water mark known)"
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary

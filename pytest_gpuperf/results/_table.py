@@ -41,10 +41,6 @@ def flags(record: Record) -> str:
     return ", ".join(out)
 
 
-#: How the CPU backend reads its absolute figure (``measuring/_cpu_memory.py``): the process's, not the step's.
-_PROCESS_RSS = "process RSS"
-
-
 def peak_memory_cell(m: Measurement) -> str:
     """The "peak mem" cell, each figure named (``docs/glossary.md``): the call's high-water mark (``51 MiB``);
     ``+24.3 MiB`` for a transient figure (growth above the call's start), the only one of a record where no
@@ -53,7 +49,7 @@ def peak_memory_cell(m: Measurement) -> str:
     ``unknown`` where the probe could not tell (the record's ``memory_method`` says why), ``-`` where it was off."""
     transient = None if m.memory_transient is None else f"+{format_bytes(m.memory_transient)}"
     if m.peak_memory is not None:
-        if not m.memory_method.startswith(_PROCESS_RSS):
+        if not m.process_peak:
             return format_bytes(m.peak_memory)
         # The transient part first: it is the step's; "unknown" where the allocator's events could not tell.
         known = transient or ("unknown" if m.transient_method.startswith("unknown") else "-")
