@@ -250,6 +250,8 @@ def _memory(m: Measurement) -> str:
     if m.memory_devices:
         text += "; " + ", ".join(f"{device} {format_bytes(n)}" for device, n in m.memory_devices.items())
     how = m.memory_method if m.peak_memory is not None else m.transient_method
+    if m.process_peak:
+        how = f"{m.transient_method}; {m.memory_method}"
     if m.peak_memory is None and m.memory_method.startswith("unknown"):
         how += f"; no high-water mark: {m.memory_method.removeprefix('unknown: ')}"
     return f"{text} ({how})"
