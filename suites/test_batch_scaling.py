@@ -2,14 +2,18 @@
 
 The ladder (``suites/workloads/batch_scaling.py``: ``BATCH_LADDER``) doubles the batch from a small one. On
 CUDA it climbs until the step runs out of memory, the next rung would need more than the
-device has (twice the last rung's peak memory), or ``BATCH_LADDER_CUDA_MAX``; on a CPU it
+device has (twice the last rung's peak memory: its high-water mark, ``max_memory_allocated``
+with the weights, gradients, optimizer state and batch resident at the call's start; every
+part of it grows at most in proportion to the batch, so twice it bounds the next rung's), or
+``BATCH_LADDER_CUDA_MAX``; on a CPU it
 stops at the small preset's batch, for time. Out of memory stops the ladder cleanly: the
 rung's references are dropped, garbage collected and CUDA's cached blocks returned before
 anything else runs, so nothing leaks into the next rung or test.
 
 Each rung is measured alone (one rung in memory at a time: on CUDA the ladder runs up to
 the memory limit, so the rungs cannot be paired) and recorded as ``batch=N``: the results
-table holds the batch's samples/s and peak memory, and a note lists the ladder.
+table holds the batch's samples/s and memory (the "peak mem" cell: on CUDA the high-water
+mark, on a CPU the transient part and the process's RSS), and a note lists the ladder.
 
 Asserted (``judge``): on the way up to saturation, throughput does not fall by more than the
 noise. Precisely, with each rung's throughput median and interval:
@@ -36,6 +40,7 @@ from pytest_gpuperf.measuring import format_bytes, format_rate
 
 # The plugin's own out-of-memory test and release (what it does after a test that ran out of memory).
 from pytest_gpuperf.plugin import is_out_of_memory, release_failed_test_memory
+from pytest_gpuperf.results import peak_memory_cell
 
 from .workloads import BATCH_LADDER, BATCH_LADDER_CUDA_MAX, batch_step
 
@@ -49,13 +54,16 @@ SAMPLING: Final = {"max_time": "0.4 s", "warmup_time": "0.15 s"}
 
 @dataclass(frozen=True)
 class Rung:
-    """One batch size of the ladder: throughput median and interval (work/s), and the step's peak memory."""
+    """One batch size of the ladder: throughput median and interval (work/s), the step's high-water mark where the
+    device's allocator gives one (CUDA; None on a CPU, whose absolute figure is the whole process's), and its
+    memory as the results table shows it."""
 
     batch: int
     median: float
     low: float
     high: float
     peak_memory: int | None = None
+    memory: str = "-"
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,8 @@ def climb(
             need = 2 * rungs[-1].peak_memory
             if need > memory_limit:
                 stop = (
-                    f"batch {batch} would need about {format_bytes(need)} (twice batch {rungs[-1].batch}'s peak), "
-                    f"more than the device's {format_bytes(memory_limit)}"
+                    f"batch {batch} would need up to {format_bytes(need)} (twice batch {rungs[-1].batch}'s peak "
+                    f"memory, its high-water mark), more than the device's {format_bytes(memory_limit)}"
                 )
                 break
         oom: str | None = None
@@ -141,7 +149,8 @@ def _measure_rung(gpuperf: Gpuperf, model: str, unit: str, batch: int) -> Rung:
     assert step.check is not None
     step.check()  # loss finite and falling, the optimizer stepped
     low, high = m.throughput_ci(unit)
-    return Rung(batch, m.throughput(unit).value, low.value, high.value, m.peak_memory)
+    peak = None if m.process_peak else m.peak_memory
+    return Rung(batch, m.throughput(unit).value, low.value, high.value, peak, peak_memory_cell(m))
 
 
 @pytest.mark.parametrize("model", list(BATCH_LADDER))
@@ -159,10 +168,9 @@ def test_batch_scaling(gpuperf: Gpuperf, model: str) -> None:
     if not rungs:
         pytest.fail(f"{model}: no batch of the ladder ran: {stop}")
     for rung in rungs:
-        memory = format_bytes(rung.peak_memory) if rung.peak_memory is not None else "-"
         gpuperf.note(
             f"{model} batch {rung.batch:>6}: {format_rate(rung.median, unit):>18} "
-            f"(CI [{format_rate(rung.low, unit)}, {format_rate(rung.high, unit)}]), peak memory {memory}"
+            f"(CI [{format_rate(rung.low, unit)}, {format_rate(rung.high, unit)}]), memory {rung.memory}"
         )
     verdict = judge(rungs, unit)
     assert verdict.saturation is not None

@@ -41,10 +41,54 @@ def test_cuda_peak_memory_of_a_known_allocation() -> None:
         y = x + 1
         del x, y
 
+    resident = torch.empty(n, device="cuda:0")  # 256 MiB resident before the call: in the high-water mark
     with backend.track_memory() as probe:
         step()
-    assert probe.peak_bytes is not None
-    assert 2 * 4 * n <= probe.peak_bytes < 2 * 4 * n + 16 * 2**20
+    assert probe.peak_bytes is not None and probe.transient_bytes is not None and probe.resident_bytes is not None
+    assert 2 * 4 * n <= probe.transient_bytes < 2 * 4 * n + 16 * 2**20
+    assert probe.resident_bytes >= resident.nbytes
+    assert probe.peak_bytes == probe.resident_bytes + probe.transient_bytes
+    assert probe.reserved_bytes is not None and probe.reserved_bytes >= probe.peak_bytes
+
+
+def _small_cnn_memory(zero_grad_first: bool) -> tuple[int, int]:
+    """(high-water mark, transient) of a small CNN's SGD training step with ``zero_grad`` first or last."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64, 10),
+    ).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(64, 3, 32, 32, device="cuda"), torch.randint(0, 10, (64,), device="cuda")
+
+    def step() -> None:
+        if zero_grad_first:
+            optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(torch.nn.functional.cross_entropy(model(x), y))
+        optimizer.step()
+        if not zero_grad_first:
+            optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    with CudaBackend(0).track_memory() as probe:
+        step()
+    assert probe.peak_bytes is not None and probe.transient_bytes is not None
+    return probe.peak_bytes, probe.transient_bytes
+
+
+@pytest.mark.cuda
+def test_a_training_steps_high_water_mark_does_not_depend_on_where_zero_grad_is() -> None:
+    """Issue 21's small CNN: the growth above a call's start moves with zero_grad(); the high-water mark does not."""
+    first, last = _small_cnn_memory(True), _small_cnn_memory(False)
+    print(f"zero_grad first: peak {first[0]} B, transient {first[1]} B; last: peak {last[0]} B, transient {last[1]} B")
+    assert abs(first[0] - last[0]) <= 2 * 2**20
+    assert first[1] < last[1]  # the gradients are resident at the start when zero_grad() comes first
 
 
 @pytest.mark.mps

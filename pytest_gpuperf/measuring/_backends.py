@@ -34,16 +34,28 @@ __all__ = [
 
 
 class MemoryProbe(Protocol):
-    """Filled in by a backend's ``track_memory`` context: peak bytes of a call above the level at its start.
+    """Filled in by a backend's ``track_memory`` context: the high-water mark of a call, and what it is made of.
 
     Run the step once per item of ``calls()`` inside the context (a probe may need more
-    than one call, or none); ``peak_bytes`` is then set, or None with ``reason`` saying
-    why the peak is unknown.
+    than one call, or none). Then ``peak_bytes`` is the call's high-water mark: everything
+    allocated at its peak, what was resident at the call's start (weights, gradients,
+    optimizer state, inputs) included, as ``torch.cuda.max_memory_allocated`` reports it;
+    or None with ``reason`` saying why it is unknown. ``resident_bytes`` is the level at
+    the call's start on the same counter, ``transient_bytes`` the growth above the start
+    (read as ``transient_method`` says: on a CPU a counter of its own), ``reserved_bytes``
+    the allocator's reserved high-water mark (what out of memory depends on), ``devices``
+    each device's high-water mark where the call used more than one. Each is None (empty)
+    where the device does not tell.
     """
 
     peak_bytes: int | None
     method: str
     reason: str | None
+    resident_bytes: int | None
+    transient_bytes: int | None
+    transient_method: str
+    reserved_bytes: int | None
+    devices: dict[str, int]
 
     def calls(self) -> Iterator[int]: ...
 
@@ -55,9 +67,47 @@ class _Memory:
     reason: str | None = None
     #: how many times ``calls()`` has the step run
     runs: int = 1
+    resident_bytes: int | None = None
+    transient_bytes: int | None = None
+    transient_method: str = ""
+    reserved_bytes: int | None = None
+    devices: dict[str, int] = field(default_factory=dict)
 
     def calls(self) -> Iterator[int]:
         yield from range(self.runs)
+
+
+#: How the CUDA backends read a call's high-water mark, and its transient part.
+CUDA_PEAK: Final = "torch.cuda.max_memory_allocated"
+CUDA_TRANSIENT: Final = "torch.cuda.max_memory_allocated above memory_allocated at the call's start"
+
+
+def _cuda_peaks(cuda: Any, probe: _Memory, bases: dict[int, int], measured: int | None) -> None:
+    """Fill ``probe`` from the allocator's statistics of the devices in ``bases`` (index -> bytes allocated at
+    the call's start), reset there before the call.
+
+    The devices the call allocated on (and ``measured``) each get their high-water mark in
+    ``probe.devices`` where there is more than one (DataParallel's replicas); the peak,
+    resident, transient and reserved figures are the device's whose high-water mark is
+    the largest (the first to run out of memory), ``measured`` on a tie.
+    """
+    peaks = {index: int(cuda.max_memory_allocated(index)) for index in bases}
+    used = {index: peak for index, peak in peaks.items() if peak > bases[index] or index == measured}
+    if not used:  # a call that allocated nothing: the device holding the most
+        largest = max(peaks, key=lambda index: peaks[index])
+        used = {largest: peaks[largest]}
+    order = sorted(used, key=lambda index: (-used[index], index != measured, index))
+    top = order[0]
+    probe.peak_bytes = used[top]
+    probe.resident_bytes = bases[top]
+    probe.transient_bytes = used[top] - bases[top]
+    probe.transient_method = CUDA_TRANSIENT
+    probe.reserved_bytes = int(cuda.max_memory_reserved(top))
+    if len(used) > 1:
+        probe.devices = {f"cuda:{index}": used[index] for index in sorted(used)}
+        probe.method = f"{CUDA_PEAK} (the largest of {len(used)} devices: cuda:{top})"
+    else:
+        probe.method = CUDA_PEAK
 
 
 class ModeUnsupported(ValueError):
@@ -141,13 +191,17 @@ class CpuBackend:
         raise ModeUnsupported("graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on cpu")
 
     def track_memory(self) -> AbstractContextManager[MemoryProbe]:
-        """Peak of the CPU allocator's live bytes in a call, above its level at the call's start.
+        """The process's RSS high-water mark over a call (the only absolute figure a CPU gives), and the growth
+        of torch's CPU allocator's live bytes above the call's start (its transient part).
 
-        Process RSS and ``ru_maxrss`` miss short-lived peaks and count the allocator's
-        caches; tracemalloc does not see torch's allocator. The profiler's memory events
-        are every allocation and free of torch's CPU allocator (``_cpu_memory.py``):
-        ``calls()`` runs the step three times, one to settle and two to measure. A block
-        run once is measured as it is: right unless it frees older memory before its peak.
+        torch's CPU allocator keeps no statistics, and its profiler sees only what was allocated
+        while it watched: the weights, gradients and optimizer state resident before a call are
+        no part of its figure, so that figure is the transient, never the peak. The absolute
+        figure is the process's (``VmHWM`` after a reset through ``/proc/self/clear_refs``,
+        Linux): the interpreter and torch's libraries included, and blocks the C allocator
+        keeps after they are freed. ``calls()`` runs the step four times: one to settle and two
+        to measure under the profiler (``_cpu_memory.py``), one for the RSS. A block run once is
+        measured as it is: its transient part is right unless it frees older memory before its peak.
         """
         return allocator_probe()
 
@@ -359,16 +413,24 @@ class CudaBackend:
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
+        """The call's high-water mark on this device (``max_memory_allocated`` after a reset at its start), the
+        level at its start and the growth above it, and each device's where the call used several (DataParallel).
+
+        The allocator's statistics are kept on the host, per device, and this process's only:
+        reading them synchronizes no other device and creates no context there.
+        """
         cuda = self._cuda
-        probe = _Memory(method="torch.cuda.max_memory_allocated")
+        probe = _Memory(method=CUDA_PEAK)
         # Inside the device's context, so that a step using the current device allocates where it is probed.
         with cuda.device(self.index):
             cuda.synchronize(self.index)
-            base = int(cuda.memory_allocated(self.index))
-            cuda.reset_peak_memory_stats(self.index)
+            count = int(cuda.device_count()) if hasattr(cuda, "device_count") else self.index + 1
+            bases = {index: int(cuda.memory_allocated(index)) for index in {self.index, *range(count)}}
+            for index in bases:
+                cuda.reset_peak_memory_stats(index)
             yield probe
             cuda.synchronize(self.index)
-            probe.peak_bytes = int(cuda.max_memory_allocated(self.index)) - base
+            _cuda_peaks(cuda, probe, bases, self.index)
 
     def describe(self) -> dict[str, object]:
         cuda = self._cuda
@@ -439,16 +501,16 @@ class AllCudaBackend:
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
-        """The largest per-device peak over the visible devices, each above its level at the start."""
+        """The largest high-water mark over the visible devices, with each device's that the call allocated on."""
         cuda = self._cuda
-        probe = _Memory(method=f"torch.cuda.max_memory_allocated (the largest of {len(self.devices)} devices)")
+        probe = _Memory(method=CUDA_PEAK)
         self.synchronize()
         bases = {index: int(cuda.memory_allocated(index)) for index in self.devices}
-        for index in self.devices:
+        for index in bases:
             cuda.reset_peak_memory_stats(index)
         yield probe
         self.synchronize()
-        probe.peak_bytes = max(int(cuda.max_memory_allocated(i)) - base for i, base in bases.items())
+        _cuda_peaks(cuda, probe, bases, None)
 
     def describe(self) -> dict[str, object]:
         cuda = self._cuda
@@ -498,8 +560,8 @@ class MpsBackend:
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
-        # torch.mps has current_allocated_memory but no peak: the growth over a call is not its
-        # peak (a warm step's is 0), so nothing is reported and the step is not run for it.
+        # torch.mps has current_allocated_memory but no high-water mark: the growth over a call is no
+        # figure of its peak (a warm step's is 0), so nothing is reported and the step is not run for it.
         yield _Memory(method="torch.mps", reason="unknown: torch.mps has no peak statistic", runs=0)
 
     def describe(self) -> dict[str, object]:

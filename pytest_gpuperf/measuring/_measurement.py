@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from ._clocks import ClockSummary
+from ._cpu_memory import RSS_METHOD
 from ._energy import EnergySummary
 from ._judge import Check, JudgeContext, Relation, check_bound, judge
 from ._sampling import Warmup
@@ -71,7 +72,10 @@ class Measurement:
     confidence: float
     #: work done by one call, by unit: {"FLOP": 2 * n**3, "samples": 256}
     work: Mapping[str, float] = field(default_factory=dict)
+    #: the high-water mark of a call in bytes (CUDA: ``max_memory_allocated`` after a reset at its start: weights,
+    #: gradients, optimizer state, inputs and activations; CPU: the process's RSS high-water mark), or None
     peak_memory: int | None = None
+    #: how ``peak_memory`` was read, or why there is none (``off``, ``unknown: ...``)
     memory_method: str = "none"
     threads: int = 0
     timer: str = ""
@@ -87,6 +91,14 @@ class Measurement:
     observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
     #: the energy of the sampled blocks, or why there is none (None: not read; see ``_energy.py``)
     energy: EnergySummary | None = None
+    # The rest of a call's memory (``MemoryReading``): the level at its start on the counter of ``peak_memory``,
+    # the growth above the start (on a CPU torch's allocator's, as ``transient_method`` says, or why it is
+    # unknown), the allocator's reserved high-water mark (CUDA), each device's high-water mark (several devices).
+    memory_resident: int | None = None
+    memory_transient: int | None = None
+    transient_method: str = ""
+    memory_reserved: int | None = None
+    memory_devices: Mapping[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------ statistics
 
@@ -311,12 +323,37 @@ class Measurement:
         ]
         for unit in self.work:
             parts.append(str(self.throughput(unit)))
-        if self.peak_memory is not None:
-            parts.append(f"peak {format_bytes(self.peak_memory)}")
+        memory = self.memory_text
+        if memory:
+            parts.append(memory)
         parts.append(f"{len(self.samples)}x{self.iterations} calls")
         if self.single_calls:
             parts.append(" ".join(f"p{p} {self.percentile_text(p)}" for p in PERCENTILES))
         return ", ".join(parts)
+
+    @property
+    def process_peak(self) -> bool:
+        """``peak_memory`` is the whole process's (a CPU's RSS high-water mark: the interpreter, torch's libraries and
+        the C allocator's kept pages included), not the high-water mark of the step's own allocations."""
+        return self.peak_memory is not None and self.memory_method == RSS_METHOD
+
+    @property
+    def memory_text(self) -> str:
+        """The call's memory in words, each figure named: ``peak 51 MiB (resident 16.9 MiB + transient 34.1 MiB)``
+        on CUDA, ``transient 24.3 MiB (torch's CPU allocator), process RSS high-water mark 612 MiB`` on a CPU;
+        empty where none was read."""
+        peak, resident, transient = self.peak_memory, self.memory_resident, self.memory_transient
+        if peak is not None and self.process_peak:
+            rss = f"process RSS high-water mark {format_bytes(peak)}"
+            return rss if transient is None else f"transient {format_bytes(transient)} (torch's CPU allocator), {rss}"
+        if peak is not None:  # a device allocator's high-water mark (CUDA)
+            if resident is None or transient is None:
+                return f"peak {format_bytes(peak)}"
+            parts = f"resident {format_bytes(resident)} + transient {format_bytes(transient)}"
+            return f"peak {format_bytes(peak)} ({parts})"
+        if transient is not None:
+            return f"transient {format_bytes(transient)} (no high-water mark known)"
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary
@@ -365,6 +402,14 @@ class Measurement:
             "single_calls": self.single_calls,
             "clocks": None if self.clocks is None else self.clocks.to_dict(),
             "energy": None if self.energy is None else self.energy.to_dict(),
+            "memory": {
+                "peak": "high-water mark",
+                "resident_bytes": self.memory_resident,
+                "transient_bytes": self.memory_transient,
+                "transient_method": self.transient_method,
+                "reserved_bytes": self.memory_reserved,
+                "devices": dict(self.memory_devices),
+            },
         }
 
     @classmethod
@@ -390,8 +435,7 @@ class Measurement:
             target=float(data["target"]),
             confidence=float(data.get("confidence", 0.95)),
             work={str(k): float(v) for k, v in data.get("work", {}).items()},
-            peak_memory=None if data.get("peak_memory_bytes") is None else int(data["peak_memory_bytes"]),
-            memory_method=str(data.get("memory_method", "none")),
+            **_memory_fields(data),
             threads=int(data.get("threads", 0)),
             timer=str(data.get("timer", "")),
             mode=str(data.get("mode", "warm")),
@@ -404,6 +448,36 @@ class Measurement:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+#: The ``memory_method`` of a peak read from a file written before peak memory meant the high-water mark.
+OLD_PEAK: Final = "unknown: recorded before peak memory meant the high-water mark (the file's figure is the transient)"
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+def _memory_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory fields of a stored Measurement. A file written before the ``memory`` block held, as its
+    ``peak_memory_bytes``, the growth above the call's start: it is read as the transient, and no peak."""
+    method = str(data.get("memory_method", "none"))
+    stored = _optional_int(data.get("peak_memory_bytes"))
+    memory = data.get("memory")
+    if not isinstance(memory, Mapping):
+        if stored is None:
+            return {"peak_memory": None, "memory_method": method}
+        return {"peak_memory": None, "memory_method": OLD_PEAK, "memory_transient": stored, "transient_method": method}
+    devices = memory.get("devices") or {}
+    return {
+        "peak_memory": stored,
+        "memory_method": method,
+        "memory_resident": _optional_int(memory.get("resident_bytes")),
+        "memory_transient": _optional_int(memory.get("transient_bytes")),
+        "transient_method": str(memory.get("transient_method", "")),
+        "memory_reserved": _optional_int(memory.get("reserved_bytes")),
+        "memory_devices": {str(k): int(v) for k, v in devices.items()},
+    }
 
 
 def _bounds(

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._backends import Backend, block_timer
+from ._backends import Backend, MemoryProbe, block_timer
 from ._clocks import ClockSummary, clock_monitor, monitored
 from ._devices import open_device
 from ._energy import EnergySummary, EnergyTrace, energy_trace, metered
@@ -33,6 +33,7 @@ __all__ = [
     "Coordinator",
     "FixedCall",
     "HostTimes",
+    "MemoryReading",
     "Readings",
     "Subject",
     "gc_paused",
@@ -66,14 +67,42 @@ class Subject:
 
 
 @dataclass(frozen=True)
+class MemoryReading:
+    """The memory of one call, as a backend's probe read it (``MemoryProbe``): its high-water mark (``peak``, how it
+    was read in ``method``, or None with ``off`` / ``unknown: ...`` there), the level at the call's start, the
+    growth above it (``transient``, read as ``transient_method`` says), the allocator's reserved high-water mark,
+    and each device's high-water mark where the call used several."""
+
+    peak: int | None = None
+    method: str = "off"
+    resident: int | None = None
+    transient: int | None = None
+    transient_method: str = ""
+    reserved: int | None = None
+    devices: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, probe: MemoryProbe) -> MemoryReading:
+        method = probe.method if probe.peak_bytes is not None else probe.reason or f"unknown: {probe.method} gave none"
+        return cls(
+            probe.peak_bytes,
+            method,
+            probe.resident_bytes,
+            probe.transient_bytes,
+            probe.transient_method,
+            probe.reserved_bytes,
+            dict(probe.devices),
+        )
+
+
+@dataclass(frozen=True)
 class Readings:
-    """What was read beside the timed samples: torch's threads in effect, the peak memory of a call and how it was
-    read (``off``, ``unknown: ...`` where it was not), the host's launch seconds per call of each block (on an
-    asynchronous device; the last ones match the kept samples), the GPU's clocks, and the energy of the sampled
-    blocks (``_energy.py``)."""
+    """What was read beside the timed samples: torch's threads in effect, the memory of a call (``off`` where it
+    was not read), the host's launch seconds per call of each block (on an asynchronous device; the last ones
+    match the kept samples), the GPU's clocks, and the energy of the sampled blocks (``_energy.py``)."""
 
     threads: int
-    memory: tuple[int | None, str] = (None, "off")
+    memory: MemoryReading = MemoryReading()
     host: Sequence[float | None] = ()
     clocks: ClockSummary | None = None
     energy: EnergySummary | None = None
@@ -158,20 +187,16 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def peak_memory(
-    fn: Callable[[], object], backend: Backend, settings: MeasureSettings, device: str
-) -> tuple[int | None, str]:
-    """Peak memory of a call of ``fn`` under the backend's probe and how it was read, or None and why not:
-    ``off`` if disabled, ``unknown: ...`` where the probe cannot tell."""
+def peak_memory(fn: Callable[[], object], backend: Backend, settings: MeasureSettings, device: str) -> MemoryReading:
+    """The memory of a call of ``fn`` under the backend's probe (``MemoryReading``): ``off`` if disabled, and each
+    figure None where the probe cannot tell (its method says why: ``unknown: ...``)."""
     if not settings.memory:
-        return None, "off"
+        return MemoryReading()
     with torch_threads(settings.threads_for(device)), gc_paused(), backend.track_memory() as probe:
         for _ in probe.calls():
             fn()
             backend.synchronize()
-    if probe.peak_bytes is None:
-        return None, probe.reason or f"unknown: {probe.method} gave no peak"
-    return probe.peak_bytes, probe.method
+    return MemoryReading.of(probe)
 
 
 def measurement_of(
@@ -207,8 +232,8 @@ def measurement_of(
         target=plan.target,
         confidence=plan.confidence,
         work=dict(subject.work),
-        peak_memory=readings.memory[0],
-        memory_method=readings.memory[1],
+        peak_memory=readings.memory.peak,
+        memory_method=readings.memory.method,
         threads=readings.threads,
         timer=backend.timer,
         clocks=readings.clocks,
@@ -218,6 +243,11 @@ def measurement_of(
         single_calls=single,
         observer=subject.observer,
         energy=readings.energy,
+        memory_resident=readings.memory.resident,
+        memory_transient=readings.memory.transient,
+        transient_method=readings.memory.transient_method,
+        memory_reserved=readings.memory.reserved,
+        memory_devices=dict(readings.memory.devices),
     )
     if measurement.no_device_work:
         name, device = subject.name, subject.device
@@ -334,7 +364,7 @@ def measure_fixed(
     with torch_threads(settings.threads_for(subject.device)) as threads, gc_paused():
         result = sample(one_round, plan, clock=clock)
     # Running the step again for its memory would add calls to a budget the user fixed.
-    readings = Readings(threads, memory=(None, f"off: {budget.caller} runs its own budget only"))
+    readings = Readings(threads, memory=MemoryReading(method=f"off: {budget.caller} runs its own budget only"))
     return measurement_of(result, backend, settings, subject, readings), results[0]
 
 

@@ -49,7 +49,7 @@ class MeasureSettings:
     threads: Threads = "auto"
     #: what a check whose interval straddles its bound does: ``warn`` or ``fail``
     inconclusive: str = "warn"
-    #: measure the peak memory of one extra call after timing
+    #: measure the memory of a call after timing (its high-water mark; on a CPU its transient part and the RSS)
     memory: bool = True
     #: timing mode: ``warm`` (calls back to back), ``cold`` (caches flushed before each call, flush untimed)
     #: or ``graph`` (the step captured once in a CUDA graph, replays timed)

@@ -156,7 +156,8 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "memory",
         "on",
         MEASURE_FIELDS["memory"],
-        "measure peak memory of one extra call after timing (default: on)",
+        "measure the memory of a call after timing: its high-water mark on cuda; on cpu its transient part and "
+        "the process's RSS high-water mark (default: on)",
         "on|off",
     ),
     OptionSpec(

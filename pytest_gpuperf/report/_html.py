@@ -32,7 +32,7 @@ from ..gate import (
     runs_cell,
     verdict_cell,
 )
-from ..measuring import Measurement, format_duration
+from ..measuring import Measurement, format_bytes, format_duration
 from ..results import (
     Baseline,
     Record,
@@ -242,6 +242,24 @@ def _throughput(record: Record) -> str:
     return ", ".join(str(m.throughput(unit)) for unit in m.work) or "-"
 
 
+def _memory(m: Measurement) -> str:
+    """A call's memory with every figure named (the table's cell is the short form): the high-water mark with its
+    resident and transient parts, the reserved high-water mark, each device's, and how it was read."""
+    text = m.memory_text
+    if not text:
+        return peak_memory_cell(m) if m.memory_method in ("off", "none") else m.memory_method
+    if m.memory_reserved is not None:
+        text += f", reserved {format_bytes(m.memory_reserved)}"
+    if m.memory_devices:
+        text += "; " + ", ".join(f"{device} {format_bytes(n)}" for device, n in m.memory_devices.items())
+    how = m.memory_method if m.peak_memory is not None else m.transient_method
+    if m.process_peak:
+        how = f"{m.transient_method}; {m.memory_method}"
+    if m.peak_memory is None and m.memory_method.startswith("unknown"):
+        how += f"; no high-water mark: {m.memory_method.removeprefix('unknown: ')}"
+    return f"{text} ({how})"
+
+
 def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, float], gate: bool) -> str:
     energy = any(per_joule_cell(r) != "-" for r in records)
     clocked = gate and any(row.clock_estimate is not None for row in rows.values())
@@ -291,7 +309,7 @@ def _card(
     if peaks:
         facts.append(("% peak", percent_of_peak(record, peaks)))
     facts += [
-        ("peak memory", peak_memory_cell(m.peak_memory, m.memory_method)),
+        ("memory", _memory(m)),
         ("samples", f"{len(m.samples)} x {m.iterations} calls"),
         ("flags", flags(record) or "-"),
     ]

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from tabulate import tabulate
 
-from ..measuring import format_bytes, format_duration, format_rate
+from ..measuring import Measurement, format_bytes, format_duration, format_rate
 from ._record import Record, Run, short_test
 
 __all__ = [
@@ -50,11 +50,22 @@ def flags(record: Record) -> str:
     return ", ".join(out)
 
 
-def peak_memory_cell(peak: int | None, method: str) -> str:
-    """The bytes; ``unknown`` where the probe could not tell (the method says why), ``-`` where it was off."""
-    if peak is not None:
-        return format_bytes(peak)
-    return "unknown" if method.startswith("unknown") else "-"
+def peak_memory_cell(m: Measurement) -> str:
+    """The "peak mem" cell, each figure named (``docs/glossary.md``): the call's high-water mark (``51 MiB``);
+    ``+24.3 MiB`` for a transient figure (growth above the call's start), the only one of a record where no
+    high-water mark is known; ``+24.3 MiB, RSS 612 MiB`` on a CPU, whose only absolute figure is the process's
+    (``unknown, RSS 612 MiB`` where the allocator's events could not tell the transient);
+    ``unknown`` where the probe could not tell (the record's ``memory_method`` says why), ``-`` where it was off."""
+    transient = None if m.memory_transient is None else f"+{format_bytes(m.memory_transient)}"
+    if m.peak_memory is not None:
+        if not m.process_peak:
+            return format_bytes(m.peak_memory)
+        # The transient part first: it is the step's; "unknown" where the allocator's events could not tell.
+        known = transient or ("unknown" if m.transient_method.startswith("unknown") else "-")
+        return f"{known}, RSS {format_bytes(m.peak_memory)}"
+    if transient is not None:
+        return transient
+    return "unknown" if m.memory_method.startswith("unknown") else "-"
 
 
 def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
@@ -120,7 +131,7 @@ def results_table(
         if energy:
             row.append(per_joule_cell(record))
         row += [
-            peak_memory_cell(m.peak_memory, m.memory_method),
+            peak_memory_cell(m),
             f"{len(m.samples)}x{m.iterations}",
             flags(record),
         ]

@@ -128,6 +128,7 @@ class Recorder:
             synchronize=lambda index=None: log.append("cuda.synchronize"),
             memory_allocated=lambda index: recorder.allocated,
             max_memory_allocated=lambda index: recorder.peak,
+            max_memory_reserved=lambda index: 2 << 20,
             reset_peak_memory_stats=reset_peak,
             get_device_properties=lambda index: SimpleNamespace(
                 name="Fake GPU", major=9, minor=0, total_memory=80 * 2**30, multi_processor_count=132
@@ -156,12 +157,13 @@ def test_cuda_events_bracket_the_calls_on_the_current_stream() -> None:
     ]
 
 
-def test_cuda_peak_memory_is_measured_above_the_level_at_entry() -> None:
+def test_cuda_peak_memory_is_the_high_water_mark_with_the_level_at_entry_and_the_growth() -> None:
     fake = Recorder()
     backend = CudaBackend(0, torch_module=fake)
     with backend.track_memory() as probe:
         fake.peak = 1000 + 4096  # the step allocated 4 KiB at its peak
-    assert probe.peak_bytes == 4096
+    assert probe.peak_bytes == 1000 + 4096  # the 1000 B resident at the call's start included
+    assert probe.resident_bytes == 1000 and probe.transient_bytes == 4096 and probe.reserved_bytes == 2 << 20
     assert fake.log.index("reset_peak_memory_stats") > fake.log.index("cuda.synchronize")
     assert fake.log[-2:] == ["cuda.synchronize", "exit device"]  # synchronized before the peak was read
     assert fake.log[0] == "enter device 0"  # probed inside the device's context
@@ -176,6 +178,7 @@ def cuda_stand_in(log: list[str], count: int = 2) -> Any:
         memory_allocated=lambda index: 100,
         reset_peak_memory_stats=lambda index: log.append(f"reset {index}"),
         max_memory_allocated=lambda index: peaks[index],
+        max_memory_reserved=lambda index: 2 << 20,
         get_device_properties=lambda index: SimpleNamespace(name="Stand-in GPU"),
     )
     return SimpleNamespace(cuda=cuda)
@@ -205,7 +208,8 @@ def test_every_visible_cuda_device_is_synchronized_before_the_clock_is_read() ->
     assert backend.describe() == {"device": "cuda", "name": "Stand-in GPU", "count": 2}
     with backend.track_memory() as probe:
         pass
-    assert probe.peak_bytes == 800  # the larger device's peak above its level at the start
+    assert probe.peak_bytes == 900  # the larger device's high-water mark, its 100 B at the start included
+    assert probe.transient_bytes == 800 and probe.devices == {"cuda:0": 300, "cuda:1": 900}
 
 
 def test_mps_events_when_torch_has_them() -> None:
@@ -238,7 +242,7 @@ def test_cpu_backend_times_with_the_host_clock() -> None:
     assert len(calls) == 5
 
 
-def test_cpu_peak_memory_sees_a_short_lived_allocation(capfd: pytest.CaptureFixture[str]) -> None:
+def test_cpu_transient_memory_sees_a_short_lived_allocation(capfd: pytest.CaptureFixture[str]) -> None:
     # Under filterwarnings=error a warning of torch's profiler would fail this test: the probe keeps them in.
     backend = CpuBackend()
     n = 1 << 20
@@ -251,9 +255,9 @@ def test_cpu_peak_memory_sees_a_short_lived_allocation(capfd: pytest.CaptureFixt
     with backend.track_memory() as probe:
         for _ in probe.calls():
             step()
-    assert probe.peak_bytes is not None, probe.reason
-    assert 8 * 2**20 <= probe.peak_bytes < 9 * 2**20
-    assert probe.reason is None
+    assert probe.transient_bytes is not None, probe.transient_method
+    assert 8 * 2**20 <= probe.transient_bytes < 9 * 2**20
+    assert probe.transient_method == "torch.profiler CPU allocator events"
     assert "profiler_start" not in capfd.readouterr().err
 
 

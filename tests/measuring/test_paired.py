@@ -31,6 +31,11 @@ class _Probe:
     peak_bytes: int | None = None
     method: str = "fake"
     reason: str | None = None
+    resident_bytes: int | None = None
+    transient_bytes: int | None = None
+    transient_method: str = ""
+    reserved_bytes: int | None = None
+    devices: dict[str, int] = field(default_factory=dict)
 
     def calls(self) -> Iterator[int]:
         yield 0

@@ -1,4 +1,5 @@
-"""Peak memory as a user sees it: the same in every session on a CPU, or ``unknown`` with the reason."""
+"""Memory as a user sees it on a CPU: the transient part the same in every session, or ``unknown`` with the reason,
+beside the process's RSS high-water mark."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _measurement(path: str, pytester: pytest.Pytester) -> dict[str, object]:
     return measurement
 
 
-def test_five_sessions_of_a_zero_grad_training_step_give_the_same_peak(pytester: pytest.Pytester) -> None:
+def test_five_sessions_of_a_zero_grad_training_step_give_the_same_transient(pytester: pytest.Pytester) -> None:
     # In one process, as the sessions of a long pytest run follow each other: each leaves
     # blocks that torch's profiler saw allocated, which once made the next session's peak wrong.
     pytester.makepyfile(test_train=TRAINING_TEST)
@@ -54,22 +55,25 @@ def test_five_sessions_of_a_zero_grad_training_step_give_the_same_peak(pytester:
         result = pytester.runpytest(*FAST, f"--gpuperf-json=run{session}.json")
         assert result.ret == pytest.ExitCode.OK
         m = _measurement(f"run{session}.json", pytester)
-        assert m["memory_method"] == "torch.profiler CPU allocator events"
-        peak = m["peak_memory_bytes"]
+        assert m["memory_method"] == "process RSS high-water mark (VmHWM)"
+        memory = m["memory"]
+        assert isinstance(memory, dict) and memory["transient_method"] == "torch.profiler CPU allocator events"
+        peak = memory["transient_bytes"]
         assert isinstance(peak, int) and peak > 0, peak
         peaks.append(peak)
     assert max(peaks) <= 1.1 * min(peaks), f"peak memory of five identical sessions: {peaks}"
 
 
-def test_a_peak_that_cannot_be_told_shows_unknown_and_the_record_says_why(pytester: pytest.Pytester) -> None:
+def test_a_transient_that_cannot_be_told_shows_unknown_and_the_record_says_why(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_alternating=ALTERNATING_TEST)
     result = pytester.runpytest(*FAST, "--gpuperf-json=run.json")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*test_alternating*cpu*unknown*"])
+    result.stdout.fnmatch_lines(["*test_alternating*cpu*unknown, RSS *"])
     m = _measurement("run.json", pytester)
-    assert m["peak_memory_bytes"] is None
+    memory = m["memory"]
+    assert isinstance(memory, dict) and memory["transient_bytes"] is None
     # Which of the two comes first depends on how many calls timing made.
-    assert m["memory_method"] in {
+    assert memory["transient_method"] in {
         f"unknown: consecutive calls peaked at {a} and {b}; the step's memory use changes from call to call"
         for a, b in (("1 MiB", "2 MiB"), ("2 MiB", "1 MiB"))
     }

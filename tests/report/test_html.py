@@ -157,3 +157,36 @@ def test_the_axis_unit_follows_the_range_and_a_wide_range_goes_log() -> None:
     html = render(make_run(dataclasses.replace(make_record(1e-3), measurement=wide)))
     assert "time per call (log scale)" in html and ">1 us<" in html and ">1 ms<" in html
     assert "time per call (linear scale)" in render(make_run(make_record(1e-3)))
+
+
+def test_a_card_names_every_memory_figure() -> None:
+    record = make_record(1e-3)
+    cuda = dataclasses.replace(
+        record.measurement,
+        peak_memory=51 << 20,
+        memory_method="torch.cuda.max_memory_allocated (the largest of 2 devices: cuda:0)",
+        memory_resident=25 << 20,
+        memory_transient=26 << 20,
+        memory_reserved=52 << 20,
+        memory_devices={"cuda:0": 51 << 20, "cuda:1": 20 << 20},
+    )
+    html = render(make_run(dataclasses.replace(record, measurement=cuda)))
+    assert (
+        "<dt>memory</dt><dd>peak 51 MiB (resident 25 MiB + transient 26 MiB), reserved 52 MiB; "
+        "cuda:0 51 MiB, cuda:1 20 MiB (torch.cuda.max_memory_allocated (the largest of 2 devices: cuda:0))</dd>"
+    ) in html
+    cpu = dataclasses.replace(
+        record.measurement,
+        peak_memory=300 << 20,
+        memory_method="process RSS high-water mark (VmHWM)",
+        memory_transient=4 << 20,
+        transient_method="torch.profiler CPU allocator events",
+    )
+    html = render(make_run(dataclasses.replace(record, measurement=cpu)))
+    assert (
+        "<dt>memory</dt><dd>transient 4 MiB (torch&#x27;s CPU allocator), process RSS high-water mark 300 MiB "
+        "(torch.profiler CPU allocator events; process RSS high-water mark (VmHWM))</dd>"
+    ) in html
+    mps = dataclasses.replace(record.measurement, memory_method="unknown: torch.mps has no peak statistic")
+    html = render(make_run(dataclasses.replace(record, measurement=mps)))
+    assert "<dt>memory</dt><dd>unknown: torch.mps has no peak statistic</dd>" in html

@@ -101,7 +101,8 @@ def test_the_memory_limit_stops_before_a_rung_that_cannot_fit() -> None:
 
     rungs, stop = climb([64, 128, 256, 512], run, memory_limit=300 << 20, release=lambda: None)
     assert calls == [64, 128, 256]  # batch 256 needs twice batch 128's 128 MiB: it fits in 300 MiB
-    assert stop.startswith("batch 512 would need about 512 MiB") and "more than the device's 300 MiB" in stop
+    assert stop.startswith("batch 512 would need up to 512 MiB (twice batch 256's peak memory, its high-water mark)")
+    assert "more than the device's 300 MiB" in stop
     assert len(rungs) == 3
 
 

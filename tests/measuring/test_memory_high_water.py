@@ -1,0 +1,188 @@
+"""Peak memory is the high-water mark of a call (issue 21, item 8): CUDA on a stand-in, the CPU on real torch.
+
+Before: the figure was the growth above the level at the call's start. The issue's small
+CNN, in miniature on the stand-in (``fake_cuda_memory.SmallCnnStep``), read 26.0 MiB with
+``zero_grad()`` first and 34.1 MiB with it last; its high-water mark is 51.0 MiB both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pytest_gpuperf.measuring import AllCudaBackend, CpuBackend, CudaBackend, Measurement, MeasureSettings, measure_on
+from pytest_gpuperf.measuring._cpu_memory import RSS_METHOD, TRANSIENT_METHOD, AllocatorProbe, RssHighWater
+from pytest_gpuperf.measuring._runner import MemoryReading, peak_memory
+from pytest_gpuperf.results import peak_memory_cell
+
+from .fake_cuda_memory import FakeCudaMemory, MiB, SmallCnnStep
+from .fake_gpu import FakeGpu
+
+FAST = MeasureSettings(max_time=0.3, min_time=0.02, warmup_time=0.02)
+
+
+def _cuda(memory: FakeCudaMemory) -> tuple[FakeGpu, CudaBackend]:
+    gpu = FakeGpu()
+    return gpu, CudaBackend(0, torch_module=memory.install(gpu.torch()), clock=gpu.clock)
+
+
+def _mib(n: int | None) -> float:
+    assert n is not None
+    return round(n / MiB, 1)
+
+
+@pytest.mark.parametrize(("zero_grad_first", "transient", "resident"), [(True, 26.0, 25.0), (False, 34.1, 16.9)])
+def test_the_small_cnn_peaks_at_51_mib_wherever_zero_grad_is(
+    zero_grad_first: bool, transient: float, resident: float
+) -> None:
+    memory = FakeCudaMemory()
+    _, backend = _cuda(memory)
+    step = SmallCnnStep(memory, zero_grad_first=zero_grad_first)
+    for _ in range(3):  # the timing loop's calls
+        step()
+    reading = peak_memory(step, backend, MeasureSettings(), "cuda:0")
+    # On main this read 26.0 and 34.1 MiB as the peak: the growth, now named the transient.
+    assert _mib(reading.peak) == 51.0
+    assert _mib(reading.transient) == transient
+    assert _mib(reading.resident) == resident
+    assert reading.method == "torch.cuda.max_memory_allocated"
+    assert reading.reserved == 52 * MiB  # segments of 2 MiB: what out of memory depends on
+    assert reading.devices == {}
+    assert memory.log == ["reset 0"]
+
+
+def test_a_cuda_measurement_carries_every_figure_to_the_table_and_the_json() -> None:
+    memory = FakeCudaMemory()
+    gpu, backend = _cuda(memory)
+    step = SmallCnnStep(memory, zero_grad_first=True)
+
+    def call() -> None:
+        gpu.kernel("step", 1e-3)
+        step()
+
+    m = measure_on(call, backend, FAST, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
+    assert _mib(m.peak_memory) == 51.0 and _mib(m.memory_transient) == 26.0 and _mib(m.memory_resident) == 25.0
+    assert peak_memory_cell(m) == "51 MiB"
+    assert "peak 51 MiB (resident 25 MiB + transient 26 MiB)" in m.describe()
+    stored = json.loads(json.dumps(m.to_dict()))
+    assert stored["peak_memory_bytes"] == m.peak_memory
+    assert stored["memory"]["transient_bytes"] == m.memory_transient
+    again = Measurement.from_dict(stored)
+    fields = ("peak_memory", "memory_method", "memory_resident", "memory_transient", "memory_reserved")
+    assert [getattr(again, f) for f in fields] == [getattr(m, f) for f in fields]
+
+
+def test_a_data_parallel_step_records_each_devices_high_water_mark() -> None:
+    memory = FakeCudaMemory(count=3)
+    memory.alloc(5 * MiB, device=2)  # another test's tensor on cuda:2: the step never touches it
+    _, backend = _cuda(memory)
+    model = SmallCnnStep(memory, zero_grad_first=True)  # on cuda:0, scattering its batch to cuda:1
+
+    def step() -> None:
+        model()
+        memory.alloc(20 * MiB, device=1)  # the replica's activations
+        memory.free(20 * MiB, device=1)
+
+    reading = peak_memory(step, backend, MeasureSettings(), "cuda:0")
+    assert reading.devices == {"cuda:0": model.model_state + model.gradients + model.activations, "cuda:1": 20 * MiB}
+    assert _mib(reading.peak) == 51.0
+    assert reading.method == "torch.cuda.max_memory_allocated (the largest of 2 devices: cuda:0)"
+    assert sorted(memory.log) == ["reset 0", "reset 1", "reset 2"]
+
+
+def test_the_benchmark_fixtures_backend_reports_the_largest_device_with_each() -> None:
+    memory = FakeCudaMemory(count=2)
+    memory.alloc(10 * MiB, device=1)  # resident weights on cuda:1
+    log: list[str] = []
+    fake = memory.install(SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda index: log.append(f"sync {index}"))))
+    backend = AllCudaBackend((0, 1), fake)
+    with backend.track_memory() as probe:
+        memory.alloc(3 * MiB, device=0)
+        memory.alloc(4 * MiB, device=1)
+    assert probe.peak_bytes == 14 * MiB and probe.resident_bytes == 10 * MiB and probe.transient_bytes == 4 * MiB
+    assert probe.devices == {"cuda:0": 3 * MiB, "cuda:1": 14 * MiB}
+
+
+def _rss() -> int:
+    match = re.search(r"^VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    assert match is not None
+    return int(match.group(1)) * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="no /proc/self/clear_refs (Linux only)")
+def test_the_cpu_figure_is_the_processs_high_water_mark_with_the_allocators_transient() -> None:
+    weights = torch.ones(32 * MiB // 4)  # 32 MiB resident before the call, as a model's weights are
+    n = 64 * MiB // 4
+
+    def step() -> None:
+        scratch = torch.ones(n)  # 64 MiB freed by the end of the call: larger than glibc's mmap threshold
+        del scratch
+
+    rss = _rss()
+    reading = peak_memory(step, CpuBackend(), MeasureSettings(), "cpu")
+    assert reading.method == RSS_METHOD and reading.transient_method == TRANSIENT_METHOD
+    assert reading.peak is not None and reading.transient is not None
+    assert 64 * MiB <= reading.transient < 65 * MiB  # the profiler sees the call's own allocations only
+    # The absolute figure covers what was resident before the call (the weights) and the call's own peak.
+    assert reading.peak >= rss + 64 * MiB - 4 * MiB >= weights.nbytes + reading.transient
+    m = _with_memory(reading)
+    assert re.fullmatch(r"\+64 MiB, RSS \d+(\.\d+)? [MG]iB", peak_memory_cell(m))
+    assert m.memory_text.startswith("transient 64 MiB (torch's CPU allocator), process RSS high-water mark ")
+
+
+def test_where_the_rss_cannot_be_reset_only_the_transient_is_given(tmp_path: Path) -> None:
+    probe = AllocatorProbe(RssHighWater(clear_refs=str(tmp_path / "absent" / "clear_refs")))
+    for _ in probe.calls():
+        torch.ones(MiB // 4)
+    probe._conclude()
+    assert probe.peak_bytes is None and probe.reason is not None
+    assert probe.reason.startswith("unknown: the process's RSS high-water mark cannot be reset")
+    assert probe.transient_bytes is not None and MiB <= probe.transient_bytes < 2 * MiB
+    m = _with_memory(MemoryReading.of(probe))
+    assert peak_memory_cell(m) == "+1 MiB"
+    assert m.memory_text == "transient 1 MiB (no high-water mark known)"
+
+
+def test_a_file_written_before_the_high_water_mark_shows_its_figure_as_transient() -> None:
+    memory = FakeCudaMemory()
+    gpu, backend = _cuda(memory)
+    m = measure_on(lambda: gpu.kernel("k", 1e-3), backend, FAST, name="old", device="cuda:0", work={}, clock=gpu.clock)
+    old = m.to_dict()
+    del old["memory"]
+    old["peak_memory_bytes"] = 26 * MiB  # main's growth figure
+    old["memory_method"] = "torch.cuda.max_memory_allocated"
+    read = Measurement.from_dict(old)
+    assert read.peak_memory is None
+    assert read.memory_method.startswith("unknown: recorded before peak memory meant the high-water mark")
+    assert read.memory_transient == 26 * MiB and read.transient_method == "torch.cuda.max_memory_allocated"
+    assert peak_memory_cell(read) == "+26 MiB"
+    del old["peak_memory_bytes"], old["memory_method"]
+    assert peak_memory_cell(Measurement.from_dict(old)) == "-"
+
+
+def test_nothing_on_mps_is_called_a_peak() -> None:
+    m = _with_memory(MemoryReading(method="unknown: torch.mps has no peak statistic"))
+    assert peak_memory_cell(m) == "unknown" and m.memory_text == ""
+    assert "peak" not in m.describe()
+
+
+def _with_memory(reading: MemoryReading) -> Measurement:
+    """A CPU measurement of one sample with this memory reading."""
+    from pytest_gpuperf.measuring import measure
+
+    m = measure(lambda: None, device="cpu", max_time=0.01, min_time=0.001, warmup_time=0.001, memory="off")
+    data = m.to_dict()
+    data["peak_memory_bytes"], data["memory_method"] = reading.peak, reading.method
+    data["memory"] = {
+        "resident_bytes": reading.resident,
+        "transient_bytes": reading.transient,
+        "transient_method": reading.transient_method,
+        "reserved_bytes": reading.reserved,
+        "devices": dict(reading.devices),
+    }
+    return Measurement.from_dict(data)
