@@ -351,6 +351,19 @@ class GpuperfSession:
         finally:
             self._monitor.stop()
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        """A failed test that the load monitor saw starved of cores says so under its failure, as a throttled GPU
+        is flagged: its bound may have failed on the machine's load, not on the code."""
+        report = yield
+        if call.when == "call" and report.failed and not self.book.repeating:
+            from ..results import starved_message
+
+            lines = [starved_message(r) for r in self.book.records if r.test == item.nodeid]
+            if any(lines):
+                report.sections.append(("gpuperf: starved of CPU", "\n".join(line for line in lines if line)))
+        return report
+
     def quiet_wait(self) -> float:
         wait = self.settings.quiet_wait
         if wait is None:

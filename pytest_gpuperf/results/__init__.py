@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         with_repeats,
     )
     from ._runs import add_parser as add_runs_command
+    from ._starved import disturbed_by, starved, starved_flag, starved_message
     from ._store import (
         DEFAULT_RESULTS_DIR,
         MAX_RUNS,
@@ -102,6 +103,7 @@ __all__ = [
     "check_name",
     "collect",
     "differences",
+    "disturbed_by",
     "file_kind",
     "flags",
     "load_run",
@@ -117,6 +119,9 @@ __all__ = [
     "save_baseline_file",
     "save_run",
     "short_test",
+    "starved",
+    "starved_flag",
+    "starved_message",
     "throttle_names",
     "with_repeats",
 ]

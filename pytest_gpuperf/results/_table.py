@@ -11,6 +11,7 @@ from tabulate import tabulate
 
 from ..measuring import format_bytes, format_duration
 from ._record import Record, Run, short_test
+from ._starved import starved_flag
 
 __all__ = ["HEADERS", "flags", "peak_memory_cell", "peaks_of", "percent_of_peak", "results_table"]
 
@@ -35,6 +36,9 @@ def flags(record: Record) -> str:
         out.append(f"drift {drift:+.1%}")
     if m.clocks is not None and m.clocks.throttled:
         out.append(f"throttled {m.clocks.throttled}/{len(m.samples)}")
+    starved = starved_flag(record)
+    if starved:
+        out.append(starved)
     for check in record.checks:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")
