@@ -264,9 +264,13 @@ class Gpuperf:
         """This device's reference peak (FLOP/s) if one was measured this session; the report shows % of it."""
         return self._book.reference_peak(self.slot.id)
 
-    def offer_reference_peak(self, flops_per_second: float, how: str) -> ReferencePeak:
-        """Offer a measured FLOP/s as this device's reference peak; the session keeps the highest offered."""
-        return self._book.offer_reference_peak(self.slot.id, flops_per_second, how)
+    def offer_reference_peak(self, flops_per_second: float, how: str, *, source: str = "measured") -> ReferencePeak:
+        """Offer a FLOP/s as this device's reference peak: measured (the session keeps the highest offered, and the
+        "% peak" column the best of it and every record's), or ``source="datasheet"``, the vendor's figure, which
+        is then the 100% whatever was measured."""
+        if source not in ("measured", "datasheet"):
+            raise ValueError(f"offer_reference_peak(source={source!r}): give 'measured' or 'datasheet'")
+        return self._book.offer_reference_peak(self.slot.id, flops_per_second, how, source)
 
     @property
     def size(self) -> str:

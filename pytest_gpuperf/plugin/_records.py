@@ -38,6 +38,8 @@ class ReferencePeak:
 
     flops_per_second: float
     how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
+    #: "measured" (in this session), or "datasheet" (the vendor's figure, from the suites' expectations.json)
+    source: str = "measured"
 
 
 class Shelf:
@@ -153,11 +155,15 @@ class RecordBook:
     def reference_peak(self, device: str) -> ReferencePeak | None:
         return self._peaks.get(device)
 
-    def offer_reference_peak(self, device: str, flops_per_second: float, how: str) -> ReferencePeak:
-        """Keep the highest FLOP/s offered for ``device``; return the device's peak after the offer."""
+    def offer_reference_peak(
+        self, device: str, flops_per_second: float, how: str, source: str = "measured"
+    ) -> ReferencePeak:
+        """Keep the highest FLOP/s offered for ``device``, a datasheet peak before any measured one; return the
+        device's peak after the offer."""
+        offered = ReferencePeak(flops_per_second, how, source)
         current = self._peaks.get(device)
-        if current is None or flops_per_second > current.flops_per_second:
-            self._peaks[device] = ReferencePeak(flops_per_second, how)
+        if current is None or _rank(offered) > _rank(current):
+            self._peaks[device] = offered
         return self._peaks[device]
 
     def describe_device(self, device: str, description: Mapping[str, Any]) -> None:
@@ -179,7 +185,7 @@ class RecordBook:
         return {
             "records": [record.to_dict() for record in self._shelf.records],
             "notes": [list(note) for note in self._notes],
-            "peaks": {device: [p.flops_per_second, p.how] for device, p in self._peaks.items()},
+            "peaks": {device: [p.flops_per_second, p.how, p.source] for device, p in self._peaks.items()},
             "devices": {device: dict(description) for device, description in self._devices.items()},
             "failures": dict(self._failures),
         }
@@ -191,8 +197,8 @@ class RecordBook:
         for record in payload["records"]:
             self._shelf.put(Record.from_dict(record))
         self._notes.extend((str(nodeid), str(text)) for nodeid, text in payload["notes"])
-        for device, (flops, how) in payload["peaks"].items():
-            self.offer_reference_peak(device, float(flops), str(how))
+        for device, (flops, how, *source) in payload["peaks"].items():
+            self.offer_reference_peak(device, float(flops), str(how), *map(str, source))
         for device, description in payload["devices"].items():
             self.describe_device(device, description)
         self._failures.update(payload["failures"])
@@ -224,7 +230,15 @@ def _fixed(record: Record) -> Record:
     return dataclasses.replace(record, checks=tuple(record.checks))
 
 
+def _rank(peak: ReferencePeak) -> tuple[bool, float]:
+    """A datasheet peak is the ceiling whatever was measured; among peaks of one source, the highest."""
+    return (peak.source == "datasheet", peak.flops_per_second)
+
+
 def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
     if peak is None:
         return {}
-    return {"reference_peak": {"FLOP/s": peak.flops_per_second, "how": peak.how}}
+    described: dict[str, Any] = {"FLOP/s": peak.flops_per_second, "how": peak.how}
+    if peak.source != "measured":  # a measured peak's entry reads as before the source was recorded
+        described["source"] = peak.source
+    return {"reference_peak": described}

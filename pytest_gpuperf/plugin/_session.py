@@ -387,14 +387,17 @@ class GpuperfSession:
         records = self.book.records
         if not records or not self.is_reporter:
             return
+        from ..results import Ceiling, ceilings
         from ._summary import results_table, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        reference_peaks = self.book.reference_peaks
-        peaks = {device: peak.flops_per_second for device, peak in reference_peaks.items()}
+        offered = {
+            device: Ceiling(p.flops_per_second, p.how, p.source) for device, p in self.book.reference_peaks.items()
+        }
+        peaks = ceilings(records, offered)
         terminalreporter.write_line(results_table(records, peaks=peaks))
-        for device, peak in reference_peaks.items():
-            terminalreporter.write_line(f"% peak: of {device}'s reference peak, {peak.how}")
+        for device, ceiling in peaks.items():
+            terminalreporter.write_line(ceiling.line(device))
         speedups = speedup_table(records, [slot.id for slot in self.slots if slot.available])
         if speedups:
             terminalreporter.write_sep("-", "gpuperf speedup of each device against the first")

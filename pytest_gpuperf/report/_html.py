@@ -33,6 +33,7 @@ from ..gate import (
 from ..measuring import Measurement, format_duration
 from ..results import (
     Baseline,
+    Ceiling,
     Record,
     Run,
     atomic_write_text,
@@ -239,7 +240,7 @@ def _throughput(record: Record) -> str:
     return ", ".join(str(m.throughput(unit)) for unit in m.work) or "-"
 
 
-def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, float], gate: bool) -> str:
+def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, Ceiling], gate: bool) -> str:
     head = ["test", "device", "median", "95% CI", "throughput"]
     head += ["% peak"] if peaks else []
     head += ["flags"] + (["ratio [95% CI]", "verdict"] if gate else [])
@@ -261,7 +262,9 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
             row = rows.get(record.key)
             cells += [escape(ratio_cell(row)) if row else "-", _verdict_badge(row)]
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    out.append("</tbody></table></section>")
+    out.append("</tbody></table>")
+    out += [f'<p class="muted">{escape(ceiling.line(device))}</p>' for device, ceiling in peaks.items()]
+    out.append("</section>")
     return "".join(out)
 
 
@@ -269,7 +272,7 @@ def _card(
     index: int,
     record: Record,
     row: Row | None,
-    peaks: Mapping[str, float],
+    peaks: Mapping[str, Ceiling],
     base: Sequence[float],
     comparison: Comparison | None,
 ) -> str:

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
         same_code,
     )
     from ._table import HEADERS as RESULTS_HEADERS
-    from ._table import flags, peak_memory_cell, peaks_of, percent_of_peak, results_table
+    from ._table import Ceiling, ceilings, flags, peak_memory_cell, peaks_of, percent_of_peak, results_table
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -76,6 +76,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SHOWN",
     "Baseline",
+    "Ceiling",
     "CudaDevice",
     "Difference",
     "Evidence",
@@ -99,6 +100,7 @@ __all__ = [
     "add_runs_command",
     "atomic_write_text",
     "blocking_differences",
+    "ceilings",
     "check_comparable",
     "check_name",
     "collect",
