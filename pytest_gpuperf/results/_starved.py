@@ -6,7 +6,7 @@ The load itself is measured by ``measuring/_load.py`` (the record's ``evidence.l
 
 from __future__ import annotations
 
-from ..measuring import Load, needed_cores
+from ..measuring import SLACK_CORES, Load, needed_cores
 from ._record import Record
 
 __all__ = ["disturbed_by", "starved", "starved_flag", "starved_message"]
@@ -25,9 +25,14 @@ def disturbed_by(record: Record, load: Load | None) -> bool:
 
 
 def starved(record: Record) -> Load | None:
-    """The load of the record's own measurement when it starved it of cores, else None."""
+    """The load of the record's own measurement when it starved it of cores, else None: disturbed (other processes
+    left fewer free cores than it needs), and the test's process got less than it needs (a test that got its core
+    on a busy machine was not starved of it, though the gate still leaves such a run out)."""
     load = record.evidence.load
-    return load if disturbed_by(record, load) else None
+    if not disturbed_by(record, load) or load is None:
+        return None
+    needed = needed_cores(record.device, record.measurement.threads)
+    return load if load.own_cores + SLACK_CORES < needed else None
 
 
 def _cores(value: float) -> str:

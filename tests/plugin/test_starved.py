@@ -80,3 +80,19 @@ def test_a_test_on_a_quiet_machine_is_not_flagged(starving: pytest.Pytester) -> 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(failed=1)
     assert "starved" not in result.stdout.str()
+
+
+def test_a_test_that_got_its_core_on_a_busy_machine_is_disturbed_but_not_starved() -> None:
+    import dataclasses
+
+    from pytest_gpuperf.measuring import Load
+    from pytest_gpuperf.results import Evidence, disturbed_by, starved_flag
+    from tests.synthetic import make_record
+
+    record = make_record(2e-3, threads=1)
+    starving = Load(seconds=1.0, cpus=2, background_cores=1.75, own_cores=0.25)
+    busy = Load(seconds=1.0, cpus=2, background_cores=1.5, own_cores=1.0)
+    assert starved_flag(dataclasses.replace(record, evidence=Evidence(load=starving))) == "starved (0.25 of 1 core)"
+    got_its_core = dataclasses.replace(record, evidence=Evidence(load=busy))
+    assert disturbed_by(got_its_core, busy), "the gate still leaves the run out"
+    assert starved_flag(got_its_core) == ""
