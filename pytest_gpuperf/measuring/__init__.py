@@ -63,7 +63,7 @@ if TYPE_CHECKING:
         expect_interval,
         judge,
     )
-    from ._load import Load, Monitor, needed_cores, wait_for_quiet
+    from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
@@ -95,6 +95,7 @@ __all__ = [
     "MEASURE_FIELDS",
     "MODES",
     "SIZES",
+    "SLACK_CORES",
     "THROTTLE_REASONS",
     "THROTTLE_THRESHOLD",
     "AllCudaBackend",
@@ -149,6 +150,7 @@ __all__ = [
     "Workload",
     "WorkloadUnsupported",
     "World",
+    "affinity_cores",
     "backend_for",
     "backend_for_kind",
     "clock_monitor",

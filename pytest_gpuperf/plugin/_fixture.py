@@ -8,6 +8,7 @@ Measurement's observer is a call into it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..measuring import (
     Estimate,
     JudgeContext,
     Measurement,
+    MeasureSettings,
     ModeUnsupported,
     Paired,
     Step,
@@ -113,6 +115,14 @@ class Gpuperf:
             pytest.skip(str(exc))
         own = {name: settings.value(name) for name in ("tolerance", "noise_floor") if name in overrides}
         self.record(measurement, params=params, **own)
+        backend = self._session.backend(self.slot)
+        kept_work = measurement.work
+        self._measure_headline(
+            settings.measure,
+            lambda headline: {
+                label: measure_on(fn, backend, headline, name=label, device=self.slot.id, work=kept_work)
+            },
+        )
         return measurement
 
     def paired(
@@ -162,7 +172,31 @@ class Gpuperf:
                 params={"size": self.size, **own, **(params or {})},
                 metadata=(metadata or {}).get(name),
             )
+
+        def again(headline: MeasureSettings) -> dict[str, Measurement]:
+            found = measure_paired(steps, self.backend, headline, device=self.slot.id, names=names).measurements
+            return {labels[name]: found[name] for name in wanted}
+
+        self._measure_headline(self.settings.measure, again)
         return rounds
+
+    def _measure_headline(
+        self, settings: MeasureSettings, measure: Callable[[MeasureSettings], Mapping[str, Measurement]]
+    ) -> None:
+        """In a session that measures the CPU beside a GPU, the CPU side measured again at all its cores, for the
+        speedup table only (``GpuperfSession.headline_threads``): the records keep their threads, the stable
+        default the gate compares. Peak memory is not measured again."""
+        threads = self._session.headline_threads(self.slot, settings)
+        if threads is None:
+            return
+        start = time.perf_counter()
+        try:
+            found = measure(dataclasses.replace(settings, threads=threads, memory=False))
+        except ModeUnsupported:
+            return
+        self._book.keep_headline(
+            {self._key(name): measurement for name, measurement in found.items()}, time.perf_counter() - start
+        )
 
     def expect(
         self,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..measuring import Check
+    from ..measuring import Check, Measurement
     from ..results import Fingerprint, Record, Run
 
 __all__ = ["RecordBook", "ReferencePeak", "Shelf"]
@@ -86,6 +86,8 @@ class RecordBook:
         self._peaks: dict[str, ReferencePeak] = {}
         self._devices: dict[str, dict[str, Any]] = {}
         self._failures: dict[str, str] = {}
+        self._headline: dict[str, Measurement] = {}  # record key -> its CPU measured at all cores
+        self._headline_seconds = 0.0
 
     # ------------------------------------------------------------ records
 
@@ -171,6 +173,26 @@ class RecordBook:
         self._devices[device] = dict(description)
 
     @property
+    def devices(self) -> Mapping[str, Mapping[str, Any]]:
+        """Device id -> its description (``describe_device``)."""
+        return {device: dict(description) for device, description in self._devices.items()}
+
+    @property
+    def headline(self) -> Mapping[str, Measurement]:
+        """Record key -> the same step on the CPU measured again at all its cores, for the speedup table only (the
+        record keeps its own threads, the stable default the gate compares)."""
+        return dict(self._headline)
+
+    @property
+    def headline_seconds(self) -> float:
+        """The wall time those extra measurements took: what the speedup table's headline cost."""
+        return self._headline_seconds
+
+    def keep_headline(self, measurements: Mapping[str, Measurement], seconds: float) -> None:
+        self._headline.update(measurements)
+        self._headline_seconds += seconds
+
+    @property
     def failures(self) -> Mapping[str, str]:
         """Test node id -> why it has no record ("failed", "ran out of memory", "failed in round 2")."""
         return dict(self._failures)
@@ -188,6 +210,8 @@ class RecordBook:
             "peaks": {device: [p.flops_per_second, p.how, p.source] for device, p in self._peaks.items()},
             "devices": {device: dict(description) for device, description in self._devices.items()},
             "failures": dict(self._failures),
+            "headline": {key: m.to_dict() for key, m in self._headline.items()},
+            "headline_seconds": self._headline_seconds,
         }
 
     def merge(self, payload: Mapping[str, Any]) -> None:
@@ -202,6 +226,10 @@ class RecordBook:
         for device, description in payload["devices"].items():
             self.describe_device(device, description)
         self._failures.update(payload["failures"])
+        from ..measuring import Measurement
+
+        headline = {str(key): Measurement.from_dict(m) for key, m in payload.get("headline", {}).items()}
+        self.keep_headline(headline, float(payload.get("headline_seconds", 0.0)))
 
     def run(
         self, *, created: str, fingerprint: Fingerprint, settings: Mapping[str, Any], interrupted: bool = False

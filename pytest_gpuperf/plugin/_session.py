@@ -34,7 +34,7 @@ from ._xdist import send_to_controller, sharing
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
-    from ..measuring import Backend, Coordinator, Measurement, Monitor
+    from ..measuring import Backend, Coordinator, Measurement, MeasureSettings, Monitor
     from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
@@ -167,6 +167,29 @@ class GpuperfSession:
                 "in the same order: run torchrun with -p no:randomly (or the same --randomly-seed on every rank)"
             )
         return TorchDistCoordinator(device="cpu" if world.backend == "gloo" else slot.id)
+
+    def headline_threads(self, slot: DeviceSlot, settings: MeasureSettings) -> int | None:
+        """The threads at which the speedup table compares a test's CPU side, when its record's are others; or None.
+
+        Only in a session that measures the CPU beside another device (``--gpuperf-device=cpu,cuda``): there the
+        headline is how much faster the GPU is than the CPU, and a CPU on its one regression-stable thread is not
+        the CPU (docs/timing.md, "Threads on a CPU"). Not while a test is measured again, and not under xdist or
+        torchrun, where the other workers or ranks share the cores.
+        """
+        alone = local_world_size() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
+        if slot.kind != "cpu" or self.book.repeating or self.worker is not None or not alone:
+            return None
+        if not any(other.available and other.kind != "cpu" for other in self.slots):
+            return None
+        from ..measuring import affinity_cores
+
+        cores = affinity_cores()
+        threads = settings.threads_for("cpu")
+        if threads is None:
+            import torch
+
+            threads = int(torch.get_num_threads())
+        return cores if threads != cores else None
 
     def backend(self, slot: DeviceSlot) -> Backend:
         from ..measuring import backend_for
@@ -388,7 +411,7 @@ class GpuperfSession:
         if not records or not self.is_reporter:
             return
         from ..results import Ceiling, ceilings
-        from ._summary import results_table, speedup_table
+        from ._summary import results_table, speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
         offered = {
@@ -398,10 +421,14 @@ class GpuperfSession:
         terminalreporter.write_line(results_table(records, peaks=peaks))
         for device, ceiling in peaks.items():
             terminalreporter.write_line(ceiling.line(device))
-        speedups = speedup_table(records, [slot.id for slot in self.slots if slot.available])
+        book = self.book
+        devices = [slot.id for slot in self.slots if slot.available]
+        speedups = speedup_table(records, devices, headline=book.headline, descriptions=book.devices)
         if speedups:
             terminalreporter.write_sep("-", "gpuperf speedup of each device against the first")
             terminalreporter.write_line(speedups)
+            for line in speedup_lines(records, book.headline, book.headline_seconds):
+                terminalreporter.write_line(line)
         if self.book.notes:
             terminalreporter.write_sep("-", "gpuperf notes")
             for nodeid, text in self.book.notes:
