@@ -174,6 +174,8 @@ class Gpuperf:
             )
 
         def again(headline: MeasureSettings) -> dict[str, Measurement]:
+            if not wanted:
+                return {}
             found = measure_paired(steps, self.backend, headline, device=self.slot.id, names=names).measurements
             return {labels[name]: found[name] for name in wanted}
 
@@ -193,6 +195,8 @@ class Gpuperf:
         try:
             found = measure(dataclasses.replace(settings, threads=threads, memory=False))
         except ModeUnsupported:
+            return
+        if not found:
             return
         self._book.keep_headline(
             {self._key(name): measurement for name, measurement in found.items()}, time.perf_counter() - start

@@ -174,10 +174,15 @@ class GpuperfSession:
         Only in a session that measures the CPU beside another device (``--gpuperf-device=cpu,cuda``): there the
         headline is how much faster the GPU is than the CPU, and a CPU on its one regression-stable thread is not
         the CPU (docs/timing.md, "Threads on a CPU"). Not while a test is measured again, and not under xdist or
-        torchrun, where the other workers or ranks share the cores.
+        torchrun, where the other workers or ranks share the cores, and not in a confirmation run's process (its
+        records are evidence for the gate, which compares the stable thread count).
         """
+        from ..gate import CONFIRMATION_ENV
+
         alone = local_world_size() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
         if slot.kind != "cpu" or self.book.repeating or self.worker is not None or not alone:
+            return None
+        if os.environ.get(CONFIRMATION_ENV):
             return None
         if not any(other.available and other.kind != "cpu" for other in self.slots):
             return None
