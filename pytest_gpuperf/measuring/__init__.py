@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
-    from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
+    from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, torch_threads, work_from
     from ._sampling import FixedBudget, SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
@@ -189,6 +189,7 @@ __all__ = [
     "summarize",
     "t_quantile",
     "throttle_names",
+    "torch_threads",
     "trend",
     "values",
     "wait_for_quiet",
