@@ -115,14 +115,12 @@ class Gpuperf:
             pytest.skip(str(exc))
         own = {name: settings.value(name) for name in ("tolerance", "noise_floor") if name in overrides}
         self.record(measurement, params=params, **own)
-        backend = self._session.backend(self.slot)
-        kept_work = measurement.work
-        self._measure_headline(
-            settings.measure,
-            lambda headline: {
-                label: measure_on(fn, backend, headline, name=label, device=self.slot.id, work=kept_work)
-            },
-        )
+
+        def again(headline: MeasureSettings) -> dict[str, Measurement]:
+            work = measurement.work
+            return {label: measure_on(fn, self.backend, headline, name=label, device=self.slot.id, work=work)}
+
+        self._measure_headline(settings.measure, again)
         return measurement
 
     def paired(
