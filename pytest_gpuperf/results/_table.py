@@ -30,7 +30,9 @@ HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samp
 
 def flags(record: Record) -> str:
     m = record.measurement
-    out: list[str] = []
+    # A test starved of cores comes first: the machine's load may explain everything after it.
+    starved = starved_flag(record)
+    out: list[str] = [starved] if starved else []
     if not m.converged:
         out.append("not converged")
     if not m.warmup.steady:
@@ -46,9 +48,6 @@ def flags(record: Record) -> str:
         out.append(f"drift {drift:+.1%}")
     if m.clocks is not None and m.clocks.throttled:
         out.append(f"throttled {m.clocks.throttled}/{len(m.samples)}")
-    starved = starved_flag(record)
-    if starved:
-        out.append(starved)
     for check in record.checks:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")
