@@ -84,7 +84,25 @@ def measure_peak(gpuperf: Gpuperf, *, record: bool) -> PeakOp:
     steps = {dtype: matmul_step(gpuperf.device, dtype, n) for dtype in dtypes}
     best, flops = _fastest(gpuperf, steps, "FLOP", record=record)
     gpuperf.offer_reference_peak(flops, f"matmul {best} n={n}, {Quantity(flops, 'FLOP/s')} median")
+    datasheet = datasheet_peak(gpuperf, best)
+    if datasheet is not None:
+        gpuperf.offer_reference_peak(*datasheet, source="datasheet")
     return PeakOp(best, n, flops, recorded=record)
+
+
+def datasheet_peak(gpuperf: Gpuperf, dtype: str) -> tuple[float, str] | None:
+    """The vendor's matmul peak of ``dtype`` on a CUDA device that ``expectations.json`` knows: the 100% of the
+    "% peak" column there (a fraction of the best measured figure is no fraction of the device's peak)."""
+    if gpuperf.slot.kind != "cuda":
+        return None
+    from .support import expectations
+
+    name = str(gpuperf.backend.describe().get("name", gpuperf.slot.id))
+    floors = expectations().for_device(name)
+    figure = None if floors is None else floors.datasheet.get(f"matmul_{dtype}")
+    if floors is None or figure is None:
+        return None
+    return figure.value, f"{floors.key} datasheet: matmul_{dtype} {figure} dense, from {floors.source!r}"
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ AMP step's fp32 parts are too, so the pair differs only in the autocast precisio
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections import deque
 from collections.abc import Callable
@@ -116,6 +117,8 @@ class Gemm:
     k: int
     #: independent products of this shape (a bmm's batch, a grouped convolution's groups)
     count: int = 1
+    #: the dtype of its operands ("torch.float32"), which is what it computes in
+    dtype: str = ""
 
     @property
     def flops(self) -> float:
@@ -170,7 +173,8 @@ class _GemmRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torc
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        self.gemms += _gemms(func.overloadpacket, args)
+        dtype = next((str(arg.dtype) for arg in args if isinstance(arg, torch.Tensor)), "")
+        self.gemms += [dataclasses.replace(gemm, dtype=dtype) for gemm in _gemms(func.overloadpacket, args)]
         return func(*args, **(kwargs or {}))
 
 

@@ -12,8 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from ..measuring import ClockSummary, Load, median, median_ci, needed_cores
-from ..results import RECORD_KEYS, Record, Round
+from ..measuring import ClockSummary, Load, median, median_ci
+from ..results import RECORD_KEYS, Record, Round, disturbed_by
 from ._rule import OUTLIER_FLOORS
 
 __all__ = [
@@ -95,20 +95,9 @@ def record_mismatches(base: Record, head: Record, allow: Collection[str]) -> lis
     return out
 
 
-def _is_disturbed(record: Record, load: Load | None) -> bool:
-    if load is None:
-        return False
-    m = record.measurement
-    if m.host_per_call is not None and not m.launch_bound and not m.no_device_work:
-        # Device-bound on an asynchronous device (its host launches faster than the device runs): other
-        # processes' CPU use does not change its device time, so busy cores do not explain a slowdown.
-        return False
-    return load.disturbs(needed_cores(record.device, m.threads))
-
-
 def disturbed(record: Record) -> bool:
     """Was the record's (first) measurement made while other processes took the cores it needs?"""
-    return _is_disturbed(record, record.evidence.load)
+    return disturbed_by(record, record.evidence.load)
 
 
 @dataclass(frozen=True)
@@ -132,7 +121,7 @@ def _observation(record: Record, round_: Round) -> Observation | None:
     return Observation(
         math.log(median(values)),
         _within_variance(ci.low, ci.high, ci.confidence),
-        _is_disturbed(record, round_.load),
+        disturbed_by(record, round_.load),
         round_.load,
         None if round_.clocks is None else round_.clocks.sm_clock_mhz_median,
     )

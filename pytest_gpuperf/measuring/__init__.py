@@ -77,10 +77,10 @@ if TYPE_CHECKING:
         expect_interval,
         judge,
     )
-    from ._load import Load, Monitor, needed_cores, wait_for_quiet
+    from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
-    from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
+    from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, torch_threads, work_from
     from ._sampling import FixedBudget, SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
@@ -112,6 +112,7 @@ __all__ = [
     "MODES",
     "POWERCAP",
     "SIZES",
+    "SLACK_CORES",
     "THROTTLE_REASONS",
     "THROTTLE_THRESHOLD",
     "AllCudaBackend",
@@ -170,6 +171,7 @@ __all__ = [
     "Workload",
     "WorkloadUnsupported",
     "World",
+    "affinity_cores",
     "backend_for",
     "backend_for_kind",
     "bind",
@@ -213,6 +215,7 @@ __all__ = [
     "summarize",
     "t_quantile",
     "throttle_names",
+    "torch_threads",
     "trend",
     "values",
     "wait_for_quiet",

@@ -31,6 +31,7 @@ __all__ = [
     "CpuSnapshot",
     "Load",
     "Monitor",
+    "affinity_cores",
     "between",
     "needed_cores",
     "snapshot",
@@ -132,6 +133,14 @@ def between(start: CpuSnapshot | None, end: CpuSnapshot | None) -> Load | None:
     # /proc/stat counts in clock ticks, our own time in microseconds: clamp the rounding, not the signal.
     background = max(0.0, (end.busy - start.busy) - own + (end.steal - start.steal))
     return Load(seconds, end.cpus, min(float(end.cpus), background / seconds), own / seconds)
+
+
+def affinity_cores() -> int:
+    """The logical CPUs this process may run on (its affinity: a container's or taskset's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def needed_cores(device: str, threads: int) -> float:

@@ -8,6 +8,7 @@ Measurement's observer is a call into it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..measuring import (
     Estimate,
     JudgeContext,
     Measurement,
+    MeasureSettings,
     ModeUnsupported,
     Paired,
     Step,
@@ -113,6 +115,12 @@ class Gpuperf:
             pytest.skip(str(exc))
         own = {name: settings.value(name) for name in ("tolerance", "noise_floor") if name in overrides}
         self.record(measurement, params=params, **own)
+
+        def again(headline: MeasureSettings) -> dict[str, Measurement]:
+            work = measurement.work
+            return {label: measure_on(fn, self.backend, headline, name=label, device=self.slot.id, work=work)}
+
+        self._measure_headline(settings.measure, again)
         return measurement
 
     def paired(
@@ -162,7 +170,35 @@ class Gpuperf:
                 params={"size": self.size, **own, **(params or {})},
                 metadata=(metadata or {}).get(name),
             )
+
+        def again(headline: MeasureSettings) -> dict[str, Measurement]:
+            if not wanted:
+                return {}
+            found = measure_paired(steps, self.backend, headline, device=self.slot.id, names=names).measurements
+            return {labels[name]: found[name] for name in wanted}
+
+        self._measure_headline(self.settings.measure, again)
         return rounds
+
+    def _measure_headline(
+        self, settings: MeasureSettings, measure: Callable[[MeasureSettings], Mapping[str, Measurement]]
+    ) -> None:
+        """In a session that measures the CPU beside a GPU, the CPU side measured again at all its cores, for the
+        speedup table only (``GpuperfSession.headline_threads``): the records keep their threads, the stable
+        default the gate compares. Peak memory is not measured again."""
+        threads = self._session.headline_threads(self.slot, settings)
+        if threads is None:
+            return
+        start = time.perf_counter()
+        try:
+            found = measure(dataclasses.replace(settings, threads=threads, memory=False))
+        except ModeUnsupported:
+            return
+        if not found:
+            return
+        self._book.keep_headline(
+            {self._key(name): measurement for name, measurement in found.items()}, time.perf_counter() - start
+        )
 
     def expect(
         self,
@@ -264,9 +300,13 @@ class Gpuperf:
         """This device's reference peak (FLOP/s) if one was measured this session; the report shows % of it."""
         return self._book.reference_peak(self.slot.id)
 
-    def offer_reference_peak(self, flops_per_second: float, how: str) -> ReferencePeak:
-        """Offer a measured FLOP/s as this device's reference peak; the session keeps the highest offered."""
-        return self._book.offer_reference_peak(self.slot.id, flops_per_second, how)
+    def offer_reference_peak(self, flops_per_second: float, how: str, *, source: str = "measured") -> ReferencePeak:
+        """Offer a FLOP/s as this device's reference peak: measured (the session keeps the highest offered, and the
+        "% peak" column the best of it and every record's), or ``source="datasheet"``, the vendor's figure, which
+        is then the 100% whatever was measured."""
+        if source not in ("measured", "datasheet"):
+            raise ValueError(f"offer_reference_peak(source={source!r}): give 'measured' or 'datasheet'")
+        return self._book.offer_reference_peak(self.slot.id, flops_per_second, how, source)
 
     @property
     def size(self) -> str:

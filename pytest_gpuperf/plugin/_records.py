@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..measuring import Check
+    from ..measuring import Check, Measurement
     from ..results import Fingerprint, Record, Run
 
 __all__ = ["RecordBook", "ReferencePeak", "Shelf"]
@@ -38,6 +38,8 @@ class ReferencePeak:
 
     flops_per_second: float
     how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
+    #: "measured" (in this session), or "datasheet" (the vendor's figure, from the suites' expectations.json)
+    source: str = "measured"
 
 
 class Shelf:
@@ -84,6 +86,8 @@ class RecordBook:
         self._peaks: dict[str, ReferencePeak] = {}
         self._devices: dict[str, dict[str, Any]] = {}
         self._failures: dict[str, str] = {}
+        self._headline: dict[str, Measurement] = {}  # record key -> its CPU measured at all cores
+        self._headline_seconds = 0.0
 
     # ------------------------------------------------------------ records
 
@@ -153,16 +157,40 @@ class RecordBook:
     def reference_peak(self, device: str) -> ReferencePeak | None:
         return self._peaks.get(device)
 
-    def offer_reference_peak(self, device: str, flops_per_second: float, how: str) -> ReferencePeak:
-        """Keep the highest FLOP/s offered for ``device``; return the device's peak after the offer."""
+    def offer_reference_peak(
+        self, device: str, flops_per_second: float, how: str, source: str = "measured"
+    ) -> ReferencePeak:
+        """Keep the highest FLOP/s offered for ``device``, a datasheet peak before any measured one; return the
+        device's peak after the offer."""
+        offered = ReferencePeak(flops_per_second, how, source)
         current = self._peaks.get(device)
-        if current is None or flops_per_second > current.flops_per_second:
-            self._peaks[device] = ReferencePeak(flops_per_second, how)
+        if current is None or _rank(offered) > _rank(current):
+            self._peaks[device] = offered
         return self._peaks[device]
 
     def describe_device(self, device: str, description: Mapping[str, Any]) -> None:
         """What the run file says of a device measured on (its backend's ``describe()``)."""
         self._devices[device] = dict(description)
+
+    @property
+    def devices(self) -> Mapping[str, Mapping[str, Any]]:
+        """Device id -> its description (``describe_device``)."""
+        return {device: dict(description) for device, description in self._devices.items()}
+
+    @property
+    def headline(self) -> Mapping[str, Measurement]:
+        """Record key -> the same step on the CPU measured again at all its cores, for the speedup table only (the
+        record keeps its own threads, the stable default the gate compares)."""
+        return dict(self._headline)
+
+    @property
+    def headline_seconds(self) -> float:
+        """The wall time those extra measurements took: what the speedup table's headline cost."""
+        return self._headline_seconds
+
+    def keep_headline(self, measurements: Mapping[str, Measurement], seconds: float) -> None:
+        self._headline.update(measurements)
+        self._headline_seconds += seconds
 
     @property
     def failures(self) -> Mapping[str, str]:
@@ -179,9 +207,11 @@ class RecordBook:
         return {
             "records": [record.to_dict() for record in self._shelf.records],
             "notes": [list(note) for note in self._notes],
-            "peaks": {device: [p.flops_per_second, p.how] for device, p in self._peaks.items()},
+            "peaks": {device: [p.flops_per_second, p.how, p.source] for device, p in self._peaks.items()},
             "devices": {device: dict(description) for device, description in self._devices.items()},
             "failures": dict(self._failures),
+            "headline": {key: m.to_dict() for key, m in self._headline.items()},
+            "headline_seconds": self._headline_seconds,
         }
 
     def merge(self, payload: Mapping[str, Any]) -> None:
@@ -191,11 +221,15 @@ class RecordBook:
         for record in payload["records"]:
             self._shelf.put(Record.from_dict(record))
         self._notes.extend((str(nodeid), str(text)) for nodeid, text in payload["notes"])
-        for device, (flops, how) in payload["peaks"].items():
-            self.offer_reference_peak(device, float(flops), str(how))
+        for device, (flops, how, *source) in payload["peaks"].items():
+            self.offer_reference_peak(device, float(flops), str(how), *map(str, source))
         for device, description in payload["devices"].items():
             self.describe_device(device, description)
         self._failures.update(payload["failures"])
+        from ..measuring import Measurement
+
+        headline = {str(key): Measurement.from_dict(m) for key, m in payload.get("headline", {}).items()}
+        self.keep_headline(headline, float(payload.get("headline_seconds", 0.0)))
 
     def run(
         self, *, created: str, fingerprint: Fingerprint, settings: Mapping[str, Any], interrupted: bool = False
@@ -224,7 +258,15 @@ def _fixed(record: Record) -> Record:
     return dataclasses.replace(record, checks=tuple(record.checks))
 
 
+def _rank(peak: ReferencePeak) -> tuple[bool, float]:
+    """A datasheet peak is the ceiling whatever was measured; among peaks of one source, the highest."""
+    return (peak.source == "datasheet", peak.flops_per_second)
+
+
 def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
     if peak is None:
         return {}
-    return {"reference_peak": {"FLOP/s": peak.flops_per_second, "how": peak.how}}
+    described: dict[str, Any] = {"FLOP/s": peak.flops_per_second, "how": peak.how}
+    if peak.source != "measured":  # a measured peak's entry reads as before the source was recorded
+        described["source"] = peak.source
+    return {"reference_peak": described}

@@ -34,7 +34,7 @@ from ._xdist import send_to_controller, sharing
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
-    from ..measuring import Backend, Binding, Coordinator, Measurement, Monitor
+    from ..measuring import Backend, Binding, Coordinator, Measurement, MeasureSettings, Monitor
     from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
@@ -202,6 +202,34 @@ class GpuperfSession:
                 "in the same order: run torchrun with -p no:randomly (or the same --randomly-seed on every rank)"
             )
         return TorchDistCoordinator(device="cpu" if world.backend == "gloo" else slot.id)
+
+    def headline_threads(self, slot: DeviceSlot, settings: MeasureSettings) -> int | None:
+        """The threads at which the speedup table compares a test's CPU side, when its record's are others; or None.
+
+        Only in a session that measures the CPU beside another device (``--gpuperf-device=cpu,cuda``): there the
+        headline is how much faster the GPU is than the CPU, and a CPU on its one regression-stable thread is not
+        the CPU (docs/timing.md, "Threads on a CPU"). Not while a test is measured again, and not under xdist or
+        torchrun, where the other workers or ranks share the cores, and not in a confirmation run's process (its
+        records are evidence for the gate, which compares the stable thread count).
+        """
+        from ..gate import CONFIRMATION_ENV
+
+        alone = local_world_size() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
+        if slot.kind != "cpu" or self.book.repeating or self.worker is not None or not alone:
+            return None
+        if os.environ.get(CONFIRMATION_ENV):
+            return None
+        if not any(other.available and other.kind != "cpu" for other in self.slots):
+            return None
+        from ..measuring import affinity_cores
+
+        cores = affinity_cores()
+        threads = settings.threads_for("cpu")
+        if threads is None:
+            import torch
+
+            threads = int(torch.get_num_threads())
+        return cores if threads != cores else None
 
     def backend(self, slot: DeviceSlot) -> Backend:
         from ..measuring import backend_for
@@ -411,6 +439,19 @@ class GpuperfSession:
         finally:
             self._monitor.stop()
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        """A failed test that the load monitor saw starved of cores says so under its failure, as a throttled GPU
+        is flagged: its bound may have failed on the machine's load, not on the code."""
+        report = yield
+        if call.when == "call" and report.failed and not self.book.repeating:
+            from ..results import starved_message
+
+            lines = [starved_message(r) for r in self.book.records if r.test == item.nodeid]
+            if any(lines):
+                report.sections.append(("gpuperf: starved of CPU", "\n".join(line for line in lines if line)))
+        return report
+
     def quiet_wait(self) -> float:
         wait = self.settings.quiet_wait
         if wait is None:
@@ -434,21 +475,27 @@ class GpuperfSession:
         records = self.book.records
         if not records or not self.is_reporter:
             return
-        from ..results import energy_lines
-        from ._summary import results_table, speedup_table
+        from ..results import Ceiling, ceilings, energy_lines
+        from ._summary import results_table, speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        reference_peaks = self.book.reference_peaks
-        peaks = {device: peak.flops_per_second for device, peak in reference_peaks.items()}
+        offered = {
+            device: Ceiling(p.flops_per_second, p.how, p.source) for device, p in self.book.reference_peaks.items()
+        }
+        peaks = ceilings(records, offered)
         terminalreporter.write_line(results_table(records, peaks=peaks))
         for line in energy_lines(records):
             terminalreporter.write_line(line)
-        for device, peak in reference_peaks.items():
-            terminalreporter.write_line(f"% peak: of {device}'s reference peak, {peak.how}")
-        speedups = speedup_table(records, [slot.id for slot in self.slots if slot.available])
+        for device, ceiling in peaks.items():
+            terminalreporter.write_line(ceiling.line(device))
+        book = self.book
+        devices = [slot.id for slot in self.slots if slot.available]
+        speedups = speedup_table(records, devices, headline=book.headline, descriptions=book.devices)
         if speedups:
             terminalreporter.write_sep("-", "gpuperf speedup of each device against the first")
             terminalreporter.write_line(speedups)
+            for line in speedup_lines(records, book.headline, book.headline_seconds):
+                terminalreporter.write_line(line)
         if self.book.notes:
             terminalreporter.write_sep("-", "gpuperf notes")
             for nodeid, text in self.book.notes:

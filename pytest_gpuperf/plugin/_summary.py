@@ -5,24 +5,26 @@ The results table itself is ``results.results_table``, which ``pytest-gpuperf ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tabulate import tabulate
 
-from ..measuring import DeviceSlot, MeasureSettings
+from ..measuring import DeviceSlot, Measurement, MeasureSettings, affinity_cores
 from ..results import RESULTS_HEADERS as HEADERS
 from ..results import Record, flags, peak_memory_cell, percent_of_peak, results_table
 
 __all__ = [
     "HEADERS",
     "Speedup",
+    "device_label",
     "flags",
     "header_line",
     "peak_memory_cell",
     "percent_of_peak",
     "results_table",
+    "speedup_lines",
     "speedup_table",
     "speedups",
 ]
@@ -67,6 +69,9 @@ class Speedup:
     low: float
     high: float
     note: str = ""
+    #: the threads each side's measurement ran at (its record's, or the CPU's all-core measurement's)
+    base_threads: int = 0
+    device_threads: int = 0
 
 
 def device_free_key(record: Record) -> str:
@@ -75,8 +80,9 @@ def device_free_key(record: Record) -> str:
     return key.replace(f"[{device}]", "").replace(f"-{device}]", "]").replace(f"[{device}-", "[")
 
 
-def _speedup(test: str, base: Record, other: Record) -> Speedup:
-    b, o = base.measurement, other.measurement
+def _speedup(test: str, base: Record, other: Record, headline: Mapping[str, Measurement]) -> Speedup:
+    # Each side's step time (its median), the CPU's at all its cores where it was measured so for this table.
+    b, o = headline.get(base.key, base.measurement), headline.get(other.key, other.measurement)
     unit = next((u for u in b.work if u in o.work), "")
     # rate_x(t) = work_x / t: the speedup is the ratio of rates, which for equal work is the ratio of times.
     work_b = b.work[unit] if unit else 1.0
@@ -89,11 +95,17 @@ def _speedup(test: str, base: Record, other: Record) -> Speedup:
     if differing:
         parts = [f"{k} {base.params.get(k, '-')} vs {other.params.get(k, '-')}" for k in differing]
         note = "unlike runs: " + ", ".join(parts)
-    return Speedup(test, base.device, other.device, f"{unit}/s" if unit else "time", value, low, high, note)
+    compared = f"{unit}/s" if unit else "time"
+    return Speedup(test, base.device, other.device, compared, value, low, high, note, b.threads, o.threads)
 
 
-def speedups(records: Sequence[Record], devices: Sequence[str]) -> list[Speedup]:
-    """For every test measured on the first of ``devices`` and on another: the other's speedup against the first."""
+def speedups(
+    records: Sequence[Record], devices: Sequence[str], headline: Mapping[str, Measurement] | None = None
+) -> list[Speedup]:
+    """For every test measured on the first of ``devices`` and on another: the other's speedup against the first.
+
+    ``headline``: record key -> the CPU side measured again at all its cores (the record book's), used in place of
+    the record's own measurement."""
     if len(devices) < 2:
         return []
     groups: dict[str, dict[str, Record]] = {}
@@ -108,24 +120,72 @@ def speedups(records: Sequence[Record], devices: Sequence[str]) -> list[Speedup]
         for device in devices[1:]:
             other = by_device.get(device)
             if other is not None:
-                out.append(_speedup(test.split("::", 1)[-1], base, other))
+                out.append(_speedup(test.split("::", 1)[-1], base, other, headline or {}))
     return out
 
 
-def speedup_table(records: Sequence[Record], devices: Sequence[str], *, tablefmt: str = "simple") -> str:
-    """The speedups of :func:`speedups` as a table, or '' when fewer than two devices have a common test."""
+def device_label(device: str, threads: int, descriptions: Mapping[str, Mapping[str, Any]], cores: int) -> str:
+    """``cuda:0 NVIDIA H100 80GB HBM3``, ``cpu Intel Xeon ... (16 of 16 cores)``: a device with what it ran as."""
+    name = str(descriptions.get(device, {}).get("name", "")).strip()
+    label = f"{device} {name}" if name else device
+    if device.split(":", 1)[0] == "cpu" and threads > 0:
+        label += f" ({threads} of {cores} cores)"
+    return label
+
+
+def speedup_table(
+    records: Sequence[Record],
+    devices: Sequence[str],
+    *,
+    tablefmt: str = "simple",
+    headline: Mapping[str, Measurement] | None = None,
+    descriptions: Mapping[str, Mapping[str, Any]] | None = None,
+    cores: int | None = None,
+) -> str:
+    """The speedups of :func:`speedups` as a table, or '' when fewer than two devices have a common test.
+
+    Each row names its two devices with their configuration (``descriptions``: the devices' ``describe()``; a CPU
+    with the threads it ran at of its ``cores``)."""
+    cores = cores or affinity_cores()
     rows = [
         (
             s.test,
-            f"{s.device} vs {s.base}",
+            f"{device_label(s.device, s.device_threads, descriptions or {}, cores)} vs "
+            f"{device_label(s.base, s.base_threads, descriptions or {}, cores)}",
             f"{s.value:.3g}x",
             f"[{s.low:.3g}x, {s.high:.3g}x]",
             s.unit,
             s.note,
         )
-        for s in speedups(records, devices)
+        for s in speedups(records, devices, headline)
     ]
     if not rows:
         return ""
     headers = ("test", "devices", "speedup", "CI (>=90%)", "compared", "note")
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def speedup_lines(records: Sequence[Record], headline: Mapping[str, Measurement], seconds: float) -> list[str]:
+    """The lines under the speedup table: what each side's time is, and what the CPU's all-core figures cost."""
+    lines = [
+        "speedup: each device's median step time (or throughput) on data already resident in its own memory: no "
+        "copy between host and device is timed"
+    ]
+    # The CPU rows of the table: CPU records of tests measured on another device too.
+    elsewhere = {device_free_key(r) for r in records if r.device.split(":", 1)[0] != "cpu"}
+    cpu = [r for r in records if r.device.split(":", 1)[0] == "cpu" and device_free_key(r) in elsewhere]
+    again = [r for r in cpu if r.key in headline]
+    if again:
+        threads = sorted({headline[r.key].threads for r in again})
+        kept = sorted({r.measurement.threads for r in again})
+        lines.append(
+            f"speedup: the CPU at {'/'.join(map(str, threads))} threads (all the cores of its affinity), measured "
+            f"again for this table ({len(again)} measurements, {seconds:.1f} s); its records, the results table and "
+            f"the gate keep {'/'.join(map(str, kept))} thread{'s' if kept != [1] else ''}, the stable default"
+        )
+    if len(again) < len(cpu):
+        lines.append(
+            "speedup: a CPU row not measured again (the benchmark fixture, xdist, torchrun) compares the CPU at the "
+            "threads its row shows"
+        )
+    return lines

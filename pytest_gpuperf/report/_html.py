@@ -35,6 +35,7 @@ from ..gate import (
 from ..measuring import Measurement, format_bytes, format_duration
 from ..results import (
     Baseline,
+    Ceiling,
     Record,
     Run,
     atomic_write_text,
@@ -260,7 +261,7 @@ def _memory(m: Measurement) -> str:
     return f"{text} ({how})"
 
 
-def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, float], gate: bool) -> str:
+def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, Ceiling], gate: bool) -> str:
     energy = any(per_joule_cell(r) != "-" for r in records)
     clocked = gate and any(row.clock_estimate is not None for row in rows.values())
     head = ["test", "device", "median", "95% CI", "throughput"]
@@ -288,7 +289,9 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
             cells += [escape(clock_ratio_cell(row)) if row else "-"] if clocked else []
             cells.append(_verdict_badge(row))
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    out.append("</tbody></table></section>")
+    out.append("</tbody></table>")
+    out += [f'<p class="muted">{escape(ceiling.line(device))}</p>' for device, ceiling in peaks.items()]
+    out.append("</section>")
     return "".join(out)
 
 
@@ -296,7 +299,7 @@ def _card(
     index: int,
     record: Record,
     row: Row | None,
-    peaks: Mapping[str, float],
+    peaks: Mapping[str, Ceiling],
     base: Sequence[float],
     comparison: Comparison | None,
 ) -> str:

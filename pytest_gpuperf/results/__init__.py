@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         with_repeats,
     )
     from ._runs import add_parser as add_runs_command
+    from ._starved import disturbed_by, starved, starved_flag, starved_message
     from ._store import (
         DEFAULT_RESULTS_DIR,
         MAX_RUNS,
@@ -60,7 +61,17 @@ if TYPE_CHECKING:
         same_code,
     )
     from ._table import HEADERS as RESULTS_HEADERS
-    from ._table import energy_lines, flags, peak_memory_cell, peaks_of, per_joule_cell, percent_of_peak, results_table
+    from ._table import (
+        Ceiling,
+        ceilings,
+        energy_lines,
+        flags,
+        peak_memory_cell,
+        peaks_of,
+        per_joule_cell,
+        percent_of_peak,
+        results_table,
+    )
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -75,6 +86,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SHOWN",
     "Baseline",
+    "Ceiling",
     "CudaDevice",
     "Difference",
     "Evidence",
@@ -98,10 +110,12 @@ __all__ = [
     "add_runs_command",
     "atomic_write_text",
     "blocking_differences",
+    "ceilings",
     "check_comparable",
     "check_name",
     "collect",
     "differences",
+    "disturbed_by",
     "energy_lines",
     "file_kind",
     "flags",
@@ -119,6 +133,9 @@ __all__ = [
     "save_baseline_file",
     "save_run",
     "short_test",
+    "starved",
+    "starved_flag",
+    "starved_message",
     "throttle_names",
     "with_repeats",
 ]

@@ -182,9 +182,7 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
         peaks = peaks_of(run)
         lines += results_table(run.records, tablefmt=tablefmt, peaks=peaks).splitlines()
         lines += energy_lines(run.records)
-        for device in peaks:
-            how = run.devices[device]["reference_peak"].get("how", "")
-            lines.append(f"% peak: of {device}'s reference peak{f', {how}' if how else ''}")
+        lines += [ceiling.line(device) for device, ceiling in peaks.items()]
     return lines
 
 

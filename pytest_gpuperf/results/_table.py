@@ -6,14 +6,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from tabulate import tabulate
 
 from ..measuring import Measurement, format_bytes, format_duration, format_rate
 from ._record import Record, Run, short_test
+from ._starved import starved_flag
 
 __all__ = [
     "HEADERS",
+    "Ceiling",
+    "ceilings",
     "energy_lines",
     "flags",
     "peak_memory_cell",
@@ -28,7 +32,9 @@ HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samp
 
 def flags(record: Record) -> str:
     m = record.measurement
-    out: list[str] = []
+    # A test starved of cores comes first: the machine's load may explain everything after it.
+    starved = starved_flag(record)
+    out: list[str] = [starved] if starved else []
     if not m.converged:
         out.append("not converged")
     if not m.warmup.steady:
@@ -68,13 +74,54 @@ def peak_memory_cell(m: Measurement) -> str:
     return "unknown" if m.memory_method.startswith("unknown") else "-"
 
 
-def percent_of_peak(record: Record, peaks: Mapping[str, float]) -> str:
-    """The record's FLOP/s as a percentage of its device's reference peak, or '-' without FLOP work or a peak."""
+@dataclass(frozen=True)
+class Ceiling:
+    """The 100% of a device's "% peak": its datasheet peak where one is known, else the best FLOP/s measured."""
+
+    flops_per_second: float
+    how: str  # what it is, e.g. "matmul bfloat16 n=1024, 190 GFLOP/s median"
+    source: str = "measured"  # or "datasheet"
+
+    def line(self, device: str) -> str:
+        """The line under a table with a "% peak" column, saying what the device's 100% is."""
+        if self.source == "datasheet":
+            return (
+                f"% peak: of {device}'s datasheet peak, {self.how}; a row marked * ran above it "
+                "(a datasheet peak is at boost clock: a faster row means a wrong datasheet entry or a FLOP count "
+                "that is too high)"
+            )
+        return f"% peak: of {device}'s reference peak, the best FLOP/s measured in this run: {self.how}"
+
+
+def ceilings(records: Sequence[Record], offered: Mapping[str, Ceiling]) -> dict[str, Ceiling]:
+    """Each device's ceiling for "% peak": a datasheet peak offered for it, else the best of the reference peak
+    offered and every record's FLOP/s on it, so that no row of a measured ceiling exceeds 100%.
+
+    Only devices with an offered ceiling get one (the matmul suite offers its reference peak): a session of
+    unrelated tests shows no "% peak" column."""
+    out: dict[str, Ceiling] = {}
+    for device, ceiling in offered.items():
+        if ceiling.source != "datasheet":
+            for record in records:
+                m = record.measurement
+                if record.device == device and "FLOP" in m.work:
+                    rate = m.throughput("FLOP")
+                    if rate.value > ceiling.flops_per_second:
+                        ceiling = Ceiling(rate.value, f"{short_test(record)}, {rate} median")
+        out[device] = ceiling
+    return out
+
+
+def percent_of_peak(record: Record, peaks: Mapping[str, Ceiling]) -> str:
+    """The record's FLOP/s as a percentage of its device's ceiling (``ceilings``), or '-' without FLOP work or a
+    ceiling; marked ``*`` above a datasheet peak (the line under the table says why)."""
     m = record.measurement
     peak = peaks.get(record.device)
-    if peak is None or peak <= 0 or "FLOP" not in m.work:
+    if peak is None or peak.flops_per_second <= 0 or "FLOP" not in m.work:
         return "-"
-    return f"{m.throughput('FLOP').value / peak:.0%}"
+    fraction = m.throughput("FLOP").value / peak.flops_per_second
+    # A measured ceiling is the best of the rows, so only a datasheet figure can be exceeded.
+    return f"{fraction:.0%}*" if fraction > 1 else f"{fraction:.0%}"
 
 
 def per_joule_cell(record: Record) -> str:
@@ -106,9 +153,9 @@ def energy_lines(records: Sequence[Record]) -> list[str]:
 
 
 def results_table(
-    records: Sequence[Record], *, tablefmt: str = "simple", peaks: Mapping[str, float] | None = None
+    records: Sequence[Record], *, tablefmt: str = "simple", peaks: Mapping[str, Ceiling] | None = None
 ) -> str:
-    """One row per record; with ``peaks`` (device -> reference FLOP/s) a "% peak" column follows throughput,
+    """One row per record; with ``peaks`` (device -> its ``ceilings``) a "% peak" column follows throughput,
     where some record's samples are single calls (``--gpuperf-per-call``) a "p99" column follows the CI, and where
     some record has an energy figure a "per joule" column follows throughput (and % peak)."""
     tail = any(r.measurement.single_calls for r in records)
@@ -146,12 +193,15 @@ def results_table(
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
-def peaks_of(run: Run) -> dict[str, float]:
-    """The reference peaks (device -> FLOP/s) a saved run recorded, for the "% peak" column."""
-    out: dict[str, float] = {}
+def peaks_of(run: Run) -> dict[str, Ceiling]:
+    """The ceilings of a saved run's "% peak" (``ceilings``), from the reference peaks its devices recorded."""
+    offered: dict[str, Ceiling] = {}
     for device, description in run.devices.items():
         peak = description.get("reference_peak")
-        value = peak.get("FLOP/s") if isinstance(peak, Mapping) else None
+        if not isinstance(peak, Mapping):
+            continue
+        value = peak.get("FLOP/s")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            out[device] = float(value)
-    return out
+            source = "datasheet" if peak.get("source") == "datasheet" else "measured"
+            offered[device] = Ceiling(float(value), str(peak.get("how", "")), source)
+    return ceilings(run.records, offered)

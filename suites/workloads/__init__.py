@@ -99,7 +99,7 @@ def _all() -> tuple[Workload, ...]:
     out.append(transformer_workload())
     models = ("mlp_wide", "cnn", "transformer")
     out += [inference_workload(model, batch_one) for model in models for batch_one in (True, False)]
-    out += [int8_workload(), attention_workload("math"), attention_workload("fused")]
+    out += [int8_workload(), attention_workload("math"), attention_workload("fused"), attention_workload("unfused")]
     out += [compiled_mlp_workload(), compiled_transformer_workload()]
     return tuple(out)
 

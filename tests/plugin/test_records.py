@@ -122,6 +122,19 @@ def test_the_run_holds_the_records_devices_and_peaks() -> None:
     assert run.devices == {"cpu": {"name": "AMD EPYC 9R14", "reference_peak": {"FLOP/s": 1e11, "how": "mm"}}}
 
 
+def test_a_datasheet_peak_is_the_ceiling_whatever_was_measured_and_crosses_to_the_controller() -> None:
+    worker = RecordBook()
+    worker.offer_reference_peak("cuda:0", 989e12, "H100 SXM datasheet: matmul_bfloat16 989 TFLOP/s", "datasheet")
+    assert worker.offer_reference_peak("cuda:0", 2e15, "a faster measurement").source == "datasheet"
+    controller = RecordBook()
+    controller.offer_reference_peak("cuda:0", 700e12, "matmul bfloat16 n=16384")
+    controller.merge(json.loads(json.dumps(worker.payload())))
+    peak = controller.reference_peak("cuda:0")
+    assert peak == ReferencePeak(989e12, "H100 SXM datasheet: matmul_bfloat16 989 TFLOP/s", "datasheet")
+    controller.describe_device("cuda:0", {"name": "NVIDIA H100 80GB HBM3"})
+    assert _run(controller).devices["cuda:0"]["reference_peak"]["source"] == "datasheet"
+
+
 def test_what_the_book_hands_out_cannot_change_it() -> None:
     book = RecordBook()
     book.note(TEST, "one")

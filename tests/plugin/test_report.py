@@ -18,8 +18,8 @@ from pytest_gpuperf.plugin._summary import (
     speedup_table,
     speedups,
 )
-from pytest_gpuperf.results import Record, short_test
-from tests.synthetic import make_measurement
+from pytest_gpuperf.results import Ceiling, Record, ceilings, peaks_of, short_test
+from tests.synthetic import make_measurement, make_run
 
 
 def record(
@@ -98,7 +98,7 @@ def test_device_free_key_removes_the_device_parameter_only() -> None:
 
 
 def test_percent_of_peak_column_appears_only_with_peaks() -> None:
-    peaks = {"cpu": 40e9}
+    peaks = {"cpu": Ceiling(40e9, "mm")}
     assert percent_of_peak(CPU_MM, peaks) == "50%"
     assert percent_of_peak(GPU_MM, peaks) == "-"  # no peak for that device
     no_flop = record("test_copy", "cpu", around(0.1), {"B": 1e9})
@@ -212,3 +212,47 @@ def test_the_header_line_shows_when_a_test_measures_and_not_under_q(pytester: py
     result.stdout.fnmatch_lines(["collected 2 items", line])
     for quiet in (["-q"], ["--no-header"], ["-k", "plain"]):
         assert line not in pytester.runpytest(*args, *quiet).stdout.str(), quiet
+
+
+# ---------------------------------------------------------------- "% peak" is a fraction of a ceiling (issue 21, 10)
+
+#: A CPU run of the matmul suite: the reference peak is one paired measurement at n=1024 (100 GFLOP/s), and a
+#: smaller bfloat16 matmul, whose operands fit the caches, ran at 106 GFLOP/s.
+PEAK_ROW = record("test_matmul_peak", "cpu", around(2e9 / 100e9), {"FLOP": 2e9}, name="bfloat16")
+HALF_ROW = record("test_matmul[bfloat16-half]", "cpu", around(2.5e8 / 106e9), {"FLOP": 2.5e8}, name="n=512")
+
+
+def test_no_row_exceeds_a_measured_ceiling_and_the_line_names_the_best_row() -> None:
+    # On main the column was each row against the reference peak alone: the half-size row read 106%.
+    offered = {"cpu": Ceiling(100e9, "matmul bfloat16 n=1024, 100 GFLOP/s median")}
+    peaks = ceilings([PEAK_ROW, HALF_ROW], offered)
+    assert percent_of_peak(HALF_ROW, peaks) == "100%"
+    assert percent_of_peak(PEAK_ROW, peaks) == "94%"
+    assert peaks["cpu"].line("cpu") == (
+        "% peak: of cpu's reference peak, the best FLOP/s measured in this run: "
+        "test_matmul[bfloat16-half][cpu]::n=512, 106 GFLOP/s median"
+    )
+    # The reference peak stays the ceiling where it is the best figure of the session.
+    assert ceilings([PEAK_ROW], offered) == offered
+    assert ceilings([PEAK_ROW], {}) == {}, "no column without a reference peak offered"
+
+
+def test_a_datasheet_ceiling_holds_and_a_row_above_it_is_marked_and_explained() -> None:
+    datasheet = {"cpu": Ceiling(105e9, "vendor sheet: matmul_bfloat16 105 GFLOP/s", "datasheet")}
+    peaks = ceilings([PEAK_ROW, HALF_ROW], datasheet)
+    assert peaks == datasheet
+    assert percent_of_peak(PEAK_ROW, peaks) == "95%"
+    assert percent_of_peak(HALF_ROW, peaks) == "101%*"
+    line = peaks["cpu"].line("cpu")
+    assert line.startswith("% peak: of cpu's datasheet peak, vendor sheet: matmul_bfloat16 105 GFLOP/s;")
+    assert "a row marked * ran above it" in line
+
+
+def test_a_saved_run_shows_its_ceiling_from_its_records_and_its_datasheet_source() -> None:
+    run = dataclasses.replace(
+        make_run(PEAK_ROW, HALF_ROW), devices={"cpu": {"reference_peak": {"FLOP/s": 100e9, "how": "mm"}}}
+    )
+    assert peaks_of(run)["cpu"].flops_per_second == pytest.approx(HALF_ROW.measurement.throughput("FLOP").value)
+    sheet = {"FLOP/s": 105e9, "how": "sheet", "source": "datasheet"}
+    run = dataclasses.replace(run, devices={"cpu": {"reference_peak": sheet}})
+    assert peaks_of(run) == {"cpu": Ceiling(105e9, "sheet", "datasheet")}

@@ -120,6 +120,7 @@ def test_throughput_percent_of_peak_and_flags_are_the_tables() -> None:
     html = render(run)
     assert "1 TFLOP/s" in html
     assert "<dt>% peak</dt><dd>25%</dd>" in html
+    assert "% peak: of cpu&#x27;s reference peak, the best FLOP/s measured in this run: mm" in html
     assert flags(record).startswith("not converged") and f"<dd>{flags(record)}</dd>" in html
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import shutil
 from typing import Any
@@ -42,7 +43,7 @@ class _Failing:
         return run
 
     @staticmethod
-    def ones(n: int) -> list[float]:
+    def ones(n: int, device: object = None) -> list[float]:
         return [1.0] * n
 
 
@@ -56,3 +57,45 @@ def test_the_first_call_is_timed_between_synchronizations() -> None:
     events: list[str] = []
     seconds = first_call_seconds(lambda: events.append("call"), lambda: events.append("sync"))
     assert events == ["sync", "call", "sync"] and seconds >= 0
+
+
+def test_the_compiled_step_is_first_called_at_the_samplers_threads_so_nothing_recompiles_while_sampling() -> None:
+    """Issue 21, item 6: dynamo guards on torch's thread count. The compile test timed the compiled step's first
+    call at torch's own count, and the sampler then set its own (1 on a CPU): the step compiled again inside the
+    sampler. Counted with a compile counter backend (no inductor, so it is quick)."""
+    import torch._dynamo.testing
+
+    from pytest_gpuperf.measuring import MeasureSettings, measure
+
+    settings = MeasureSettings(max_time=0.2, min_time=0.01, warmup_time=0.02, memory=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # torch's own count, other than the sampler's 1
+    try:
+        for threads, frames in ((None, 2), (settings.threads_for("cpu"), 1)):
+            torch._dynamo.reset()
+            counter = torch._dynamo.testing.CompileCounter()
+            compiled = torch.compile(lambda x: x * 2 + 1, backend=counter)
+            call = functools.partial(compiled, torch.ones(8))
+            first_call_seconds(call, lambda: None, threads=threads)
+            measure(call, device="cpu", settings=settings)
+            assert counter.frame_count == frames, f"first call at {threads or 'torch default'} threads"
+    finally:
+        torch.set_num_threads(before)
+        torch._dynamo.reset()
+
+
+def test_the_smoke_compile_runs_on_the_tested_device() -> None:
+    devices: list[object] = []
+
+    class _Recording:
+        @staticmethod
+        def compile(fn: Any) -> Any:
+            return fn
+
+        @staticmethod
+        def ones(n: int, device: object = None) -> Any:
+            devices.append(device)
+            return torch.ones(n)
+
+    _, why = smoke_compile(_Recording(), device=torch.device("cuda", 1))
+    assert why is None and devices == [torch.device("cuda", 1)]

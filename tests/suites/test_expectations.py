@@ -100,3 +100,21 @@ def test_environment_variable_points_at_another_file(tmp_path: Path, monkeypatch
     assert lab is not None
     floor = lab.floor("matmul_float32")
     assert floor is not None and floor.value == pytest.approx(5e12)
+
+
+def _gpuperf(kind: str, name: str) -> Any:
+    backend = SimpleNamespace(describe=lambda: {"name": name})
+    return SimpleNamespace(slot=SimpleNamespace(kind=kind, id=f"{kind}:0"), backend=backend)
+
+
+def test_the_datasheet_peak_is_the_percent_of_peak_ceiling_of_a_known_cuda_device() -> None:
+    from suites.conftest import datasheet_peak
+
+    found = datasheet_peak(_gpuperf("cuda", "NVIDIA H100 80GB HBM3"), "bfloat16")
+    assert found is not None
+    value, how = found
+    assert value == pytest.approx(989e12)  # the file lists the dense figure
+    assert how.startswith("H100 80GB HBM3 datasheet: matmul_bfloat16 989 TFLOP/s dense")
+    assert datasheet_peak(_gpuperf("cuda", "NVIDIA A10G"), "bfloat16") is None, "not in the file"
+    assert datasheet_peak(_gpuperf("cuda", "NVIDIA H100 80GB HBM3 MIG 1g.10gb"), "bfloat16") is None
+    assert datasheet_peak(_gpuperf("cpu", "NVIDIA H100 80GB HBM3"), "bfloat16") is None, "CPUs have none"

@@ -33,7 +33,7 @@ def test_reference_peak_gives_a_percent_column_notes_and_json(pytester: pytest.P
             "*= gpuperf results =*",
             "test*device*median*95% CI*throughput*% peak*peak mem*samples*flags",
             "*test_peak::mm*cpu*FLOP/s*50%*",
-            "% peak: of cpu's reference peak, twice mm, for the test",
+            "% peak: of cpu's reference peak, the best FLOP/s measured in this run: twice mm, for the test",
             "*- gpuperf notes -*",
             "test_peak.py::test_peak[[]cpu[]]: why nothing was asserted",
         ]

@@ -204,3 +204,34 @@ def test_each_assertion_of_the_two_files_can_fail(pytester: pytest.Pytester, mon
     )
     records = json.loads((pytester.path / "run.json").read_text())["records"]
     assert {r["params"]["sdpa_backend"] for r in records if "sdpa_backend" in r["params"]} == {"flash", "math"}
+
+
+# ---------------------------------------------------------------- fused attention against the same precision
+
+
+def test_the_math_path_computes_half_precision_in_float32_so_fused_is_judged_against_unfused_fp16() -> None:
+    """Issue 21, item 6: SDPA's math path upcasts fp16 inputs to float32 (its matmuls run in float32), so the fused
+    kernel's gain over it measures precision as much as fusion. The math row says what it computes in, and where it
+    upcasts the fused kernel is compared with the same algorithm at the inputs' precision."""
+    from suites.test_transformer import attention_steps, same_precision
+    from suites.training import census
+    from suites.workloads.transformer import unfused_attention
+
+    half = attention_steps(CPU, "small", torch.float16)
+    assert half["math"].params["dtype"] == "float16" and half["math"].params["compute_dtype"] == "float32"
+    assert half["unfused"].params["compute_dtype"] == "float16"
+    assert same_precision(half) == "unfused"
+    assert half["unfused"].work == half["math"].work, "the same FLOPs: the same algorithm"
+    for step in half.values():
+        step.fn()
+        assert step.check is not None
+        step.check()
+    q = torch.randn(1, 2, 16, 8, dtype=torch.float16)
+    _, gemms = census(lambda: unfused_attention(q, q, q))
+    assert {gemm.dtype for gemm in gemms} == {"torch.float16"}, "no upcast in the unfused attention"
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), q.float(), q.float())
+    assert torch.allclose(unfused_attention(q, q, q).float(), expected, atol=1e-2)
+
+    full = attention_steps(CPU, "small", torch.float32)  # the CPU's dtype: no upcast, math is the same precision
+    assert full["math"].params["compute_dtype"] == "float32" and "unfused" not in full
+    assert same_precision(full) == "math"

@@ -65,7 +65,7 @@ REGISTERED = (
     *("dataloader_w0_pageable", "dataloader_w0_pinned", "dataloader_w2_pageable", "dataloader_w2_pinned"),
     "transformer_train",
     *("mlp_wide_infer_b1", "mlp_wide_infer", "cnn_infer_b1", "cnn_infer", "transformer_infer_b1", "transformer_infer"),
-    *("mlp_wide_infer_int8", "attention_math", "attention_fused"),
+    *("mlp_wide_infer_int8", "attention_math", "attention_fused", "attention_unfused"),
     *("mlp_train_compiled", "transformer_train_compiled"),
 )
 
