@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
-from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, Run
+from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Run
 
 if sys.platform != "win32":
     import fcntl
@@ -226,7 +226,7 @@ def load_run(path: Path) -> Run:
     """Read a results file; a missing, corrupt or foreign file raises ResultsError naming it and the fix."""
     path = Path(path)
     data = _read_json(path)
-    _check_schema(path, data, SCHEMA, SCHEMA_VERSION)
+    _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
     return _parse_run(path, data)
 
 
@@ -241,14 +241,14 @@ def load_runs(path: Path) -> list[Run]:
         except PytestBenchmarkError as exc:
             raise ResultsError(f"{path} is a pytest-benchmark file, but {exc}") from None
     if isinstance(data, dict) and data.get("schema") == BASELINE_SCHEMA:
-        _check_schema(path, data, BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION)
+        _check_schema(path, data, BASELINE_SCHEMA, (BASELINE_SCHEMA_VERSION,))
         runs = data.get("runs")
         if not isinstance(runs, list) or not runs:
             raise ResultsError(f'{path} is damaged: its "runs" list is missing or empty; save the baseline again')
         for i, run in enumerate(runs):
-            _check_schema(path, run, SCHEMA, SCHEMA_VERSION, where=f"run {i + 1} of ")
+            _check_schema(path, run, SCHEMA, READABLE_VERSIONS, where=f"run {i + 1} of ")
         return [_parse_run(path, run) for run in runs]
-    _check_schema(path, data, SCHEMA, SCHEMA_VERSION)
+    _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
     return [_parse_run(path, data)]
 
 
@@ -289,7 +289,7 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
-def _check_schema(path: Path, data: Any, schema: str, version: int, where: str = "") -> None:
+def _check_schema(path: Path, data: Any, schema: str, versions: tuple[int, ...], where: str = "") -> None:
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise ResultsError(
             f'{where}{path} is not a pytest-gpuperf results file (no "schema": "{schema}"); '
@@ -297,9 +297,11 @@ def _check_schema(path: Path, data: Any, schema: str, version: int, where: str =
             "or at pytest-benchmark's --benchmark-json file"
         )
     found = data.get("version")
-    if found != version:
+    if found not in versions or isinstance(found, bool):
+        reads = " and ".join(str(v) for v in versions)
         raise ResultsError(
-            f"{where}{path} has {schema} schema version {found!r}, this pytest-gpuperf reads version {version}; "
+            f"{where}{path} has {schema} schema version {found!r}, this pytest-gpuperf reads "
+            f"version{'s' if len(versions) > 1 else ''} {reads}; "
             "re-record it with this version, or read it with the pytest-gpuperf that wrote it"
         )
 

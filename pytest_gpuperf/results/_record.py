@@ -16,6 +16,13 @@ Schema history (bump the version and say why here; files are read and written in
   ``"clocks"`` (NVML's clocks over its samples and which were throttled, ``null`` without
   NVML) and the fingerprint's ``"precision"``, ``"env"`` and NVML's UUID and MIG keys;
   a round's ``"clocks"`` (as a measurement's; absent without NVML).
+* results 2 - issue 21: a measurement's ``"peak_memory_bytes"`` is the high-water mark of a
+  call (what was resident at its start included; on a CPU the process's RSS high-water
+  mark), where 1 kept the growth above the call's start; a ``"memory"`` block names the
+  resident, transient, reserved and per-device figures; ``"clocks"`` fields may be
+  ``null`` (each NVML field is read on its own); new ``"energy"``; a reference peak may say
+  ``"source": "datasheet"``. Version 1 files are still read: their memory figure as the
+  transient part, with no high-water mark. A version 1 reader refuses version 2.
 * baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
 """
 
@@ -32,6 +39,7 @@ from ._fingerprint import Fingerprint, GitState
 __all__ = [
     "BASELINE_SCHEMA",
     "BASELINE_SCHEMA_VERSION",
+    "READABLE_VERSIONS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Evidence",
@@ -44,7 +52,9 @@ __all__ = [
 ]
 
 SCHEMA: Final = "pytest-gpuperf/results"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+#: The results versions this pytest-gpuperf reads (older ones through ``from_dict``'s defaults).
+READABLE_VERSIONS: Final = (1, 2)
 BASELINE_SCHEMA: Final = "pytest-gpuperf/baseline"
 BASELINE_SCHEMA_VERSION: Final = 1
 

@@ -118,10 +118,26 @@ def test_corrupt_json_is_named_and_left_alone(results: Path, capsys: pytest.Capt
 
 def test_wrong_schema_version(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = make_run(make_record(1e-3)).to_dict()
-    data["version"] = 2
+    data["version"] = 3
     (results / "head.json").write_text(json.dumps(data))
     assert main(["compare", "main", "head.json"]) == 2
-    assert "has pytest-gpuperf/results schema version 2, this pytest-gpuperf reads version 1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has pytest-gpuperf/results schema version 3, this pytest-gpuperf reads versions 1 and 2" in err
+
+
+def test_a_version_1_file_is_read_with_its_memory_figure_as_the_transient_part(results: Path) -> None:
+    """Version 1 kept the growth above a call's start as ``peak_memory_bytes``: it is read, never as a peak."""
+    data = make_run(make_record(1e-3)).to_dict()
+    data["version"] = 1
+    measurement = data["records"][0]["measurement"]
+    measurement.pop("memory", None)
+    measurement.pop("energy", None)
+    measurement["peak_memory_bytes"], measurement["memory_method"] = 1 << 20, "torch.cuda.max_memory_allocated"
+    (results / "old.json").write_text(json.dumps(data))
+    run = ResultsDir(results).load("old.json", results).runs[-1]
+    m = run.records[0].measurement
+    assert m.peak_memory is None and m.memory_transient == 1 << 20
+    assert m.memory_method.startswith("unknown: recorded before peak memory meant the high-water mark")
 
 
 def test_runs_from_other_hardware_are_refused_unless_allowed(results: Path, capsys: pytest.CaptureFixture[str]) -> None:

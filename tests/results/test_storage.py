@@ -196,7 +196,7 @@ def test_wrong_schema_version_says_which_version_reads_it(tmp_path: Path) -> Non
     with pytest.raises(ResultsError) as info:
         load_runs(path)
     assert str(info.value) == (
-        f"{path} has pytest-gpuperf/results schema version 7, this pytest-gpuperf reads version 1; "
+        f"{path} has pytest-gpuperf/results schema version 7, this pytest-gpuperf reads versions 1 and 2; "
         "re-record it with this version, or read it with the pytest-gpuperf that wrote it"
     )
 
