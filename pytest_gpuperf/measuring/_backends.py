@@ -217,8 +217,9 @@ class CudaBackend:
     **The lead that ran.** An event before the spin times the lead that actually ran: the
     spin rate is re-learnt from it after every block (a GPU ramps its clock from idle, and a
     rate timed at 345 MHz makes every lead at 1980 MHz 5.7 times too short), and a block
-    whose lead ended before the host had launched it is flagged (``last_short``, counted in
-    ``short_leads``): the device may have idled inside it.
+    whose lead ended before the host had launched it is counted in ``short_leads``: the device
+    may have idled inside it. Where the block's time is the device's, which that idle time
+    raises, it is flagged (``last_short``); a host-bound block's time is the host's.
 
     **A step that synchronizes** (``.item()``, a copy from pageable memory) would wait behind
     the spin too: when a block outlasts a lead that ran as planned twice in a row, the step
@@ -246,7 +247,7 @@ class CudaBackend:
     last_host: float | None = None
     #: device seconds of the last block behind its lead (None before the first, and for a step that synchronizes)
     last_device: float | None = None
-    #: the last block's lead ended before the host had launched the block
+    #: the last block's lead ended before the host had launched the block, and its time is the device's
     last_short: bool = False
     #: blocks whose lead ended before the host had launched them (the GPU may have idled inside them)
     short_leads: int = 0
@@ -355,6 +356,8 @@ class CudaBackend:
         self._launched(state, done - began, iterations, planned, ran, done - queued)
         device = float(start.elapsed_time(end)) * 1e-3
         self.last_device = None if state.syncs else device
+        # Idle time inside the block can raise only the device's time: a host-bound block's time is the host's.
+        self.last_short = self.last_short and device >= done - began
         return max(device, done - began)
 
     def _steady(self, fn: Callable[[], object], iterations: int) -> float:

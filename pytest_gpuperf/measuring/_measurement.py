@@ -88,7 +88,8 @@ class Measurement:
     #: median device seconds per call with the queue kept full (behind the lead), where that differs from the
     #: sample (an asynchronous device; None for a step that synchronizes, and on a CPU)
     device_per_call: float | None = None
-    #: kept samples whose lead ended before the host had launched their block (the device may have idled inside)
+    #: kept samples whose lead ended before the host had launched their block, where the sample is the device's time
+    #: (the device may have idled inside it)
     short_leads: int = 0
     #: each sample is one call's latency, from the call to its result (``--gpuperf-per-call``)
     latency: bool = False

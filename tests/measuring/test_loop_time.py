@@ -137,6 +137,20 @@ def test_a_block_is_flagged_exactly_when_its_lead_ended_before_the_host_launched
     assert truth[0] and truth[6] and not any(truth[7:])  # the first guess, the ramp; then the lead covers
 
 
+def test_a_host_bound_block_is_not_flagged_for_a_short_lead() -> None:
+    """150 ms of loading: the lead is capped at 0.1 s and ends before the host has launched the block, but the
+    block's time is the host's, which idle device time cannot raise."""
+    gpu = FakeGpu()
+    loop = plain_loop(gpu, loader_step(gpu, pinned=True, load=150e-3), calls=20)
+    gpu = FakeGpu()
+    backend = backend_on(gpu)
+    m = measure_on(
+        loader_step(gpu, pinned=True, load=150e-3), backend, FAST, name="l", device="cuda:0", work={}, clock=gpu.clock
+    )
+    assert backend.short_leads > 0 and m.short_leads == 0
+    assert m.host_bound and m.median == pytest.approx(loop, rel=0.01)
+
+
 # ---------------------------------------------------------------- item 4: nothing kept alive
 
 
