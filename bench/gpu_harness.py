@@ -20,7 +20,7 @@ our median, and the wall time each method took:
 On a CPU every method runs on one thread (pytest-gpuperf's default there); on cuda
 torch's own thread count is left as it is.
 
-Workloads on cuda: an almost empty kernel (launch-bound), a ~50 us elementwise kernel
+Workloads on cuda: an almost empty kernel (host-bound), a ~50 us elementwise kernel
 (``y = a*x + y``), bf16 matmul at n=4096 and n=8192, and a training step of an MLP. On the
 CPU the reference is pytest-gpuperf on the pre-warmed step, and the extra row is the lazy
 init case: a step whose first call sleeps ``--first-call`` seconds (1.5 by default) and
@@ -158,7 +158,7 @@ def ours(fn: Fn, device: str, mode: str = "warm", *, target: float | None = None
 
     def run() -> tuple[float, float | None, str]:
         m = measure(fn, device=device, mode=mode, memory=False, threads="torch", **matched)
-        flags = [f for f, on in (("launch-bound", m.launch_bound), ("not converged", not m.converged)) if on]
+        flags = [f for f, on in (("host-bound", m.host_bound), ("not converged", not m.converged)) if on]
         return m.median, m.relative_ci, ", ".join(flags)
 
     return run

@@ -15,6 +15,10 @@ takes to produce a batch. The workers are started, and the queue filled, before 
 is timed (``persistent_workers=True``, a warm iterator): worker start-up is never sampled.
 The workers are child processes; the plugin counts their CPU time as background load.
 
+Graph mode refuses these steps (``GRAPH_REFUSAL``): a CUDA graph would replay the one batch
+copy it captured, with none of the loading, so its time would be of neither. The test is
+skipped with that reason, as for any step that cannot be captured.
+
 The sampler never ends (``_Forever``), so no epoch boundary (a new iterator, its queue
 drained and refilled) falls into a timed block. Samples are uint8 features decoded on
 the fly (scaled to [-0.5, 0.5] in float32: the per-sample work a loader does), and labels
@@ -36,7 +40,15 @@ from pytest_gpuperf import Step, WorkloadUnsupported
 from .models import mlp
 from .training import training_step
 
-__all__ = ["LOADER", "LOADER_WORKERS", "SyntheticDataset", "dataloader_steps", "dataloader_unsupported", "loader_name"]
+__all__ = [
+    "GRAPH_REFUSAL",
+    "LOADER",
+    "LOADER_WORKERS",
+    "SyntheticDataset",
+    "dataloader_steps",
+    "dataloader_unsupported",
+    "loader_name",
+]
 
 #: (batch, features, hidden width) per size preset; 10 classes.
 LOADER: Final = {"small": (128, 1024, 512), "medium": (512, 4096, 2048), "large": (1024, 3 * 64 * 64, 4096)}
@@ -44,6 +56,11 @@ LOADER_WORKERS: Final = (0, 2)
 #: Distinct samples in the dataset: enough batches that consecutive batches differ.
 _BATCHES_OF_SAMPLES: Final = 8
 _CLASSES: Final = 10
+#: Why a DataLoader step is not captured in a CUDA graph (raised inside the capture, which refuses it with this).
+GRAPH_REFUSAL: Final = (
+    "a DataLoader step loads its batch on the host: a CUDA graph would replay one stale batch copy and drop the "
+    "host's loading, so its replays would time neither; DataLoader steps are timed in warm mode"
+)
 
 
 def loader_name(workers: int, pinned: bool) -> str:
@@ -93,6 +110,10 @@ class _Forever(Sampler[int]):
             index += 1
 
 
+def _never() -> bool:
+    return False
+
+
 def dataloader_steps(device: torch.device, size: str, *, workers: int, pinned: bool) -> dict[str, Step]:
     """The ``end_to_end``, ``loader`` and ``step`` Steps (module docstring), workers started and warm."""
     why = dataloader_unsupported(device, pinned)
@@ -118,7 +139,11 @@ def dataloader_steps(device: torch.device, size: str, *, workers: int, pinned: b
     x = first_x.to(device)
     y = first_y.to(device)
 
+    capturing = torch.cuda.is_current_stream_capturing if torch.cuda.is_available() else _never
+
     def load() -> None:
+        if capturing():
+            raise RuntimeError(GRAPH_REFUSAL)
         # non_blocking only helps from pinned memory (an asynchronous DMA); from pageable memory it is synchronous.
         inputs, targets = next(batches)
         x.copy_(inputs, non_blocking=pinned)

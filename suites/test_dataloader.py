@@ -8,7 +8,11 @@ depends on the host's cores against the device's speed, so it is reported, not a
 The training check (the loss falls) runs on the end-to-end step.
 
 On CUDA, pinned memory with ``non_blocking=True`` copies must not be slower end to end
-than pageable memory (paired rounds). The workers are child processes, counted as
+than pageable memory (paired rounds). Both sides are what a loop of the step pays: the
+pinned step's host work (loading) overlaps its device work, and its time is the larger of
+the two; the pageable step waits for its copy, and is timed in steady state after a call
+still in flight (``docs/timing.md``). Neither is a device time set against a wall time.
+Graph mode skips these tests with the reason (``suites/dataloading.py``). The workers are child processes, counted as
 background load by the plugin: on a machine with few cores the ``num_workers=2`` rows
 can be flagged disturbed.
 """

@@ -150,3 +150,31 @@ def test_a_launch_bound_step_and_a_step_left_on_the_cpu_are_flagged() -> None:
     on_cpu = torch.zeros(16)
     with pytest.warns(NoDeviceWorkWarning, match="ran no work on cuda:0"):
         measure(lambda: on_cpu.add_(1.0), device="cuda", memory=False)
+
+
+@pytest.mark.cuda
+def test_a_host_bound_step_is_timed_as_a_loop_of_it_pays() -> None:
+    """2 ms of host work before a ~1 ms kernel: a loop pays the host's 2 ms; the device's time is kept beside."""
+    from pytest_gpuperf import measure
+
+    def step() -> None:
+        spin_host(2e-3)
+        gpu_sleep(2_000_000)
+
+    m = measure(step, device="cuda", memory=False, max_time=1)
+    assert m.host_bound and m.median >= 2e-3
+    assert m.device_per_call is not None and m.device_per_call < 0.8 * m.median
+
+
+@pytest.mark.cuda
+def test_per_call_samples_are_call_to_result() -> None:
+    """200 us of host work before a ~100 us kernel: a request takes at least 300 us from call to result."""
+    from pytest_gpuperf import measure
+
+    def request() -> None:
+        spin_host(200e-6)
+        gpu_sleep(200_000)
+
+    m = measure(request, device="cuda", memory=False, max_time=1, per_call=True)
+    assert m.latency and m.single_calls
+    assert m.percentile(50) >= 280e-6

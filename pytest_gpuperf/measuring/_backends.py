@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -133,15 +134,25 @@ class Backend(Protocol):
     min_block_time: float
     #: Host seconds spent launching the last block, where that differs from its time (asynchronous devices).
     last_host: float | None
+    #: Device seconds of the last block with the queue kept full, where that differs from its time (else None).
+    last_device: float | None
+    #: The last block's lead ended before the host had launched the block: the device may have idled inside it.
+    last_short: bool
 
     def synchronize(self) -> None: ...
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
-        """Run ``fn`` ``iterations`` times and return the elapsed device time in seconds."""
+        """Run ``fn`` ``iterations`` times and return the seconds a loop of them pays, in steady state: on an
+        asynchronous device the larger of the device time and the host time (``last_device``, ``last_host``)."""
         ...
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         """Like ``time_block``, with the caches flushed before each call and the flush left out of the time."""
+        ...
+
+    def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
+        """The sum of ``iterations`` calls' latencies, each from the call to its result on an idle device (with
+        ``flush``, after the caches are flushed, the flush left out)."""
         ...
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
@@ -165,6 +176,8 @@ class CpuBackend:
     min_block_time: float = 1e-3
     clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
     last_host: float | None = None
+    last_device: float | None = None
+    last_short: bool = False
     _flush: Any = field(default=None, repr=False)
 
     def synchronize(self) -> None:
@@ -172,6 +185,10 @@ class CpuBackend:
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         return host_block(self.clock_ns, fn, iterations)
+
+    def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
+        """CPU work is synchronous: a call's time is its latency."""
+        return self.time_cold(fn, iterations) if flush else self.time_block(fn, iterations)
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         """Each call timed alone after writing a buffer twice the size of the last-level cache."""
@@ -216,19 +233,19 @@ LEAD_MARGIN: Final = 1.5
 LEAD_BASE: Final = 50e-6
 #: A lead never spins longer than this (a block whose host time is longer leaves gaps, and says so).
 LEAD_CAP: Final = 0.1
-#: Cycles of ``torch.cuda._sleep`` timed once to learn the spin rate.
+#: Cycles of ``torch.cuda._sleep`` timed once to learn the spin rate before the first lead (each lead re-times it).
 CALIBRATION_CYCLES: Final = 2_000_000
-#: Lead states kept per backend (one per step timed); beyond this they start afresh.
-MAX_LEADS: Final = 64
+#: A lead that ran at least this share of its planned seconds ran at the rate it was sized for: if the host still
+#: outlasted it, the host waited for it (a lead cut short by a faster clock proves nothing).
+LEAD_AS_PLANNED: Final = 0.9
 
 
 @dataclass
 class _Lead:
     """What the CUDA backend knows of one step's launch: its host time per call, and whether it synchronizes."""
 
-    fn: Callable[[], object]
     host_per_call: float = 20e-6
-    #: the last block outlasted its lead
+    #: the last block outlasted a lead that ran as planned
     short: bool = False
     #: a block has been timed, so the next lead is sized from a measured host time (not the first guess)
     measured: bool = False
@@ -238,26 +255,39 @@ class _Lead:
 @final
 @dataclass
 class CudaBackend:
-    """CUDA event pairs on the current stream, with the GPU kept busy while the host launches the block.
+    """CUDA event pairs on the current stream; a block's time is what a loop of its calls pays in steady state.
 
-    Draining the stream and then recording the start event would leave the GPU idle
-    while the host reaches its first kernel (Python, ``zero_grad``, autocast: tens of
-    microseconds), and that idle time would land inside every block. So a spin kernel
-    (``torch.cuda._sleep``, as nvbench queues its blocking kernel) is queued ahead of the
-    start event, sized from the host's launch time of the previous block: the host
-    queues the whole block behind it, and the events time device work back to back.
-    The host time to launch each block is kept (``last_host``): when it is longer than
-    the device time, the step is launch-bound (see ``docs/timing.md``).
+    **Behind a lead.** Draining the stream and then recording the start event would leave
+    the GPU idle while the host reaches its first kernel (Python, ``zero_grad``, autocast:
+    tens of microseconds), and a loop of the step does not pay that idle time: its host runs
+    ahead of the device. So a spin kernel (``torch.cuda._sleep``, as nvbench queues its
+    blocking kernel) is queued ahead of the start event, sized from the host's time of the
+    previous block: the host queues the whole block behind it, and the events time the
+    device's work back to back (``last_device``). The host's own time over the block is kept
+    too (``last_host``), and the block's time is the larger of the two: where the host needs
+    longer than the device (loading data, Python), a loop runs at the host's speed, and that
+    is the step's time (the step is host-bound, ``docs/timing.md``).
 
-    Each step has a lead of its own (paired rounds alternate steps of different host
-    cost). A step that waits for the device inside a call (``.item()``, a pageable copy)
-    would wait behind the spin too, so its host time grows with the lead: when a block
-    outlasts a lead sized from the block before it, the step is taken to synchronize,
-    gets no lead from then on, and reports no host time (``last_host`` None): its host
-    time is not a launch time.
+    **The lead that ran.** An event before the spin times the lead that actually ran: the
+    spin rate is re-learnt from it after every block (a GPU ramps its clock from idle, and a
+    rate timed at 345 MHz makes every lead at 1980 MHz 5.7 times too short), and a block
+    whose lead ended before the host had launched it is counted in ``short_leads``: the device
+    may have idled inside it. Where the block's time is the device's, which that idle time
+    raises, it is flagged (``last_short``); a host-bound block's time is the host's.
 
-    Timing is on the current stream of the device: work a step queues on other streams
-    must be joined to it (``current_stream().wait_stream(side)``) to be inside the time.
+    **A step that synchronizes** (``.item()``, a copy from pageable memory) would wait behind
+    the spin too: when a block outlasts a lead that ran as planned twice in a row, the step
+    is taken to synchronize. It then gets no lead: each block is timed right after an untimed
+    call whose device work is still in flight, as in a loop, so that the block starts in
+    steady state (the call's wait for the one before it is inside, the last call's device
+    tail is not), and its time is the larger of the events' and the host's (both are the
+    loop's; neither is the step's own, so ``last_device`` and ``last_host`` are None).
+
+    Each step has a lead of its own (paired rounds alternate steps of different host cost),
+    kept beside a weak reference to its callable: nothing of the step stays alive here after
+    its measurement. Timing is on the current stream of the device: work a step queues on
+    other streams must be joined to it (``current_stream().wait_stream(side)``) to be inside
+    the time.
     """
 
     index: int
@@ -267,12 +297,16 @@ class CudaBackend:
     # Event resolution is about 0.5 us; with launch latency kept out of the block, 1 ms keeps it under 0.1%.
     min_block_time: float = 1e-3
     clock: Callable[[], float] = field(default=time.perf_counter)
-    #: host seconds spent launching the last timed block (None before the first, and for a step that synchronizes)
+    #: host seconds over the last timed block (None before the first, and for a step that synchronizes)
     last_host: float | None = None
-    #: blocks whose launch outlasted their lead (the GPU may have idled inside them)
+    #: device seconds of the last block behind its lead (None before the first, and for a step that synchronizes)
+    last_device: float | None = None
+    #: the last block's lead ended before the host had launched the block, and its time is the device's
+    last_short: bool = False
+    #: blocks whose lead ended before the host had launched them (the GPU may have idled inside them)
     short_leads: int = 0
     _spin_rate: float | None = field(default=None, repr=False)
-    _leads: dict[int, _Lead] = field(default_factory=dict, repr=False)
+    _leads: dict[int, tuple[Callable[[], object | None], _Lead]] = field(default_factory=dict, repr=False)
     _flush: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -287,50 +321,47 @@ class CudaBackend:
         self._cuda.synchronize(self.index)
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
-        cuda = self._cuda
-        with cuda.device(self.index):
-            stream = cuda.current_stream(self.index)
-            start = cuda.Event(enable_timing=True)
-            end = cuda.Event(enable_timing=True)
-            stream.synchronize()
+        with self._cuda.device(self.index):
             state = self._lead_of(fn)
-            lead = self._lead(state, iterations)
-            start.record(stream)
-            began = self.clock()
-            for _ in repeat(None, iterations):
-                fn()
-            end.record(stream)
-            self._launched(state, self.clock() - began, iterations, lead)
-            end.synchronize()
-            return float(start.elapsed_time(end)) * 1e-3
+            if state.syncs or not self._rate():
+                return self._steady(fn, iterations)
+            return self._behind_lead(fn, iterations, state)
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         """Each call timed alone after the L2 is flushed (a write of twice its size); the flush is not timed."""
-        cuda = self._cuda
-        with cuda.device(self.index):
-            stream = cuda.current_stream(self.index)
+        with self._cuda.device(self.index):
             flush = self._flush_buffer()
-            pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(iterations)]
-            stream.synchronize()
             state = self._lead_of(fn)
-            host = 0.0
-            for start, end in pairs:
+            total, device, host = 0.0, 0.0, 0.0
+            for _ in range(iterations):
                 flush.zero_()
-                lead = self._lead(state, 1)
-                start.record(stream)
-                began = self.clock()
-                fn()
-                end.record(stream)
-                launch = self.clock() - began
-                self._launched(state, launch, 1, lead)
-                host += launch
-            self.last_host = None if state.syncs else host  # the block's launch time, as time_block gives it
-            pairs[-1][1].synchronize()
-            return sum(float(start.elapsed_time(end)) for start, end in pairs) * 1e-3
+                if state.syncs or not self._rate():
+                    total += self._call_to_result(fn)
+                    continue
+                total += self._behind_lead(fn, 1, state)
+                device += self.last_device or 0.0
+                host += self.last_host or 0.0
+            steady = not state.syncs and bool(self._rate())
+            self.last_device, self.last_host = (device, host) if steady else (None, None)
+            return total
+
+    def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
+        """Each call from the call to its result: its start event recorded on the idle stream, no lead."""
+        with self._cuda.device(self.index):
+            buffer = self._flush_buffer() if flush else None
+            total = 0.0
+            for _ in range(iterations):
+                if buffer is not None:
+                    buffer.zero_()
+                total += self._call_to_result(fn)
+            return total
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
-        """``calls`` calls of ``fn`` captured in one CUDA graph; the returned callable replays them
-        (ModeUnsupported if the step cannot be captured)."""
+        """``calls`` calls of ``fn`` captured in one CUDA graph on a stream of this device; the returned callable
+        replays them (ModeUnsupported if the step cannot be captured).
+
+        The capture stream is named: torch's default capture stream is made once, on the device
+        current at the first capture, and a capture for another device on it records nothing."""
         cuda = self._cuda
         with cuda.device(self.index):
             side = cuda.Stream(self.index)
@@ -341,7 +372,7 @@ class CudaBackend:
                         fn()
                 cuda.current_stream(self.index).wait_stream(side)
                 graph = cuda.CUDAGraph()
-                with cuda.graph(graph):
+                with cuda.graph(graph, stream=side):
                     for _ in range(calls):
                         fn()
             except Exception as exc:  # noqa: BLE001 - every capture failure is refused with its reason
@@ -356,39 +387,117 @@ class CudaBackend:
         replay: Callable[[], object] = graph.replay
         return replay
 
+    def _events(self, count: int) -> list[Any]:
+        return [self._cuda.Event(enable_timing=True) for _ in range(count)]
+
+    def _behind_lead(self, fn: Callable[[], object], iterations: int, state: _Lead) -> float:
+        """A block behind a spin kernel: the larger of its device time and its host time (the class docstring)."""
+        stream = self._cuda.current_stream(self.index)
+        ready, start, end = self._events(3)
+        stream.synchronize()
+        ready.record(stream)
+        queued = self.clock()
+        planned, cycles = self._lead(state, iterations)
+        start.record(stream)
+        began = self.clock()
+        for _ in repeat(None, iterations):
+            fn()
+        end.record(stream)
+        done = self.clock()
+        end.synchronize()
+        ran = float(ready.elapsed_time(start)) * 1e-3
+        self._relearn(cycles, ran, began - queued)
+        self._launched(state, done - began, iterations, planned, ran, done - queued)
+        device = float(start.elapsed_time(end)) * 1e-3
+        self.last_device = None if state.syncs else device
+        # Idle time inside the block can raise only the device's time: a host-bound block's time is the host's.
+        self.last_short = self.last_short and device >= done - began
+        return max(device, done - began)
+
+    def _steady(self, fn: Callable[[], object], iterations: int) -> float:
+        """A block timed right after an untimed call whose work is still in flight, as in a loop (class docstring)."""
+        stream = self._cuda.current_stream(self.index)
+        start, end = self._events(2)
+        fn()
+        start.record(stream)
+        began = self.clock()
+        for _ in repeat(None, iterations):
+            fn()
+        end.record(stream)
+        host = self.clock() - began
+        end.synchronize()
+        self.last_device, self.last_host, self.last_short = None, None, False
+        return max(float(start.elapsed_time(end)) * 1e-3, host)
+
+    def _call_to_result(self, fn: Callable[[], object]) -> float:
+        """One call from the call to its result: the stream drained, the start event recorded on it idle."""
+        stream = self._cuda.current_stream(self.index)
+        start, end = self._events(2)
+        stream.synchronize()
+        start.record(stream)
+        began = self.clock()
+        fn()
+        end.record(stream)
+        host = self.clock() - began
+        end.synchronize()
+        self.last_device, self.last_host, self.last_short = None, None, False
+        return max(float(start.elapsed_time(end)) * 1e-3, host)
+
     def _lead_of(self, fn: Callable[[], object]) -> _Lead:
-        """The lead state of the step ``fn`` (kept with ``fn`` itself, so an id is never reused under it)."""
-        state = self._leads.get(id(fn))
-        if state is None or state.fn is not fn:
-            if len(self._leads) >= MAX_LEADS:
-                self._leads.clear()
-            state = self._leads[id(fn)] = _Lead(fn)
+        """The lead state of the step ``fn``, kept beside a weak reference to it (none for a callable that takes
+        none: a fresh state each block), so that an id is never reused under it and nothing keeps ``fn`` alive."""
+        entry = self._leads.get(id(fn))
+        if entry is not None and entry[0]() is fn:
+            return entry[1]
+        self._leads = {key: kept for key, kept in self._leads.items() if kept[0]() is not None}
+        state = _Lead()
+        with suppress(TypeError):
+            self._leads[id(fn)] = (weakref.ref(fn), state)
         return state
 
-    def _lead(self, state: _Lead, iterations: int) -> float:
-        """Queue a spin kernel long enough to cover the host's launch of ``iterations`` calls; its seconds."""
-        rate = self._rate()
-        if not rate or state.syncs:
-            return 0.0
+    def _lead(self, state: _Lead, iterations: int) -> tuple[float, int]:
+        """Queue a spin kernel long enough to cover the host's launch of ``iterations`` calls: its planned seconds
+        and its cycles."""
+        rate = self._rate() or 0.0
         seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * state.host_per_call * iterations)
-        self._cuda._sleep(int(seconds * rate))
-        return seconds
+        cycles = int(seconds * rate)
+        self._cuda._sleep(cycles)
+        return seconds, cycles
 
-    def _launched(self, state: _Lead, host: float, iterations: int, lead: float) -> None:
-        short = bool(lead) and host > lead
+    def _relearn(self, cycles: int, ran: float, host: float) -> None:
+        """The spin rate at the clock the lead ran at: its cycles over the seconds it held the start event back.
+
+        Where the host recorded the start event only after the spin had ended (``ran`` no longer
+        than the host's ``host`` seconds to get there), the spin took at most that long: the rate
+        is at least ``cycles / host``.
+        """
+        if cycles <= 0 or ran <= 0:
+            return
+        if ran > host:
+            self._spin_rate = cycles / ran
+        elif host > 0:
+            self._spin_rate = max(self._spin_rate or 0.0, cycles / host)
+
+    def _launched(self, state: _Lead, host: float, iterations: int, planned: float, ran: float, span: float) -> None:
+        """Note the block's host time; flag it when its lead (``ran`` seconds from the event before the spin)
+        ended before the host, ``span`` seconds after that event, had launched the block."""
+        short = ran < span
         if short:
             self.short_leads += 1
-            # This lead was sized from the last block's host time, which also outlasted its lead: the host
-            # waited for the spin, so the step synchronizes with the device. (A capped lead proves nothing.)
-            if state.short and state.measured and lead < LEAD_CAP:
-                state.syncs = True
-        state.short = short
+        # A lead that ran as planned and was outlasted, sized from a block that was outlasted too: the host waited
+        # for the spin, so the step synchronizes with the device. (A capped lead proves nothing.)
+        waited = short and ran >= LEAD_AS_PLANNED * planned
+        if waited and state.short and state.measured and planned < LEAD_CAP:
+            state.syncs = True
+        state.short = waited
         state.measured = True
         state.host_per_call = host / iterations
+        self.last_short = short
         self.last_host = None if state.syncs else host
 
     def _rate(self) -> float | None:
-        """Cycles per second of ``torch.cuda._sleep`` on this device, timed once (None: torch has no _sleep)."""
+        """Cycles per second of ``torch.cuda._sleep`` on this device (None: torch has no _sleep): timed once
+        here, then re-learnt from every lead that runs (``_relearn``)."""
         if self._spin_rate is None:
             cuda = self._cuda
             if not hasattr(cuda, "_sleep"):
@@ -470,6 +579,8 @@ class AllCudaBackend:
     min_block_time: float = 10e-3
     clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
     last_host: float | None = None
+    last_device: float | None = None
+    last_short: bool = False
 
     def __post_init__(self) -> None:
         if not self.timer:
@@ -493,6 +604,12 @@ class AllCudaBackend:
             "cold mode needs a named device (the L2 of which GPU?): time the step with the gpuperf fixture, "
             "or use warm for benchmark tests"
         )
+
+    def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
+        """Each call between synchronizations of every device: from the call to its result."""
+        if flush:
+            return self.time_cold(fn, iterations)
+        return sum(self.time_block(fn, 1) for _ in range(iterations))
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
         raise ModeUnsupported(
@@ -530,6 +647,8 @@ class MpsBackend:
     clock_ns: Callable[[], int] = field(default=time.perf_counter_ns)
 
     last_host: float | None = None
+    last_device: float | None = None
+    last_short: bool = False
 
     def __post_init__(self) -> None:
         if not hasattr(torch_of(self.torch_module).mps, "Event"):
@@ -554,6 +673,12 @@ class MpsBackend:
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported("cold mode is not available on mps: its cache cannot be flushed from torch; use warm")
+
+    def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
+        """Each call from a synchronized device to its result (no lead is queued on mps)."""
+        if flush:
+            return self.time_cold(fn, iterations)
+        return sum(self.time_block(fn, 1) for _ in range(iterations))
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
         raise ModeUnsupported("graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on mps")
@@ -605,14 +730,19 @@ def host_block(
 def block_timer(
     backend: Backend, fn: Callable[[], object], mode: str, *, per_call: bool = False
 ) -> Callable[[int], float]:
-    """``run_block(iterations) -> seconds`` for ``fn`` in timing ``mode`` (graph mode captures ``fn`` first;
-    ``per_call``: a graph of one call, so that a block of one call is one call's replay)."""
+    """``run_block(iterations) -> seconds`` for ``fn`` in timing ``mode`` (graph mode captures ``fn`` first).
+
+    ``per_call``: each call's latency, from the call to its result (``time_latency``; in graph
+    mode, of a graph of one call); otherwise what a loop of the calls pays (``time_block``)."""
     if mode == "graph":
         return _graph_timer(backend, fn, per_call=per_call)
-    if mode == "cold":
-        return lambda iterations: backend.time_cold(fn, iterations)
-    if mode != "warm":
+    if mode not in MODES:
         raise ModeUnsupported(f"unknown timing mode {mode!r}; the modes are: {', '.join(MODES)}")
+    cold = mode == "cold"
+    if per_call:
+        return lambda iterations: backend.time_latency(fn, iterations, flush=cold)
+    if cold:
+        return lambda iterations: backend.time_cold(fn, iterations)
     return lambda iterations: backend.time_block(fn, iterations)
 
 
@@ -624,11 +754,13 @@ def _graph_timer(backend: Backend, fn: Callable[[], object], *, per_call: bool =
     graph of one short call would carry that cost whole. So one call is captured and timed,
     then as many calls as fill ``GRAPH_REPLAY_TIME`` (at most ``GRAPH_MAX_CALLS``) are
     captured in the graph that is timed. A block of ``iterations`` calls runs whole
-    replays and is scaled to ``iterations`` calls, its host time too. ``per_call`` keeps the
-    graph of one call (each replay then carries its launch cost, the price of timing calls alone).
+    replays and is scaled to ``iterations`` calls, its host and device times too. ``per_call`` keeps
+    the graph of one call and times each replay from the call to its result (``time_latency``).
     """
     replay = backend.capture(fn)
-    calls = 1 if per_call else graph_calls(backend.time_block(replay, PROBE_REPLAYS) / PROBE_REPLAYS)
+    if per_call:
+        return lambda iterations: backend.time_latency(replay, iterations)
+    calls = graph_calls(backend.time_block(replay, PROBE_REPLAYS) / PROBE_REPLAYS)
     if calls > 1:
         replay = backend.capture(fn, calls)
 
@@ -638,6 +770,8 @@ def _graph_timer(backend: Backend, fn: Callable[[], object], *, per_call: bool =
         scale = iterations / (replays * calls)
         if backend.last_host is not None:
             backend.last_host *= scale
+        if backend.last_device is not None:
+            backend.last_device *= scale
         return seconds * scale
 
     return run

@@ -84,7 +84,8 @@ class Measurement:
     inconclusive: str = "warn"
     #: timing mode: warm, cold or graph (``MeasureSettings.mode``)
     mode: str = "warm"
-    #: median host seconds spent launching one call, on devices that run asynchronously (else None)
+    #: median host seconds per call over a block, on devices that run asynchronously (else None: a CPU, whose
+    #: samples are host time, and a step that synchronizes, whose host time is the loop's)
     host_per_call: float | None = None
     #: each sample is one call timed alone (a block of one call), so percentiles of the samples are per call
     single_calls: bool = False
@@ -99,6 +100,14 @@ class Measurement:
     transient_method: str = ""
     memory_reserved: int | None = None
     memory_devices: Mapping[str, int] = field(default_factory=dict)
+    #: median device seconds per call with the queue kept full (behind the lead), where that differs from the
+    #: sample (an asynchronous device; None for a step that synchronizes, and on a CPU)
+    device_per_call: float | None = None
+    #: kept samples whose lead ended before the host had launched their block, where the sample is the device's time
+    #: (the device may have idled inside it)
+    short_leads: int = 0
+    #: each sample is one call's latency, from the call to its result (``--gpuperf-per-call``)
+    latency: bool = False
 
     # ------------------------------------------------------------ statistics
 
@@ -125,18 +134,28 @@ class Measurement:
         return self.summary.cv
 
     @property
+    def host_bound(self) -> bool:
+        """Did the host need longer for a call than the device? Then a loop runs at the host's speed, and each
+        sample is the host's time (a sample is the larger of the two)."""
+        host = self.host_per_call
+        return host is not None and host >= self._device_time > 0 and not self.no_device_work
+
+    @property
     def launch_bound(self) -> bool:
-        """Did the host need longer to launch a call than the device to run it? A loop then runs at host speed."""
-        return self.host_per_call is not None and self.host_per_call >= self.median > 0 and not self.no_device_work
+        """The older name of ``host_bound``."""
+        return self.host_bound
 
     @property
     def no_device_work(self) -> bool:
         """Timed on an asynchronous device whose clock saw next to nothing: the step's work ran elsewhere."""
-        return (
-            self.host_per_call is not None
-            and self.median < NO_WORK_FRACTION * self.host_per_call
-            and self.median * self.iterations < NO_WORK_BLOCK
-        )
+        host, device = self.host_per_call, self._device_time
+        return host is not None and device < NO_WORK_FRACTION * host and device * self.iterations < NO_WORK_BLOCK
+
+    @property
+    def _device_time(self) -> float:
+        """Device seconds per call; where none is kept beside a host time (a file written when samples were the
+        device's time), the median."""
+        return self.median if self.device_per_call is None else self.device_per_call
 
     @property
     def percentiles(self) -> dict[int, float] | None:
@@ -410,6 +429,9 @@ class Measurement:
                 "reserved_bytes": self.memory_reserved,
                 "devices": dict(self.memory_devices),
             },
+            "device_per_call": self.device_per_call,
+            "short_leads": self.short_leads,
+            "latency": self.latency,
         }
 
     @classmethod
@@ -444,6 +466,9 @@ class Measurement:
             single_calls=bool(data.get("single_calls", False)),
             clocks=ClockSummary.from_dict(data.get("clocks")),
             energy=EnergySummary.from_dict(data.get("energy")),
+            device_per_call=None if data.get("device_per_call") is None else float(data["device_per_call"]),
+            short_leads=int(data.get("short_leads", 0)),
+            latency=bool(data.get("latency", False)),
         )
 
     def __str__(self) -> str:

@@ -46,7 +46,7 @@ from ._backends import Backend, block_timer
 from ._clocks import clock_monitor, monitored
 from ._judge import Check
 from ._measurement import Measurement
-from ._runner import Coordinator, Readings, Subject, gc_paused, measurement_of, peak_memory, torch_threads
+from ._runner import BlockTimes, Coordinator, Subject, gc_paused, measurement_of, peak_memory, torch_threads
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
 from ._stats import Estimate, estimate_median, median, median_ci
@@ -208,12 +208,17 @@ class RoundRunner:
     rounds: RoundSteps
     block: Callable[[Step, int], float]
     plan: SamplingPlan
-    last_host: Callable[[], float | None]
+    backend: Backend
     times: dict[str, list[float]]
-    host: dict[str, list[float | None]] = field(default_factory=dict)
+    #: what the backend read beside each step's blocks (host and device seconds, short leads)
+    read: dict[str, BlockTimes] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     cheapest: dict[str, float] = field(default_factory=dict)
     count: int = 0
+
+    def __post_init__(self) -> None:
+        for name in self.rounds.sources:
+            self.read.setdefault(name, BlockTimes(self.backend))
 
     def __call__(self, iterations: int) -> float:
         index = self.count
@@ -228,9 +233,10 @@ class RoundRunner:
         for name in order:
             calls = max(iterations, self.sizes.get(name, 1))
             elapsed = self.block(steps[name], calls)
-            host = self.last_host()
+            read = self.read[name]
+            read.note(calls)
+            host = read.last()
             self.times[name].append(elapsed / calls)
-            self.host.setdefault(name, []).append(None if host is None else host / calls)
             self._resize(name, max(elapsed, host or 0.0) / calls, index)
             total += elapsed / calls * iterations
         return total
@@ -284,7 +290,7 @@ def measure_paired(
 
     rule = PairedStopRule(plan, times)
     agree = coordinator.agree if coordinator is not None else _same
-    runner = RoundRunner(rounds, timed, plan, lambda: backend.last_host, times)
+    runner = RoundRunner(rounds, timed, plan, backend, times)
     monitoring = clock_monitor(backend, threshold=settings.throttle_threshold)
     with torch_threads(settings.threads_for(device)) as threads, gc_paused(), monitoring as monitor:
         result = sample(monitored(runner, monitor), plan, stop_rule=rule, agree=agree)
@@ -297,11 +303,8 @@ def measure_paired(
             backend,
             settings,
             Subject((names or {}).get(name, name), device, rounds.current[name].work, (observers or {}).get(name)),
-            Readings(
-                threads,
-                peak_memory(rounds.current[name].fn, backend, settings, device),
-                runner.host.get(name, ()),
-                clocks,
+            runner.read[name].readings(
+                threads, peak_memory(rounds.current[name].fn, backend, settings, device), clocks
             ),
             paired_samples=sampled[name],
         )

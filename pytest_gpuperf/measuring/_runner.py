@@ -30,9 +30,9 @@ from ._stats import median
 from ._units import format_duration
 
 __all__ = [
+    "BlockTimes",
     "Coordinator",
     "FixedCall",
-    "HostTimes",
     "MemoryReading",
     "Readings",
     "Subject",
@@ -98,14 +98,17 @@ class MemoryReading:
 @dataclass(frozen=True)
 class Readings:
     """What was read beside the timed samples: torch's threads in effect, the memory of a call (``off`` where it
-    was not read), the host's launch seconds per call of each block (on an asynchronous device; the last ones
-    match the kept samples), the GPU's clocks, and the energy of the sampled blocks (``_energy.py``)."""
+    was not read), the host's seconds per call of each block (on an asynchronous device; the last ones match the
+    kept samples), the GPU's clocks, the energy of the sampled blocks (``_energy.py``), and per block the device's
+    seconds per call behind the lead and whether the lead was short (``BlockTimes``)."""
 
     threads: int
     memory: MemoryReading = MemoryReading()
     host: Sequence[float | None] = ()
     clocks: ClockSummary | None = None
     energy: EnergySummary | None = None
+    device: Sequence[float | None] = ()
+    short: Sequence[bool] = ()
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,7 @@ def measurement_of(
         clocks=readings.clocks,
         inconclusive=settings.inconclusive,
         mode=settings.mode,
-        host_per_call=_host_per_call(readings.host, len(kept)),
+        host_per_call=_median_per_call(readings.host, len(kept)),
         single_calls=single,
         observer=subject.observer,
         energy=readings.energy,
@@ -248,12 +251,16 @@ def measurement_of(
         transient_method=readings.memory.transient_method,
         memory_reserved=readings.memory.reserved,
         memory_devices=dict(readings.memory.devices),
+        device_per_call=_median_per_call(readings.device, len(kept)),
+        short_leads=sum(readings.short[-len(kept) :]) if kept else 0,
+        latency=single and settings.per_call,
     )
     if measurement.no_device_work:
         name, device = subject.name, subject.device
         warnings.warn(
             f"{name}: timed on {device} but ran no work on {device}: the device clock saw "
-            f"{format_duration(measurement.median)} per call for {format_duration(measurement.host_per_call or 0)} "
+            f"{format_duration(measurement.device_per_call or 0)} per call for "
+            f"{format_duration(measurement.host_per_call or 0)} "
             f"of host time; are the step's tensors and model on {device}?",
             NoDeviceWorkWarning,
             stacklevel=3,
@@ -261,30 +268,50 @@ def measurement_of(
     return measurement
 
 
-def _host_per_call(host: Sequence[float | None], kept: int) -> float | None:
-    """Median host launch seconds per call of the last ``kept`` blocks; None unless every one of them has one."""
-    last = host[-kept:] if kept else []
+def _median_per_call(seconds: Sequence[float | None], kept: int) -> float | None:
+    """Median seconds per call of the last ``kept`` blocks; None unless every one of them has one."""
+    last = seconds[-kept:] if kept else []
     if len(last) < kept or not last or any(h is None for h in last):
         return None
     return median([h for h in last if h is not None])
 
 
-class HostTimes:
-    """Host launch seconds per call of every block timed through it (None where the backend reports none)."""
+class BlockTimes:
+    """What the backend read beside each block timed through it: host and device seconds per call (None where the
+    backend reports none) and whether its lead was short."""
 
-    def __init__(self, backend: Backend, run_block: Callable[[int], float]) -> None:
+    def __init__(self, backend: Backend, run_block: Callable[[int], float] | None = None) -> None:
         self.backend = backend
-        self.run_block = run_block
-        self.per_call: list[float | None] = []
+        self.run_block = run_block  # None: the blocks are timed elsewhere, and each is noted here (paired rounds)
+        self.host: list[float | None] = []
+        self.device: list[float | None] = []
+        self.short: list[bool] = []
 
     def __call__(self, iterations: int) -> float:
+        if self.run_block is None:
+            raise TypeError("BlockTimes without a run_block only notes blocks timed elsewhere")
         seconds = self.run_block(iterations)
-        host = self.backend.last_host
-        self.per_call.append(None if host is None else host / iterations)
+        self.note(iterations)
         return seconds
+
+    def note(self, iterations: int) -> None:
+        """Keep what the backend read of the block of ``iterations`` calls it just timed."""
+        host, device = self.backend.last_host, self.backend.last_device
+        self.host.append(None if host is None else host / iterations)
+        self.device.append(None if device is None else device / iterations)
+        self.short.append(self.backend.last_short)
 
     def last(self) -> float | None:
         return self.backend.last_host
+
+    def readings(
+        self,
+        threads: int,
+        memory: MemoryReading,
+        clocks: ClockSummary | None,
+        energy: EnergySummary | None = None,
+    ) -> Readings:
+        return Readings(threads, memory, self.host, clocks, energy, self.device, self.short)
 
 
 def measure_on(
@@ -305,7 +332,7 @@ def measure_on(
     with torch_threads(settings.threads_for(device)) as threads, monitoring as monitor:
         energy = energy_trace(backend, monitor, clock=clock)
         trace = energy if isinstance(energy, EnergyTrace) else None
-        host = HostTimes(backend, block_timer(backend, fn, settings.mode, per_call=settings.per_call))
+        host = BlockTimes(backend, block_timer(backend, fn, settings.mode, per_call=settings.per_call))
         block = host if coordinator is None else coordinator.wrap_block(host)
         block = metered(monitored(block, monitor), trace)
         with gc_paused():
@@ -320,7 +347,7 @@ def measure_on(
         backend,
         settings,
         Subject(name, device, work, observer),
-        Readings(threads, memory, host.per_call, clocks, energy_summary),
+        host.readings(threads, memory, clocks, energy_summary),
     )
 
 

@@ -43,8 +43,11 @@ def flags(record: Record) -> str:
         out.append(m.mode)
     if m.no_device_work:
         out.append("no device work")
-    elif m.launch_bound:
-        out.append(f"launch-bound (host {format_duration(m.host_per_call or 0)}/call)")
+    elif m.host_bound:
+        device = f", device {format_duration(m.device_per_call)}/call" if m.device_per_call is not None else ""
+        out.append(f"host-bound (host {format_duration(m.host_per_call or 0)}/call{device})")
+    if m.short_leads:
+        out.append(f"short lead {m.short_leads}/{len(m.samples)}")
     drift = m.drift
     if drift is not None:
         out.append(f"drift {drift:+.1%}")

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-#: The stand-in's spin rate: torch.cuda._sleep cycles per second (an H100 spun at about 1.9e9 here).
+#: The stand-in's spin rate: torch.cuda._sleep cycles per second (an H100 spun at about 1.9e9 here) ...
 SPIN_HZ = 1.9e9
+#: ... at its maximum SM clock; an idle H100 sat at IDLE_MHZ (docs/evidence.md), and spins that much slower.
+MAX_MHZ = 1980.0
+IDLE_MHZ = 345.0
 
 
 @dataclass
@@ -35,6 +38,12 @@ class FakeGpu:
     capturing: bool = False
     captured: list[tuple[str, float]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    #: the SM clock stays at IDLE_MHZ until the device clock reaches this (a GPU ramping up from idle), then MAX_MHZ
+    idle_until: float = 0.0
+    #: the device that ``torch.cuda.device(i)`` made current
+    current_device: int = 0
+    #: the device of torch's default capture stream (made on the device current at the first capture; None before)
+    capture_stream_device: int | None = None
 
     # ------------------------------------------------------------ the timeline
 
@@ -54,6 +63,12 @@ class FakeGpu:
         begin = max(self.stream_end + (self.device_gap if self.kernels else 0.0), self.host)
         self.stream_end = begin + seconds
         self.kernels.append((name, begin, self.stream_end))
+
+    def spin(self, cycles: int) -> None:
+        """``torch.cuda._sleep``: a kernel of ``cycles`` clock cycles, as long as the clock at its start makes it."""
+        begin = max(self.stream_end, self.host + self.launch)
+        mhz = IDLE_MHZ if begin < self.idle_until else MAX_MHZ
+        self.kernel("sleep", cycles / (SPIN_HZ * mhz / MAX_MHZ))
 
     def drain(self) -> None:
         self.host = max(self.host, self.stream_end)
@@ -88,7 +103,7 @@ class FakeGpu:
 
         class Stream:
             def __init__(self, device: Any = None) -> None:
-                pass
+                self.device = gpu.current_device if device is None else int(device)
 
             def synchronize(self) -> None:
                 gpu.drain()
@@ -105,13 +120,29 @@ class FakeGpu:
                 gpu.kernel("graph", sum(seconds for _, seconds in self.kernels))
 
         @contextmanager
-        def graph(g: Graph) -> Any:
-            gpu.capturing, gpu.captured = True, []
+        def graph(g: Graph, stream: Any = None) -> Any:
+            if stream is None:  # torch's default capture stream: made once, on the device current at the first capture
+                if gpu.capture_stream_device is None:
+                    gpu.capture_stream_device = gpu.current_device
+                device = gpu.capture_stream_device
+            else:
+                device = stream.device
+            # Capturing on another device's stream captures nothing: the kernels go to the current device's stream.
+            gpu.capturing, gpu.captured = device == gpu.current_device, []
             try:
                 yield
             finally:
                 gpu.capturing = False
                 g.kernels = list(gpu.captured)
+
+        @contextmanager
+        def on_device(index: Any = None) -> Any:
+            before = gpu.current_device
+            gpu.current_device = before if index is None else int(index)
+            try:
+                yield
+            finally:
+                gpu.current_device = before
 
         @contextmanager
         def nothing(*args: object) -> Any:
@@ -134,10 +165,10 @@ class FakeGpu:
             CUDAGraph=Graph,
             graph=graph,
             stream=nothing,
-            device=nothing,
+            device=on_device,
             current_stream=lambda index=None: Stream(),
             synchronize=lambda index=None: gpu.drain(),
-            _sleep=lambda cycles: gpu.kernel("sleep", cycles / SPIN_HZ),
+            _sleep=gpu.spin,
             get_device_properties=lambda index: SimpleNamespace(
                 name="Fake H100",
                 major=9,
@@ -159,3 +190,37 @@ def step(gpu: FakeGpu, host_before: float, kernels: list[float]) -> Callable[[],
             gpu.kernel(f"k{i}", seconds)
 
     return fn
+
+
+def loader_step(gpu: FakeGpu, *, pinned: bool, load: float = 10e-3, copy: float = 1e-3) -> Callable[[], None]:
+    """A DataLoader step: ``load`` seconds of host work (the next batch), its copy to the device, then a 3 ms
+    training step (30 us of host work, twelve 250 us kernels).
+
+    From pinned memory with ``non_blocking=True`` the copy is an asynchronous DMA queued on the stream; from
+    pageable memory the host stages it and waits: for the stream to reach the copy, and for the copy to end.
+    """
+    train = step(gpu, 30e-6, [250e-6] * 12)
+
+    def fn() -> None:
+        gpu.spend(load)
+        if not pinned:
+            gpu.drain()
+        gpu.kernel("copy", copy)
+        if not pinned:
+            gpu.drain()
+        train()
+
+    return fn
+
+
+def plain_loop(gpu: FakeGpu, fn: Callable[[], object], calls: int = 1000) -> float:
+    """Seconds per call of ``for _ in range(calls): fn()`` then a synchronize, after ten calls to warm it:
+    what the user's loop pays (the last call's device tail is spread over ``calls``)."""
+    for _ in range(10):
+        fn()
+    gpu.drain()
+    began = gpu.clock()
+    for _ in range(calls):
+        fn()
+    gpu.drain()
+    return (gpu.clock() - began) / calls

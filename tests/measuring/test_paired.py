@@ -52,12 +52,17 @@ class FakeBackend:
     min_block_time: float = 1e-3
     blocks: list[tuple[Callable[[], object], int]] = field(default_factory=list)
     last_host: float | None = None
+    last_device: float | None = None
+    last_short: bool = False
 
     def synchronize(self) -> None:
         return None
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported("no cold mode on the fake")
+
+    def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
+        return self.time_block(fn, iterations)
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
         raise ModeUnsupported("no graph mode on the fake")

@@ -13,12 +13,14 @@ import pytest
 import torch
 
 from pytest_gpuperf import Check, Gpuperf, Paired
-from pytest_gpuperf.measuring import Expectations, ExpectationsError
+from pytest_gpuperf.measuring import CudaBackend, Expectations, ExpectationsError, ModeUnsupported
+from pytest_gpuperf.measuring._backends import block_timer
 from suites.conftest import BandwidthOp
 from suites.dataloading import SyntheticDataset, _Forever, dataloader_steps, dataloader_unsupported
 from suites.support import expectations
 from suites.test_bandwidth import FRACTION_OF_REFERENCE, judge
 from suites.test_dataloader import PINNED_AT_LEAST, bound_note, judge_pinned
+from tests.measuring.fake_gpu import FakeGpu
 
 REPO = Path(__file__).parents[2]
 FAST = ("--gpuperf-min-time=0.01", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.05")
@@ -189,3 +191,17 @@ def test_the_three_steps_share_the_loader_and_run_past_the_dataset_end_with_work
     assert check is not None
     check()
     assert steps["step"].work["FLOP"] > 0 and steps["loader"].params["num_workers"] == 2
+
+
+def test_graph_mode_refuses_the_dataloader_steps_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A captured graph would replay one stale batch copy and drop the loading: the capture is refused, so the
+    test is skipped with the reason (the stand-in GPU captures; the steps are built on the CPU)."""
+    gpu = FakeGpu()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: gpu.capturing)
+    steps = dataloader_steps(torch.device("cpu"), "small", workers=0, pinned=False)
+    backend = CudaBackend(0, torch_module=gpu.torch(), clock=gpu.clock)
+    for name in ("end_to_end", "loader"):
+        with pytest.raises(ModeUnsupported, match="replay one stale batch copy and drop the host's loading"):
+            block_timer(backend, steps[name].fn, "graph")
+    steps["end_to_end"].fn()  # outside a capture it loads as ever

@@ -70,6 +70,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.cuda.device_count",
             "torch.cuda.get_device_capability",
             "torch.cuda.is_available",
+            "torch.cuda.is_current_stream_capturing",
             "torch.cuda.set_device",
             "torch.device",
             "torch.distributed",
