@@ -418,7 +418,7 @@ def test_json_has_raw_samples_fingerprint_and_threads(matmul: pytest.Pytester) -
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["gpuperf: wrote 1 records to out/run.json"])
     data = json.loads((matmul.path / "out" / "run.json").read_text())
-    assert data["schema"] == "pytest-gpuperf/results" and data["version"] == 1
+    assert data["schema"] == "pytest-gpuperf/results" and data["version"] == 2
 
     assert data["fingerprint"]["torch"] == torch.__version__
     (record,) = data["records"]
