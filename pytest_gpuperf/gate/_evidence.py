@@ -69,11 +69,12 @@ def _record_view(record: Record) -> dict[str, object]:
         "mode": m.mode,
         "params": dict(record.params),
         "work": dict(m.work),
+        "sample": m.sample_kind,
     }
 
 
 #: RECORD_KEYS that a record read from pytest-benchmark's JSON does not have (``results/_pytest_benchmark.py``).
-UNRECORDED: frozenset[str] = frozenset({"device_name", "threads", "work"})
+UNRECORDED: frozenset[str] = frozenset({"device_name", "threads", "work", "sample"})
 
 
 def unrecorded(record: Record) -> frozenset[str]:

@@ -14,6 +14,7 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from . import _values as values
     from ._backends import (
+        CUDA_EVENT_TIMER,
         MODES,
         AllCudaBackend,
         Backend,
@@ -106,6 +107,7 @@ __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "BIND_ENV",
+    "CUDA_EVENT_TIMER",
     "ENERGY_MAX_ERROR",
     "KINDS",
     "MEASURE_FIELDS",

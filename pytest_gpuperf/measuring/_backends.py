@@ -20,6 +20,7 @@ from ._cpu_memory import allocator_probe
 from ._devices import DeviceError, DeviceSlot, cpu_model, torch_of
 
 __all__ = [
+    "CUDA_EVENT_TIMER",
     "MODES",
     "AllCudaBackend",
     "Backend",
@@ -115,6 +116,8 @@ class ModeUnsupported(ValueError):
     """A timing mode (cold, graph) this device or this step cannot do; the message says why and what to use."""
 
 
+#: The CUDA backend's timer, as a Measurement records it.
+CUDA_EVENT_TIMER: Final = "torch.cuda.Event pair"
 #: Timing modes: warm (calls back to back), cold (caches flushed before each call), graph (CUDA graph replay).
 MODES: Final = ("warm", "cold", "graph")
 #: Graph mode captures enough calls per graph for a replay to last this long (a launch's cost spread over them) ...
@@ -293,7 +296,7 @@ class CudaBackend:
     index: int
     torch_module: Any = None
     name: str = ""
-    timer: str = "torch.cuda.Event pair"
+    timer: str = CUDA_EVENT_TIMER
     # Event resolution is about 0.5 us; with launch latency kept out of the block, 1 ms keeps it under 0.1%.
     min_block_time: float = 1e-3
     clock: Callable[[], float] = field(default=time.perf_counter)

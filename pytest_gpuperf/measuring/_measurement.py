@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
+from ._backends import CUDA_EVENT_TIMER
 from ._clocks import ClockSummary
 from ._cpu_memory import RSS_METHOD
 from ._energy import EnergySummary
@@ -108,6 +109,9 @@ class Measurement:
     short_leads: int = 0
     #: each sample is one call's latency, from the call to its result (``--gpuperf-per-call``)
     latency: bool = False
+    #: read from a file written before a CUDA sample was the loop's time (results 1): its samples are device time
+    #: behind the lead, which a host-bound step's loop does not pay (``sample_kind``)
+    legacy_device_time: bool = False
 
     # ------------------------------------------------------------ statistics
 
@@ -150,6 +154,17 @@ class Measurement:
         """Timed on an asynchronous device whose clock saw next to nothing: the step's work ran elsewhere."""
         host, device = self.host_per_call, self._device_time
         return host is not None and device < NO_WORK_FRACTION * host and device * self.iterations < NO_WORK_BLOCK
+
+    @property
+    def sample_kind(self) -> str:
+        """What a sample times, for the gate's comparability rule: the loop's time (the larger of device and host
+        time on CUDA), one call's latency from call to result, or a CUDA device time of an older file. On a host
+        clock a call alone and a block of calls time the same thing."""
+        if self.timer != CUDA_EVENT_TIMER:
+            return "host clock"
+        if self.legacy_device_time:
+            return "device time behind the lead"
+        return "call to result" if self.latency else "the loop's time"
 
     @property
     def _device_time(self) -> float:
@@ -432,6 +447,7 @@ class Measurement:
             "device_per_call": self.device_per_call,
             "short_leads": self.short_leads,
             "latency": self.latency,
+            **({"legacy_device_time": True} if self.legacy_device_time else {}),
         }
 
     @classmethod
@@ -469,6 +485,10 @@ class Measurement:
             device_per_call=None if data.get("device_per_call") is None else float(data["device_per_call"]),
             short_leads=int(data.get("short_leads", 0)),
             latency=bool(data.get("latency", False)),
+            # Results 1 kept no "latency": its CUDA samples were the device's time behind the lead.
+            legacy_device_time=bool(
+                data.get("legacy_device_time", "latency" not in data and data.get("timer") == CUDA_EVENT_TIMER)
+            ),
         )
 
     def __str__(self) -> str:

@@ -12,7 +12,7 @@ GPU's normal states) when the fingerprint was taken,
 and the allocator and NCCL environment variables. The keys of ``RECORDED_SINCE`` are
 compared only when both fingerprints hold them: older files and machines without NVML
 lack them, and a fact one side did not record is no difference. Per record, the gate
-also requires the same device, thread count, timing mode, parameters and work per call
+also requires the same device, thread count, timing mode, parameters, work per call and kind of sample
 (``RECORD_KEYS``); a device model, thread count or work per call that the baseline's tool did not record
 (pytest-benchmark records none of them) is no difference. ``--gpuperf-allow-mismatch=KEY,...``
 (or ``all``) overrides the rule for those keys. ``check_comparable`` is the one check every
@@ -84,6 +84,7 @@ RECORD_KEYS: Final[dict[str, str]] = {
     "mode": "timing mode (warm, cold, graph)",
     "params": "test parameters (sizes, dtype ...)",
     "work": "work per call (FLOP, bytes ...)",
+    "sample": "what a sample times (on CUDA: the loop's time since results 2, device time before; call to result)",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.results import ResultsDir, Run, save_run
+from pytest_gpuperf.measuring import CUDA_EVENT_TIMER
+from pytest_gpuperf.results import Record, ResultsDir, Run, save_run
 from tests.gate.clocked import SLOW, with_clocks
 from tests.synthetic import make_record, make_run, save_main_baseline, with_fingerprint
 
@@ -189,3 +191,27 @@ def test_a_slowdown_on_a_throttled_gpu_exits_1_as_unattributed(
     assert out.splitlines()[-1] == (
         "gpuperf gate: FAILED (1 unattributed; failing on slower,unattributed): test_step [cpu]"
     )
+
+
+def _on_cuda(record: Record) -> Record:
+    m = dataclasses.replace(record.measurement, device="cuda:0", timer=CUDA_EVENT_TIMER)
+    return dataclasses.replace(record, test=record.test.replace("[cpu]", "[cuda]"), device="cuda:0", measurement=m)
+
+
+def test_a_cuda_record_of_device_time_is_not_compared_with_the_loops_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A version 1 file's CUDA samples were device time behind the lead; a host-bound step's loop pays more, so a
+    comparison across the change would call it slower: the record is incomparable, and the reason names the key."""
+    old = make_run(_on_cuda(make_record(4e-3))).to_dict()
+    old["version"] = 1
+    del old["records"][0]["measurement"]["latency"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(make_run(_on_cuda(make_record(10e-3))).to_dict()))
+    assert main(["compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 0
+    out = capsys.readouterr().out
+    assert "incomparable  sample device time behind the lead -> the loop's time" in out
+    assert "SLOWER" not in out and "1 incomparable" in out
+    # Compared across it on purpose, the override names the key.
+    assert main(["compare", "--allow-mismatch=sample", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
+    assert "SLOWER" in capsys.readouterr().out
