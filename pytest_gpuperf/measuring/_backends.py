@@ -419,27 +419,25 @@ class CudaBackend:
 
     def _steady(self, fn: Callable[[], object], iterations: int) -> float:
         """A block timed right after an untimed call whose work is still in flight, as in a loop (class docstring)."""
+        return self._bracketed(fn, iterations, in_flight=True)
+
+    def _call_to_result(self, fn: Callable[[], object]) -> float:
+        """One call from the call to its result: the stream drained, the start event recorded on it idle."""
+        return self._bracketed(fn, 1, in_flight=False)
+
+    def _bracketed(self, fn: Callable[[], object], iterations: int, *, in_flight: bool) -> float:
+        """``iterations`` calls with no lead, the larger of the events' and the host clock's time around them: after
+        an untimed call still in flight (``in_flight``), or on the drained stream."""
         stream = self._cuda.current_stream(self.index)
         start, end = self._events(2)
-        fn()
+        if in_flight:
+            fn()
+        else:
+            stream.synchronize()
         start.record(stream)
         began = self.clock()
         for _ in repeat(None, iterations):
             fn()
-        end.record(stream)
-        host = self.clock() - began
-        end.synchronize()
-        self.last_device, self.last_host, self.last_short = None, None, False
-        return max(float(start.elapsed_time(end)) * 1e-3, host)
-
-    def _call_to_result(self, fn: Callable[[], object]) -> float:
-        """One call from the call to its result: the stream drained, the start event recorded on it idle."""
-        stream = self._cuda.current_stream(self.index)
-        start, end = self._events(2)
-        stream.synchronize()
-        start.record(stream)
-        began = self.clock()
-        fn()
         end.record(stream)
         host = self.clock() - began
         end.synchronize()
