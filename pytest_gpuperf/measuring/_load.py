@@ -34,6 +34,7 @@ __all__ = [
     "affinity_cores",
     "between",
     "needed_cores",
+    "run_queue_wait",
     "snapshot",
     "wait_for_quiet",
 ]
@@ -41,6 +42,7 @@ __all__ = [
 #: Background load below this many cores beyond what the measurement leaves free is ignored (timer ticks, daemons).
 SLACK_CORES: Final = 0.25
 _PROC_STAT: Final = "/proc/stat"
+_OWN_TASKS: Final = "/proc/self/task"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class CpuSnapshot:
     steal: float  # time the hypervisor gave our virtual CPUs to someone else
     own: float  # this process, all threads: user + system
     cpus: int
+    #: this process's threads' time runnable but not running (the run queue's wait; None where unreadable)
+    own_wait: float | None = None
 
 
 @dataclass(frozen=True)
@@ -62,14 +66,19 @@ class Load:
     cpus: int
     background_cores: float  # other processes' CPU use plus stolen time, in cores
     own_cores: float
+    #: cores' worth of time this process's threads waited to run (None: not read, or an older file)
+    waited_cores: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "seconds": round(self.seconds, 4),
             "cpus": self.cpus,
             "background_cores": round(self.background_cores, 3),
             "own_cores": round(self.own_cores, 3),
         }
+        if self.waited_cores is not None:
+            out["waited_cores"] = round(self.waited_cores, 3)
+        return out
 
     def disturbs(self, needed: float) -> bool:
         """Did other processes leave fewer free cores than a measurement that ``needed`` this many?"""
@@ -81,8 +90,13 @@ class Load:
         if not isinstance(data, dict):
             return None
         try:
+            waited = data.get("waited_cores")
             return cls(
-                float(data["seconds"]), int(data["cpus"]), float(data["background_cores"]), float(data["own_cores"])
+                float(data["seconds"]),
+                int(data["cpus"]),
+                float(data["background_cores"]),
+                float(data["own_cores"]),
+                None if waited is None else float(waited),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -93,6 +107,29 @@ def _ticks_per_second() -> float:
         return float(os.sysconf("SC_CLK_TCK"))
     except (ValueError, OSError, AttributeError):
         return 100.0
+
+
+def run_queue_wait(tasks: str = _OWN_TASKS) -> float | None:
+    """Seconds this process's threads have spent runnable but not running, summed over its live threads
+    (``/proc/self/task/*/schedstat``, second field, nanoseconds); None where it cannot be read.
+
+    This is what starving a process of cores means: its CPU time alone cannot tell a thread that could not run
+    from one that did not ask to (a test whose work runs in child processes, such as a DDP world)."""
+    total = 0
+    try:
+        tids = os.listdir(tasks)
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(os.path.join(tasks, tid, "schedstat"), encoding="ascii") as f:
+                fields = f.read().split()
+        except OSError:
+            continue  # a thread that ended since the listing
+        if len(fields) < 2 or not fields[1].isdigit():
+            return None
+        total += int(fields[1])
+    return total * 1e-9
 
 
 def snapshot(stat_path: str = _PROC_STAT) -> CpuSnapshot | None:
@@ -115,6 +152,7 @@ def snapshot(stat_path: str = _PROC_STAT) -> CpuSnapshot | None:
         steal=steal / hz,
         own=usage.ru_utime + usage.ru_stime,
         cpus=os.cpu_count() or 1,
+        own_wait=run_queue_wait(),
     )
 
 
@@ -132,7 +170,11 @@ def between(start: CpuSnapshot | None, end: CpuSnapshot | None) -> Load | None:
     own = max(0.0, end.own - start.own)
     # /proc/stat counts in clock ticks, our own time in microseconds: clamp the rounding, not the signal.
     background = max(0.0, (end.busy - start.busy) - own + (end.steal - start.steal))
-    return Load(seconds, end.cpus, min(float(end.cpus), background / seconds), own / seconds)
+    waited = None
+    if start.own_wait is not None and end.own_wait is not None:
+        # A thread that ended in between takes its wait with it: never below zero.
+        waited = max(0.0, end.own_wait - start.own_wait) / seconds
+    return Load(seconds, end.cpus, min(float(end.cpus), background / seconds), own / seconds, waited)
 
 
 def affinity_cores() -> int:

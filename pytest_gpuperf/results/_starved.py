@@ -26,11 +26,16 @@ def disturbed_by(record: Record, load: Load | None) -> bool:
 
 def starved(record: Record) -> Load | None:
     """The load of the record's own measurement when it starved it of cores, else None: disturbed (other processes
-    left fewer free cores than it needs), and the test's process got less than it needs (a test that got its core
-    on a busy machine was not starved of it, though the gate still leaves such a run out)."""
+    left fewer free cores than it needs), and the test's process was kept from running: its threads waited in the
+    run queue for more than a quarter of a core (``Load.waited_cores``). A test that got its core on a busy machine
+    was not starved of it (though the gate still leaves such a run out), nor was one whose work ran in child
+    processes (a DDP world: its own process asks for next to no CPU). Where the wait was not read (not Linux, an
+    older file), the test's process got less CPU than it needs."""
     load = record.evidence.load
     if not disturbed_by(record, load) or load is None:
         return None
+    if load.waited_cores is not None:
+        return load if load.waited_cores > SLACK_CORES else None
     needed = needed_cores(record.device, record.measurement.threads)
     return load if load.own_cores + SLACK_CORES < needed else None
 

@@ -116,3 +116,32 @@ def test_monitor_thread_starts_and_stops() -> None:
     finally:
         monitor.stop()
     assert monitor.load_over(1.0) is None  # stopped: nothing kept
+
+
+def test_the_run_queue_wait_is_per_second_of_the_span_and_kept_in_the_json() -> None:
+    start = CpuSnapshot(wall=0, busy=0, steal=0, own=0, cpus=2, own_wait=1.0)
+    end = CpuSnapshot(wall=2, busy=4, steal=0, own=0.5, cpus=2, own_wait=2.5)
+    waited = between(start, end)
+    assert waited is not None and waited.waited_cores == 0.75
+    assert Load.from_dict(waited.to_dict()) == waited
+    # A side without the wait (not Linux, a fake gauge) gives none, and an older file reads as none.
+    unread = between(start, CpuSnapshot(wall=2, busy=4, steal=0, own=0.5, cpus=2))
+    assert unread is not None and unread.waited_cores is None and "waited_cores" not in unread.to_dict()
+
+
+def test_the_run_queue_wait_sums_the_threads_and_skips_one_that_ended(tmp_path: Path) -> None:
+    for tid, fields in (("11", "5000 2000000000 7"), ("12", "9 500000000 1")):
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "schedstat").write_text(fields + "\n")
+    (tmp_path / "13").mkdir()  # a thread that ended between the listing and the read
+    assert load.run_queue_wait(str(tmp_path)) == 2.5
+    assert load.run_queue_wait(str(tmp_path / "missing")) is None
+
+
+def test_this_process_run_queue_wait_is_read_on_linux() -> None:
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("no /proc/self/task: not Linux")
+    first = load.run_queue_wait()
+    assert first is not None and first >= 0.0
+    snapshot = load.snapshot()
+    assert snapshot is not None and snapshot.own_wait is not None and snapshot.own_wait >= first

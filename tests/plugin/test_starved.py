@@ -96,3 +96,19 @@ def test_a_test_that_got_its_core_on_a_busy_machine_is_disturbed_but_not_starved
     got_its_core = dataclasses.replace(record, evidence=Evidence(load=busy))
     assert disturbed_by(got_its_core, busy), "the gate still leaves the run out"
     assert starved_flag(got_its_core) == ""
+
+
+def test_the_run_queue_wait_decides_where_it_was_read() -> None:
+    """A test whose work runs in child processes (a DDP world) asks its own process for next to no CPU: on a busy
+    machine its low CPU share is not starvation, and its threads never waited to run. One that waited is starved."""
+    import dataclasses
+
+    from pytest_gpuperf.measuring import Load
+    from pytest_gpuperf.results import Evidence, starved_flag
+    from tests.synthetic import make_record
+
+    record = make_record(2e-3, threads=1)
+    idle_parent = Load(seconds=1.0, cpus=2, background_cores=2.0, own_cores=0.004, waited_cores=0.0)
+    kept_waiting = Load(seconds=1.0, cpus=2, background_cores=1.75, own_cores=0.25, waited_cores=0.75)
+    assert starved_flag(dataclasses.replace(record, evidence=Evidence(load=idle_parent))) == ""
+    assert starved_flag(dataclasses.replace(record, evidence=Evidence(load=kept_waiting))) == "starved (0.25 of 1 core)"
