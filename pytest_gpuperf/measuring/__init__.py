@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
     from ._paired import Paired, StepFactory, measure_paired
+    from ._profile import PROFILE_LEVELS, PROFILE_SHARE, CompileCounters, OpStat, WorkProfile
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, torch_threads, work_from
     from ._sampling import FixedBudget, SamplingPlan, SamplingResult, StopRule, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
@@ -113,6 +114,8 @@ __all__ = [
     "MEASURE_FIELDS",
     "MODES",
     "POWERCAP",
+    "PROFILE_LEVELS",
+    "PROFILE_SHARE",
     "SIZES",
     "SLACK_CORES",
     "THROTTLE_REASONS",
@@ -124,6 +127,7 @@ __all__ = [
     "ClockMonitor",
     "ClockReading",
     "ClockSummary",
+    "CompileCounters",
     "Coordinator",
     "CpuBackend",
     "CudaBackend",
@@ -152,6 +156,7 @@ __all__ = [
     "MpsBackend",
     "NoDeviceWorkWarning",
     "NvmlMatch",
+    "OpStat",
     "Outcome",
     "Paired",
     "Quantity",
@@ -170,6 +175,7 @@ __all__ = [
     "Trend",
     "UnitError",
     "Warmup",
+    "WorkProfile",
     "Workload",
     "WorkloadUnsupported",
     "World",

@@ -25,6 +25,7 @@ from ._clocks import ClockSummary
 from ._cpu_memory import RSS_METHOD
 from ._energy import EnergySummary
 from ._judge import Check, JudgeContext, Relation, check_bound, judge
+from ._profile import WorkProfile
 from ._sampling import Warmup
 from ._stats import (
     Estimate,
@@ -112,6 +113,8 @@ class Measurement:
     #: read from a file written before a CUDA sample was the loop's time (results 1): its samples are device time
     #: behind the lead, which a host-bound step's loop does not pay (``sample_kind``)
     legacy_device_time: bool = False
+    #: what the step did, read after timing outside the samples (``_profile.py``; None: off, or not read)
+    profile: WorkProfile | None = None
 
     # ------------------------------------------------------------ statistics
 
@@ -448,6 +451,7 @@ class Measurement:
             "short_leads": self.short_leads,
             "latency": self.latency,
             **({"legacy_device_time": True} if self.legacy_device_time else {}),
+            "profile": None if self.profile is None else self.profile.to_dict(),
         }
 
     @classmethod
@@ -489,6 +493,7 @@ class Measurement:
             legacy_device_time=bool(
                 data.get("legacy_device_time", "latency" not in data and data.get("timer") == CUDA_EVENT_TIMER)
             ),
+            profile=WorkProfile.from_dict(data.get("profile")),
         )
 
     def __str__(self) -> str:

@@ -46,7 +46,16 @@ from ._backends import Backend, block_timer
 from ._clocks import clock_monitor, monitored
 from ._judge import Check
 from ._measurement import Measurement
-from ._runner import BlockTimes, Coordinator, Subject, gc_paused, measurement_of, peak_memory, torch_threads
+from ._runner import (
+    BlockTimes,
+    Coordinator,
+    Subject,
+    gc_paused,
+    measurement_of,
+    peak_memory,
+    torch_threads,
+    work_profile,
+)
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
 from ._stats import Estimate, estimate_median, median, median_ci
@@ -304,7 +313,10 @@ def measure_paired(
             settings,
             Subject((names or {}).get(name, name), device, rounds.current[name].work, (observers or {}).get(name)),
             runner.read[name].readings(
-                threads, peak_memory(rounds.current[name].fn, backend, settings, device), clocks
+                threads,
+                peak_memory(rounds.current[name].fn, backend, settings, device),
+                clocks,
+                profile=work_profile(rounds.current[name].fn, settings, device, result, share_of=len(steps)),
             ),
             paired_samples=sampled[name],
         )

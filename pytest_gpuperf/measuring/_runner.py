@@ -24,6 +24,7 @@ from ._devices import open_device
 from ._energy import EnergySummary, EnergyTrace, energy_trace, metered
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
+from ._profile import PROFILE_SHARE, CompileCounters, WorkProfile, compile_counters, profile_step
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
 from ._stats import median
@@ -109,6 +110,7 @@ class Readings:
     energy: EnergySummary | None = None
     device: Sequence[float | None] = ()
     short: Sequence[bool] = ()
+    profile: WorkProfile | None = None
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,7 @@ def measurement_of(
         device_per_call=_median_per_call(readings.device, len(kept)),
         short_leads=sum(readings.short[-len(kept) :]) if kept else 0,
         latency=single and settings.per_call,
+        profile=readings.profile,
     )
     if measurement.no_device_work:
         name, device = subject.name, subject.device
@@ -310,8 +313,9 @@ class BlockTimes:
         memory: MemoryReading,
         clocks: ClockSummary | None,
         energy: EnergySummary | None = None,
+        profile: WorkProfile | None = None,
     ) -> Readings:
-        return Readings(threads, memory, self.host, clocks, energy, self.device, self.short)
+        return Readings(threads, memory, self.host, clocks, energy, self.device, self.short, profile)
 
 
 def measure_on(
@@ -329,6 +333,7 @@ def measure_on(
     """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
     plan = settings.plan(backend.min_block_time)
     monitoring = clock_monitor(backend, threshold=settings.throttle_threshold)
+    compiled_before = compile_counters()
     with torch_threads(settings.threads_for(device)) as threads, monitoring as monitor:
         energy = energy_trace(backend, monitor, clock=clock)
         trace = energy if isinstance(energy, EnergyTrace) else None
@@ -340,6 +345,7 @@ def measure_on(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
     memory = peak_memory(fn, backend, settings, device)
+    profile = work_profile(fn, settings, device, result, compiled_before)
     clocks = None if monitor is None else monitor.summary(len(result.samples))
     energy_summary = trace.summary(len(result.samples)) if trace is not None else EnergySummary("", note=str(energy))
     return measurement_of(
@@ -347,8 +353,39 @@ def measure_on(
         backend,
         settings,
         Subject(name, device, work, observer),
-        host.readings(threads, memory, clocks, energy_summary),
+        host.readings(threads, memory, clocks, energy_summary, profile),
     )
+
+
+def work_profile(
+    fn: Callable[[], object],
+    settings: MeasureSettings,
+    device: str,
+    result: SamplingResult,
+    compiled_before: CompileCounters | None = None,
+    *,
+    share_of: int = 1,
+) -> WorkProfile | None:
+    """The step's work profile after timing (``_profile.py``), within ``PROFILE_SHARE`` of the measurement's time
+    (its warmup and samples; paired rounds of ``share_of`` steps give each its share); None where
+    ``settings.profile`` is off. The step time it is given is the median sample (a paired round's: an
+    overestimate, which only profiles fewer calls)."""
+    if settings.profile == "off":
+        return None
+    compiled = compile_counters()
+    if compiled is not None and compiled_before is not None:
+        compiled = compiled.since(compiled_before)  # else dynamo was first loaded by this step: all its counts are
+    step = median(result.samples) if result.samples else 0.0
+    budget = PROFILE_SHARE * (result.seconds + result.warmup.seconds) / share_of
+    with torch_threads(settings.threads_for(device)), gc_paused():
+        return profile_step(
+            fn,
+            level=settings.profile,
+            step_seconds=step,
+            budget=budget,
+            on_cuda=device.split(":", 1)[0] == "cuda",
+            compiled=compiled,
+        )
 
 
 def measure_fixed(

@@ -15,6 +15,7 @@ from typing import Any, Final
 from . import _values as values
 from ._backends import MODES
 from ._clocks import THROTTLE_THRESHOLD
+from ._profile import PROFILE_LEVELS
 from ._sampling import SamplingPlan
 from ._values import SettingError, Threads
 
@@ -33,6 +34,7 @@ MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "mode": values.choice(*MODES),
     "per_call": values.on_off,
     "throttle_threshold": values.fraction,
+    "profile": values.choice(*PROFILE_LEVELS),
 }
 
 
@@ -59,6 +61,9 @@ class MeasureSettings:
     #: a GPU sample is flagged throttled when its SM clock fell below this fraction of the measurement's median
     #: SM clock (or a slowdown reason was set); ``_clocks.py``
     throttle_threshold: float = THROTTLE_THRESHOLD
+    #: a work profile of the step after timing (``_profile.py``): ``full`` (counts and times), ``counts`` (one
+    #: call, counts only) or ``off``
+    profile: str = "full"
 
     def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
         return SamplingPlan(

@@ -23,6 +23,10 @@ Schema history (bump the version and say why here; files are read and written in
   ``null`` (each NVML field is read on its own); new ``"energy"``; a reference peak may say
   ``"source": "datasheet"``. Version 1 files are still read: their memory figure as the
   transient part, with no high-water mark. A version 1 reader refuses version 2.
+  Added while 2 is unreleased (issue 22), absent or ``null`` in older files (read as no profile): a
+  measurement's ``"profile"``, its work profile (``measuring.WorkProfile``: ``level``, ``calls``, ``ops`` and
+  ``kernels`` as ``{"name", "count", "seconds"}`` totals over the calls, ``runtime``, ``syncs``, ``flops``,
+  ``bytes_allocated``, ``bytes_copied``, ``compile``, ``seconds``, ``budget``).
 * baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
 """
 
