@@ -63,6 +63,7 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
         (["--gpuperf-inconclusive=maybe"], "ERROR: --gpuperf-inconclusive=maybe: must be one of: warn, fail"),
         (["--gpuperf-size=huge"], "ERROR: --gpuperf-size=huge: must be one of: auto, small, medium, large"),
         (["--gpuperf-mode=hot"], "ERROR: --gpuperf-mode=hot: must be one of: warm, cold, graph"),
+        (["--gpuperf-profile=some"], "ERROR: --gpuperf-profile=some: must be one of: full, counts, off"),
         (
             ["--gpuperf-throttle-threshold=1.5"],
             "ERROR: --gpuperf-throttle-threshold=1.5: must be between 0 and 1 (exclusive)*",
