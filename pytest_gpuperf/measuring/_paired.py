@@ -46,6 +46,7 @@ from ._backends import Backend, block_timer
 from ._clocks import clock_monitor, monitored
 from ._judge import Check
 from ._measurement import Measurement
+from ._profile import MAX_CALLS
 from ._runner import (
     BlockTimes,
     Coordinator,
@@ -316,7 +317,14 @@ def measure_paired(
                 threads,
                 peak_memory(rounds.current[name].fn, backend, settings, device),
                 clocks,
-                profile=work_profile(rounds.current[name].fn, settings, device, result, share_of=len(steps)),
+                profile=work_profile(
+                    rounds.current[name].fn,
+                    settings,
+                    device,
+                    result,
+                    share_of=len(steps),
+                    max_calls=1 if coordinator else MAX_CALLS,
+                ),
             ),
             paired_samples=sampled[name],
         )

@@ -287,12 +287,16 @@ def compile_counters() -> CompileCounters | None:
 
 
 def _counting_pass(fn: Callable[[], object]) -> tuple[int | None, dict[str, int]]:
-    """FLOPs and host-device bytes of one call (None, {} where the counter fails on the step)."""
+    """FLOPs and host-device bytes of one call (None, {} where the counters fail on the step: an op that
+    Python's dispatch cannot run must not fail a test whose timing went through)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     copies = _CopyCounter()
-    with FlopCounterMode(display=False) as flop_counter, copies:
-        fn()
+    try:
+        with FlopCounterMode(display=False) as flop_counter, copies:
+            fn()
+    except Exception:  # noqa: BLE001 - any failure of the counters leaves the figures unknown
+        return None, {}
     return int(flop_counter.get_total_flops()), copies.moved
 
 
@@ -353,18 +357,22 @@ def profile_step(
     budget: float,
     on_cuda: bool,
     compiled: CompileCounters | None = None,
+    max_calls: int = MAX_CALLS,
     clock: Callable[[], float] = time.perf_counter,
 ) -> WorkProfile | None:
     """Profile ``fn`` (see the module's docstring); None at level ``off``.
 
     ``step_seconds`` is the measured time of one call; ``budget`` the seconds the profile may cost. Calls are
     added while the next one, at the cost the first profiled call showed, still fits the budget (level ``counts``:
-    one call). The counting pass and one profiled call run whatever the budget: a profile needs one call, and
-    ``seconds`` says what it cost."""
+    one call; ``max_calls`` caps them, 1 where every rank of a distributed run must make the same calls, whose
+    collectives would otherwise wait for each other). The counting pass and one profiled call run whatever the
+    budget: a profile needs one call, and ``seconds`` says what it cost."""
     if level == "off":
         return None
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
+    on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
     flops, copied = _counting_pass(fn)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
@@ -374,7 +382,7 @@ def profile_step(
         fn()
         calls = 1
         each = max(clock() - first, step_seconds)
-        while level == "full" and calls < MAX_CALLS and clock() - start + each <= budget:
+        while level == "full" and calls < max_calls and clock() - start + each <= budget:
             fn()
             calls += 1
     ops, kernels, runtime, syncs, allocated = read_events(prof.events(), level=level, calls=calls)

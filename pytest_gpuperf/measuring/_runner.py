@@ -24,7 +24,7 @@ from ._devices import open_device
 from ._energy import EnergySummary, EnergyTrace, energy_trace, metered
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
-from ._profile import PROFILE_SHARE, CompileCounters, WorkProfile, compile_counters, profile_step
+from ._profile import MAX_CALLS, PROFILE_SHARE, CompileCounters, WorkProfile, compile_counters, profile_step
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
 from ._stats import median
@@ -345,7 +345,8 @@ def measure_on(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
     memory = peak_memory(fn, backend, settings, device)
-    profile = work_profile(fn, settings, device, result, compiled_before)
+    # Every rank of a distributed run profiles the same calls (one), so that their collectives meet.
+    profile = work_profile(fn, settings, device, result, compiled_before, max_calls=1 if coordinator else MAX_CALLS)
     clocks = None if monitor is None else monitor.summary(len(result.samples))
     energy_summary = trace.summary(len(result.samples)) if trace is not None else EnergySummary("", note=str(energy))
     return measurement_of(
@@ -365,6 +366,7 @@ def work_profile(
     compiled_before: CompileCounters | None = None,
     *,
     share_of: int = 1,
+    max_calls: int = MAX_CALLS,
 ) -> WorkProfile | None:
     """The step's work profile after timing (``_profile.py``), within ``PROFILE_SHARE`` of the measurement's time
     (its warmup and samples; paired rounds of ``share_of`` steps give each its share); None where
@@ -385,6 +387,7 @@ def work_profile(
             budget=budget,
             on_cuda=device.split(":", 1)[0] == "cuda",
             compiled=compiled,
+            max_calls=max_calls,
         )
 
 

@@ -249,7 +249,9 @@ def test_factories_are_rebuilt_every_round_in_alternating_build_and_timing_order
     built: list[Build] = []
     alive: Alive = {"base": [], "head": []}
     # Exact fake times: the ratio converges at min_samples; the real-time cap is never reached, even on a busy machine.
-    settings = MeasureSettings(max_time=60.0, warmup_time=0.01, min_time=0.001, min_samples=12, memory=False)
+    settings = MeasureSettings(
+        max_time=60.0, warmup_time=0.01, min_time=0.001, min_samples=12, memory=False, profile="off"
+    )
     paired = measure_paired(recording_factories(backend, built, alive), backend, settings, device="cpu")
     rounds = len(built) // 2
     assert rounds >= 12 and len(backend.timed) == 2 * rounds

@@ -177,3 +177,25 @@ def test_a_compiled_step_counts_its_graph_breaks() -> None:
     assert compile_counters() is not None
     assert m.profile is not None and m.profile.compile is not None
     assert m.profile.compile.graph_breaks >= 1
+
+
+def test_a_step_the_counters_cannot_run_still_gets_its_profile_without_flops() -> None:
+    calls: list[int] = []
+
+    def step() -> None:
+        calls.append(1)
+        if len(calls) == 1:  # the counting call
+            raise RuntimeError("an op Python's dispatch cannot run")
+
+    profile = profile_step(step, level="counts", step_seconds=1e-6, budget=1.0, on_cuda=False)
+    assert profile is not None and profile.flops is None and profile.bytes_copied == {}
+    assert profile.calls == 1
+
+
+def test_ranks_of_a_distributed_run_profile_the_same_one_call_whatever_the_budget() -> None:
+    calls: list[int] = []
+    profile = profile_step(
+        lambda: calls.append(1), level="full", step_seconds=1e-9, budget=10.0, on_cuda=False, max_calls=1
+    )
+    assert profile is not None and profile.calls == 1
+    assert len(calls) == 2  # the counting call and the profiled one
