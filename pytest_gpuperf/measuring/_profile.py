@@ -2,7 +2,7 @@
 
 The clock says how long a step took; the profile says what it did: which aten ops ran and how often, on CUDA
 which kernels and runtime calls, how often the host waited for the device, the FLOPs, the bytes allocated and
-the bytes copied between host and device, and for a compiled step its graph breaks, recompiles and compile
+the bytes copied between host and device, and for a compiled step its graph breaks, frames compiled and compile
 time. Counts do not move with the machine's load, so a later comparison can tell a step that does different
 work from a machine that got slower.
 
@@ -81,18 +81,19 @@ class OpStat:
 
 @dataclass(frozen=True)
 class CompileCounters:
-    """What torch.compile did over the whole measurement (warmup included): graph breaks, recompiles, and its
-    compile time in seconds (None where dynamo does not say)."""
+    """What torch.compile did over the whole measurement (warmup included): graph breaks, the frames dynamo
+    compiled (``counters["frames"]["total"]``: a step that recompiles compiles more of them; dynamo keeps no count
+    of recompiles as such), and its compile time in seconds (None where dynamo does not say)."""
 
     graph_breaks: int = 0
-    recompiles: int = 0
+    compiles: int = 0
     compile_seconds: float | None = None
 
     def since(self, before: CompileCounters) -> CompileCounters:
         seconds = None
         if self.compile_seconds is not None and before.compile_seconds is not None:
             seconds = self.compile_seconds - before.compile_seconds
-        return CompileCounters(self.graph_breaks - before.graph_breaks, self.recompiles - before.recompiles, seconds)
+        return CompileCounters(self.graph_breaks - before.graph_breaks, self.compiles - before.compiles, seconds)
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ class WorkProfile:
             out[f"bytes_copied:{direction}"] = Fraction(count)
         if self.compile is not None:
             out["graph_breaks"] = Fraction(self.compile.graph_breaks)
-            out["recompiles"] = Fraction(self.compile.recompiles)
+            out["compiles"] = Fraction(self.compile.compiles)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,7 +159,7 @@ class WorkProfile:
             if compiled is None
             else {
                 "graph_breaks": compiled.graph_breaks,
-                "recompiles": compiled.recompiles,
+                "compiles": compiled.compiles,
                 "compile_seconds": compiled.compile_seconds,
             },
             "seconds": self.seconds,
@@ -186,7 +187,7 @@ class WorkProfile:
             if not isinstance(compiled, Mapping)
             else CompileCounters(
                 int(compiled.get("graph_breaks", 0)),
-                int(compiled.get("recompiles", 0)),
+                int(compiled.get("compiles", 0)),
                 None if compiled.get("compile_seconds") is None else float(compiled["compile_seconds"]),
             ),
             seconds=float(data.get("seconds", 0.0)),
@@ -278,12 +279,12 @@ def compile_counters() -> CompileCounters | None:
         return None
     counters = getattr(utils, "counters", {})
     breaks = sum(int(v) for v in counters.get("graph_break", {}).values())
-    recompiles = sum(int(v) for v in counters.get("recompiles", {}).values())
+    compiles = int(counters.get("frames", {}).get("total", 0))
     metrics = getattr(utils, "compilation_time_metrics", None)
     seconds = None
     if isinstance(metrics, Mapping):
         seconds = sum(float(t) for key, times in metrics.items() if "compile_inner" in str(key) for t in times)
-    return CompileCounters(breaks, recompiles, seconds)
+    return CompileCounters(breaks, compiles, seconds)
 
 
 def _counting_pass(fn: Callable[[], object]) -> tuple[int | None, dict[str, int]]:

@@ -177,6 +177,8 @@ def test_a_compiled_step_counts_its_graph_breaks() -> None:
     assert compile_counters() is not None
     assert m.profile is not None and m.profile.compile is not None
     assert m.profile.compile.graph_breaks >= 1
+    assert m.profile.compile.compiles >= 2  # the frame, and the rest after the break
+    assert m.profile.compile.compile_seconds is not None and m.profile.compile.compile_seconds > 0
 
 
 def test_a_step_the_counters_cannot_run_still_gets_its_profile_without_flops() -> None:
