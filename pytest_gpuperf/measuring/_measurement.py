@@ -113,7 +113,8 @@ class Measurement:
     #: read from a file written before a CUDA sample was the loop's time (results 1): its samples are device time
     #: behind the lead, which a host-bound step's loop does not pay (``sample_kind``)
     legacy_device_time: bool = False
-    #: what the step did, read after timing outside the samples (``_profile.py``; None: off, or not read)
+    #: what the step did, read after timing outside the samples (``_profile.py``; None: off, not read, or the
+    #: profiler could not start)
     profile: WorkProfile | None = None
 
     # ------------------------------------------------------------ statistics

@@ -56,6 +56,9 @@ _SYNC_CALLS: Final = {
     "cudaEventSynchronize": "event",
     "cudaStreamWaitEvent": "",  # a device-side wait: not the host's
 }
+#: What torch.profiler raises when it cannot start: another profiler already running (the user's own), or a
+#: distributed setup it cannot read; then the record has no profile.
+_PROFILER_REFUSED: Final = (RuntimeError, ValueError, AssertionError)
 #: The kinds of host-device synchronization counted apart: ``dtoh_copy`` is a device-to-host copy (``.item()``,
 #: ``.cpu()``, ``.tolist()``), which makes the host wait for the stream.
 SYNC_KINDS: Final = ("stream", "device", "event", "dtoh_copy")
@@ -373,19 +376,26 @@ def profile_step(
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    if torch.autograd._profiler_enabled():
+        return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
     flops, copied = _counting_pass(fn)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     calls = 0
-    with profile(activities=activities, profile_memory=True) as prof:
-        first = clock()
-        fn()
-        calls = 1
-        each = max(clock() - first, step_seconds)
-        while level == "full" and calls < max_calls and clock() - start + each <= budget:
+    try:
+        with profile(activities=activities, profile_memory=True) as prof:
+            first = clock()
             fn()
-            calls += 1
+            calls = 1
+            each = max(clock() - first, step_seconds)
+            while level == "full" and calls < max_calls and clock() - start + each <= budget:
+                fn()
+                calls += 1
+    except _PROFILER_REFUSED:
+        if calls:  # the step itself failed under the profiler: that is the step's error, not the profiler's
+            raise
+        return None
     ops, kernels, runtime, syncs, allocated = read_events(prof.events(), level=level, calls=calls)
     return WorkProfile(
         level=level,

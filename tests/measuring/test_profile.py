@@ -201,3 +201,10 @@ def test_ranks_of_a_distributed_run_profile_the_same_one_call_whatever_the_budge
     )
     assert profile is not None and profile.calls == 1
     assert len(calls) == 2  # the counting call and the profiled one
+
+
+def test_a_profiler_the_user_runs_is_left_alone() -> None:
+    with torch.profiler.profile() as theirs:
+        assert profile_step(two_matmuls, level="full", step_seconds=1e-6, budget=1.0, on_cuda=False) is None
+        two_matmuls()
+    assert any(event.name == "aten::mm" for event in theirs.events())

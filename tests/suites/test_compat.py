@@ -39,6 +39,10 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
         name: ((2, 3), "torch 2.3 docs: torch.nn.attention (sdpa_kernel, SDPBackend); the page is from 2024-01-24")
         for name in ("torch.nn.attention", "torch.nn.attention.sdpa_kernel", "torch.nn.attention.SDPBackend")
     },
+    "torch.autograd._profiler_enabled": (
+        (2, 0),
+        "private; torch/distributed/rpc/api.py calls it, as it has since before torch 2.0",
+    ),
     "torch._C._profiler._ExtraFields_Allocation": (
         (2, 0),
         "private; imported by torch/profiler/_memory_profiler.py, which ships from torch 2.0",
@@ -117,6 +121,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.optim.Optimizer",
             "torch.profiler.ProfilerActivity",
             "torch.profiler.ProfilerActivity.CPU",
+            "torch.profiler.ProfilerActivity.CUDA",
             "torch.profiler.profile",
             "torch.qint8",
             "torch.randint",
