@@ -376,7 +376,7 @@ def profile_step(
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    if torch.autograd._profiler_enabled():
+    if torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
         return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
