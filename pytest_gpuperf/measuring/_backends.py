@@ -608,9 +608,7 @@ class AllCudaBackend:
 
     def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
         """Each call between synchronizations of every device: from the call to its result."""
-        if flush:
-            return self.time_cold(fn, iterations)
-        return sum(self.time_block(fn, 1) for _ in range(iterations))
+        return latency_of_blocks(self, fn, iterations, flush=flush)
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
         raise ModeUnsupported(
@@ -677,9 +675,7 @@ class MpsBackend:
 
     def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
         """Each call from a synchronized device to its result (no lead is queued on mps)."""
-        if flush:
-            return self.time_cold(fn, iterations)
-        return sum(self.time_block(fn, 1) for _ in range(iterations))
+        return latency_of_blocks(self, fn, iterations, flush=flush)
 
     def capture(self, fn: Callable[[], object], calls: int = 1) -> Callable[[], object]:
         raise ModeUnsupported("graph mode needs a CUDA device: CUDA graphs replay GPU work; use warm on mps")
@@ -726,6 +722,14 @@ def host_block(
     if sync is not None:
         sync()
     return (clock_ns() - start) * 1e-9
+
+
+def latency_of_blocks(backend: Backend, fn: Callable[[], object], iterations: int, *, flush: bool) -> float:
+    """``time_latency`` of a backend whose every block is synchronized at both ends: each call a block of its own
+    (with ``flush``, its cold mode, which times each call alone)."""
+    if flush:
+        return backend.time_cold(fn, iterations)
+    return sum(backend.time_block(fn, 1) for _ in range(iterations))
 
 
 def block_timer(

@@ -373,10 +373,8 @@ class ClockMonitor:
 
 
 def _max_sm_clock(pynvml: Any, handle: Any) -> int | None:
-    try:
-        return int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)) or None
-    except Exception:  # noqa: BLE001 - recorded for the reader only: the throttle test needs no maximum
-        return None
+    """Recorded for the reader only (the throttle test needs no maximum); None where NVML does not say."""
+    return nvml_field(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM), int) or None
 
 
 def _joules(millijoules: Any) -> float:

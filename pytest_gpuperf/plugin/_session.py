@@ -475,7 +475,7 @@ class GpuperfSession:
         records = self.book.records
         if not records or not self.is_reporter:
             return
-        from ..results import Ceiling, ceilings, energy_lines
+        from ..results import Ceiling, ceilings, table_notes
         from ._summary import results_table, speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
@@ -484,10 +484,8 @@ class GpuperfSession:
         }
         peaks = ceilings(records, offered)
         terminalreporter.write_line(results_table(records, peaks=peaks))
-        for line in energy_lines(records):
+        for line in table_notes(records, peaks):
             terminalreporter.write_line(line)
-        for device, ceiling in peaks.items():
-            terminalreporter.write_line(ceiling.line(device))
         book = self.book
         devices = [slot.id for slot in self.slots if slot.available]
         speedups = speedup_table(records, devices, headline=book.headline, descriptions=book.devices)

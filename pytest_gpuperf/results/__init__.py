@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         per_joule_cell,
         percent_of_peak,
         results_table,
+        table_notes,
     )
 
 __getattr__, __dir__ = exports(__name__, __file__)
@@ -136,6 +137,7 @@ __all__ = [
     "starved",
     "starved_flag",
     "starved_message",
+    "table_notes",
     "throttle_names",
     "with_repeats",
 ]

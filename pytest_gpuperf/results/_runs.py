@@ -26,7 +26,7 @@ from tabulate import tabulate
 from ._files import ResultsError, load_runs
 from ._record import Run
 from ._store import ResultsDir, add_results_dir_argument
-from ._table import energy_lines, peaks_of, results_table
+from ._table import peaks_of, results_table, table_notes
 
 __all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
 
@@ -181,8 +181,7 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
     if run.records:
         peaks = peaks_of(run)
         lines += results_table(run.records, tablefmt=tablefmt, peaks=peaks).splitlines()
-        lines += energy_lines(run.records)
-        lines += [ceiling.line(device) for device, ceiling in peaks.items()]
+        lines += table_notes(run.records, peaks)
     return lines
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "per_joule_cell",
     "percent_of_peak",
     "results_table",
+    "table_notes",
 ]
 
 HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
@@ -194,6 +195,12 @@ def results_table(
     if energy:
         headers.insert(headers.index("peak mem"), "per joule")
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def table_notes(records: Sequence[Record], peaks: Mapping[str, Ceiling]) -> list[str]:
+    """The lines under a results table: why records have no energy figure (``energy_lines``), and what each
+    device's "% peak" is a fraction of (``Ceiling.line``)."""
+    return energy_lines(records) + [ceiling.line(device) for device, ceiling in peaks.items()]
 
 
 def peaks_of(run: Run) -> dict[str, Ceiling]:
