@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         reason_for,
         verdict_for,
     )
+    from ._traces import NO_BASELINE_TRACE, RowTraces, baseline_side, rows_to_trace, trace_records, trace_rows
     from ._verdicts import VERDICTS, Verdict, parse_verdicts
 
 __getattr__, __dir__ = exports(__name__, __file__)
@@ -50,6 +51,7 @@ __all__ = [
     "CONFIRMATION_ENV",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
+    "NO_BASELINE_TRACE",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",
@@ -62,9 +64,11 @@ __all__ = [
     "PairedRounds",
     "Policy",
     "Row",
+    "RowTraces",
     "Verdict",
     "add_gate_commands",
     "baseline_noise",
+    "baseline_side",
     "clock_ratio_cell",
     "compare_runs",
     "count_verdicts",
@@ -76,8 +80,11 @@ __all__ = [
     "ratio_cell",
     "reason_for",
     "report_to_github",
+    "rows_to_trace",
     "run_confirmation",
     "runs_cell",
+    "trace_records",
+    "trace_rows",
     "verdict_cell",
     "verdict_for",
     "work_difference",

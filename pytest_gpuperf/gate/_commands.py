@@ -21,6 +21,7 @@ from typing import Any
 
 from ..measuring import SIZES, values
 from ..results import (
+    TRACE_LEVELS,
     Baseline,
     Incomparable,
     ResultsDir,
@@ -136,11 +137,24 @@ def _ab_parser(commands: Any) -> None:
     )
     _fail_on_option(abp)
     abp.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round's times to PATH")
+    _ab_trace_options(abp)
     abp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
     abp.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines (checkout, each workload): the table and verdict"
     )
     abp.set_defaults(handler=ab_command)
+
+
+def _ab_trace_options(abp: argparse.ArgumentParser) -> None:
+    abp.add_argument(
+        "--trace",
+        choices=TRACE_LEVELS,
+        default="failing",
+        help="write base's and head's traces of their profiled calls (Chrome JSON, for ui.perfetto.dev or "
+        "chrome://tracing) for the failing workloads, all of them, or none, under RESULTS_DIR/traces/ "
+        "(default: failing)",
+    )
+    add_results_dir_argument(abp)
 
 
 def add_parsers(commands: Any) -> None:
@@ -215,11 +229,15 @@ def ab_command(args: argparse.Namespace) -> int:
         select=tuple(args.select),
         fail_on=frozenset(args.fail_on),
         json=args.json,
+        trace=args.trace,
+        results_dir=args.results_dir,
     )
     try:
         ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))
         print(gate_table(ab.result, tablefmt=args.format))
         for line in gate_lines(ab.result, label="gpuperf ab"):
+            print(line)
+        for line in ab.trace_lines():
             print(line)
         context = f"base {args.base}, head {args.head or 'the working tree'}"
         for warning in report_to_github(

@@ -199,6 +199,16 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "full|counts|off",
     ),
     OptionSpec(
+        "trace",
+        "failing",
+        values.choice("failing", "all", "off"),
+        "write the trace of the profiled calls (Chrome JSON: open it in https://ui.perfetto.dev or chrome://tracing) "
+        "of each failing row of the gate, base's and head's, or of every test measured (all), or none; under the "
+        "results directory's traces/, a saved baseline's gzipped beside it (default: failing)",
+        "failing|all|off",
+        marker=False,
+    ),
+    OptionSpec(
         "size",
         "auto",
         values.choice(*SIZES),

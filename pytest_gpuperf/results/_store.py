@@ -5,6 +5,8 @@ Layout (``.gpuperf/`` in the rootdir unless ``--gpuperf-results-dir`` or the ini
 
     runs/20261122T023000.123456Z-1a2b3c4d.json   one results file per session that measured
     baselines/main.json                          a named baseline: the runs of one code state
+    baselines/main.traces/                       its tests' traces (``_traces.py``)
+    traces/20261122T023000.123456Z-1a2b3c4d/     a run's traces of its failing (or every) rows
 
 ``--gpuperf-save=NAME`` adds the run to baseline NAME as one more run when it was
 measured from the same code on the same kind of machine (same git commit and
@@ -205,6 +207,20 @@ class ResultsDir:
     @property
     def baselines_dir(self) -> Path:
         return self.root / "baselines"
+
+    @property
+    def traces_dir(self) -> Path:
+        """``traces/``: a folder per run (``<run id>/``, ``_traces.py``) with the traces of its rows."""
+        return self.root / "traces"
+
+    def traces_of(self, run_id: str) -> Path:
+        """The folder of run ``run_id``'s traces (a run file's stem; ``ab-<time>`` for ``ab``), created here."""
+        folder = self.traces_dir / run_id
+        try:
+            self.make(folder)
+        except OSError as exc:
+            raise self._unwritable(folder, exc) from None
+        return folder
 
     def _unwritable(self, path: Path, exc: OSError) -> StorageError:
         return StorageError(
