@@ -180,3 +180,18 @@ def test_profiles_off_fails_the_gate_without_traces_or_errors(
     slower = steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-profile=off")
     assert slower.ret == pytest.ExitCode.TESTS_FAILED
     slower.stdout.fnmatch_lines(["trace of test_step*: no base trace: *, no head trace: no work profile on this side*"])
+
+
+def test_a_confirmation_run_writes_no_traces_whatever_the_ini_says(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's --gpuperf-trace=off with the ini's all and profiles off: a confirmation run, which reads the
+    ini, must not refuse the combination (it traces nothing)."""
+    save(steps, "--gpuperf-trace=off", "--gpuperf-profile=off")
+    steps.makeini("[pytest]\ngpuperf_trace = all\n")
+    monkeypatch.setenv("TRACE_TEST_STEP_MS", "2.5")
+    args = ("--gpuperf-compare=main", "--gpuperf-trace=off", "--gpuperf-profile=off", "--gpuperf-confirm=1")
+    slower = steps.runpytest(*FAST, *args)
+    assert slower.ret == pytest.ExitCode.TESTS_FAILED
+    slower.stdout.fnmatch_lines(["gpuperf: measured 1 test(s) that looked slower again (1 confirmation run(s) *"])
+    assert "could not confirm" not in slower.stdout.str()
