@@ -21,7 +21,6 @@ ONE process, round by round:
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
 import json
 import time
@@ -247,9 +246,8 @@ def _write_traces(result: AbResult, options: AbOptions) -> None:
     rows = rows_to_trace(result.result, options.trace)
     if not rows:
         return
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     try:
-        result.traces_dir = ResultsDir(options.results_dir).traces_of(f"ab-{stamp}")
+        result.traces_dir = ResultsDir(options.results_dir).traces_of(prefix="ab-")
     except ResultsError as exc:  # the verdicts stand; only the traces are lost
         result.trace_error = f"gpuperf ab: no traces written: {exc}"
         return

@@ -235,9 +235,9 @@ def ab_command(args: argparse.Namespace) -> int:
     try:
         ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))
         print(gate_table(ab.result, tablefmt=args.format))
-        for line in gate_lines(ab.result, label="gpuperf ab"):
+        for line in ab.trace_lines():  # under the table, the verdict last
             print(line)
-        for line in ab.trace_lines():
+        for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)
         context = f"base {args.base}, head {args.head or 'the working tree'}"
         for warning in report_to_github(

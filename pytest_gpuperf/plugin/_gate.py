@@ -60,13 +60,6 @@ def _tests(count: int) -> str:
     return f"{count} test{'s' if count != 1 else ''}"
 
 
-def _stamp() -> str:
-    """A traces folder's name where the run file could not be written: the time, as run files are named."""
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-
-
 def is_out_of_memory(exc: BaseException) -> bool:
     """torch.OutOfMemoryError (CUDA), the CPU allocator's failure, or MemoryError."""
     if isinstance(exc, MemoryError) or any(t.__name__ == "OutOfMemoryError" for t in type(exc).__mro__):
@@ -402,7 +395,7 @@ class GatePlugin:
             return
         assert self.store is not None
         try:
-            folder = self.store.traces_of(self._run_file.stem if self._run_file else _stamp())
+            folder = self.store.traces_of(self._run_file.stem if self._run_file else None)
         except ResultsError as exc:
             self._lines.append((f"gpuperf: no traces written: {exc}", True))
             return
@@ -460,11 +453,11 @@ class GatePlugin:
             if noise is not None:
                 terminalreporter.write_line(noise.describe(self.settings.tolerance))
             terminalreporter.write_line(gate_table(self.result))
+            for line in self._trace_lines:  # under the table, where its failing rows are
+                terminalreporter.write_line(line)
             for line in gate_lines(self.result):
                 failed = line.startswith("gpuperf gate: FAILED")
                 terminalreporter.write_line(line, red=failed, bold=failed)
-            for line in self._trace_lines:
-                terminalreporter.write_line(line)
             for warning in report_to_github(
                 self.result,
                 title="pytest --gpuperf-compare",

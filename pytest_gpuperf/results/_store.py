@@ -131,10 +131,14 @@ def _describe_fingerprint(fingerprint: Fingerprint) -> str:
     return f"commit {code[0][:10]}" + (" with uncommitted changes" if code[1] else "")
 
 
+def _stamp() -> str:
+    """The time now, as the results directory's files are named: ``20261122T023000.123456Z``."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
 def _keep_backup(path: Path) -> Path:
     """Keep the baseline file about to be replaced as ``NAME.json.<time>.bak`` (a hard link, else a copy)."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    backup = path.with_name(f"{path.name}.{stamp}.bak")
+    backup = path.with_name(f"{path.name}.{_stamp()}.bak")
     try:
         os.link(path, backup)
     except FileExistsError:
@@ -213,9 +217,10 @@ class ResultsDir:
         """``traces/``: a folder per run (``<run id>/``, ``_traces.py``) with the traces of its rows."""
         return self.root / "traces"
 
-    def traces_of(self, run_id: str) -> Path:
-        """The folder of run ``run_id``'s traces (a run file's stem; ``ab-<time>`` for ``ab``), created here."""
-        folder = self.traces_dir / run_id
+    def traces_of(self, run_id: str | None = None, *, prefix: str = "") -> Path:
+        """The folder of run ``run_id``'s traces (a run file's stem), created here; without a run id, a new one named
+        ``<prefix><UTC time>`` (``ab-20261122T023000.123456Z`` for ``ab``)."""
+        folder = self.traces_dir / (run_id or f"{prefix}{_stamp()}")
         try:
             self.make(folder)
         except OSError as exc:
@@ -257,7 +262,7 @@ class ResultsDir:
 
     def save_run(self, run: Run) -> Path:
         """Write ``run`` as a new file under runs/ and return its path; never replaces another session's file."""
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        now = _stamp()
         commit = (run.git.commit or "")[:8] or "nogit"
         suffix = "-dirty" if run.git.dirty else ""
         try:

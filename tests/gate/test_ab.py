@@ -98,7 +98,7 @@ def rows(out: str) -> dict[str, str]:
     start = next(i for i, line in enumerate(lines) if line.startswith("test "))
     table = []
     for line in lines[start + 2 :]:
-        if not line or line.startswith(("gpuperf ab:", "skipped ")):
+        if not line or line.startswith(("gpuperf ab:", "skipped ", "trace of ")):
             break
         table.append(line)
     return {line.split()[0]: line for line in table}
