@@ -486,6 +486,8 @@ class ProbeCalls:
     def settle(self, fn: Callable[[], object]) -> None:
         """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
         probe needs the call, and the profile then has no FLOPs)."""
+        with _call_range():
+            pass  # the first range in a process costs most of a millisecond (its op is looked up): not in a window
         start = self._clock()
         counter = _WorkCounter()
         try:
@@ -500,9 +502,7 @@ class ProbeCalls:
 
     @staticmethod
     def call_range() -> Any:
-        from torch.autograd.profiler import record_function
-
-        return record_function(CALL_RANGE)
+        return _call_range()
 
 
 def profile_of_probe(
@@ -559,12 +559,14 @@ def profile_step(
     if level == "off":
         return None
     import torch
-    from torch.autograd.profiler import profile, record_function
+    from torch.autograd.profiler import profile
 
     if torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
         return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
+    with _call_range():
+        pass  # as in ``ProbeCalls.settle``: the first range's cost stays out of the profiled calls
     flops, copied = _counting_pass(fn)
     calls = 0
     try:
@@ -572,12 +574,12 @@ def profile_step(
         # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
         with profile(use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True) as prof:
             first = clock()
-            with record_function(CALL_RANGE):
+            with _call_range():
                 fn()
             calls = 1
             each = max(clock() - first, step_seconds)
             while level == "full" and calls < max_calls and clock() - start + each <= budget:
-                with record_function(CALL_RANGE):
+                with _call_range():
                     fn()
                 calls += 1
     except _PROFILER_REFUSED:
@@ -632,6 +634,13 @@ def _profile_from(
         outside_seconds=read.outside_seconds,
         varying=read.varying,
     )
+
+
+def _call_range() -> Any:
+    """The range each profiled call runs in (``record_function(CALL_RANGE)``)."""
+    from torch.autograd.profiler import record_function
+
+    return record_function(CALL_RANGE)
 
 
 def _raw_events(prof: Any) -> Iterable[ProfilerEvent] | None:
