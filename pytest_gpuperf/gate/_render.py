@@ -16,6 +16,7 @@ slower record that does not fail), at the test function's ``def`` line when its 
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row
 from ._verdicts import Verdict
+from ._why import Attribution, WhyLine
 
 __all__ = [
     "CLOCK_HEADER",
@@ -41,6 +43,8 @@ __all__ = [
     "report_to_github",
     "runs_cell",
     "verdict_cell",
+    "why_lines",
+    "why_markdown",
 ]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
@@ -131,6 +135,73 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------ why it got slower (``_why.py``)
+
+#: What the outside line holds, said once beside its name.
+_OUTSIDE_NOTE = " (Python, the host, waits)"
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "") + format_duration(seconds)
+
+
+def _calls(line: WhyLine) -> str:
+    """``1 -> 2 calls/call``, or ``2 calls/call`` where the count did not change (nothing for the outside line)."""
+    if line.base_count is None or line.head_count is None:
+        return ""
+    if line.base_count == line.head_count:
+        return f"{line.base_count:.4g} calls/call"
+    return f"{line.base_count:.4g} -> {line.head_count:.4g} calls/call"
+
+
+def _why_head(why: Attribution) -> str:
+    ranked = sum(1 for line in why.lines if line.delta_seconds > 0)
+    return (
+        f"{_signed(why.slowdown_seconds)}/call; "
+        f"the top {ranked} line{'s' if ranked != 1 else ''} explain {why.explained:.0%} of it"
+    )
+
+
+def _why_parts(line: WhyLine) -> tuple[str, str, str, str]:
+    """A line's change per call, share of the slowdown, what it is (``op aten::mm``) and its calls."""
+    what = line.name + _OUTSIDE_NOTE if line.kind == "outside" else f"{line.kind} {line.name}"
+    return f"{_signed(line.delta_seconds)}/call", f"{line.share:.0%}", what, _calls(line)
+
+
+def why_lines(result: GateResult) -> list[str]:
+    """The "why" under the table, for every row that has one: a line naming the row and its slowdown, then one
+    per op, kernel, and the time outside them, largest change first."""
+    out = []
+    for row in result.rows:
+        if row.why is None:
+            continue
+        out.append(f"why {short_test(row)} [{row.device}] {verdict_cell(row)}: {_why_head(row.why)}")
+        parts = [_why_parts(line) for line in row.why.lines]
+        width = max(len(delta) for delta, *_ in parts)
+        for delta, share, what, calls in parts:
+            out.append(f"  {delta:>{width}} {share:>5}  {what}" + (f", {calls}" if calls else ""))
+    return out
+
+
+def _markdown(text: str) -> str:
+    """User text (an op's name, a test id) as inert Markdown: HTML escaped, Markdown's punctuation backslashed."""
+    text = html.escape(text, quote=True)
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>])", r"\\\1", text)
+
+
+def why_markdown(result: GateResult) -> list[str]:
+    """``why_lines`` as a Markdown list for GitHub's job summary (every name escaped); [] when no row has one."""
+    out = []
+    for row in result.rows:
+        if row.why is None:
+            continue
+        name = _markdown(f"{short_test(row)} [{row.device}]")
+        out.append(f"- **why** {name} {verdict_cell(row)}: {_markdown(_why_head(row.why))}")
+        for delta, share, what, calls in (_why_parts(line) for line in row.why.lines):
+            out.append(f"  - {_markdown(delta)} ({share}) {_markdown(what)}" + (f", {calls}" if calls else ""))
+    return out + ([""] if out else [])
+
+
 # ------------------------------------------------------------------ GitHub Actions
 
 
@@ -140,6 +211,7 @@ def github_summary(result: GateResult, *, title: str, context: str = "", label: 
     if context:
         lines += [context, ""]
     lines += [gate_table(result, tablefmt="github"), ""]
+    lines += why_markdown(result)
     lines += [f"- {line}" for line in gate_lines(result, label)]
     return "\n".join(lines) + "\n\n"
 

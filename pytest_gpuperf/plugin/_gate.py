@@ -397,7 +397,7 @@ class GatePlugin:
         if not self._active:
             return
         if self.result is not None and self.baseline is not None:
-            from ..gate import baseline_noise, gate_lines, gate_table, report_to_github
+            from ..gate import baseline_noise, gate_lines, gate_table, report_to_github, why_lines
 
             terminalreporter.write_sep("=", "gpuperf gate")
             terminalreporter.write_line(f"against {self.baseline.describe()}")
@@ -405,6 +405,8 @@ class GatePlugin:
             if noise is not None:
                 terminalreporter.write_line(noise.describe(self.settings.tolerance))
             terminalreporter.write_line(gate_table(self.result))
+            for line in why_lines(self.result):
+                terminalreporter.write_line(line)
             for line in gate_lines(self.result):
                 failed = line.startswith("gpuperf gate: FAILED")
                 terminalreporter.write_line(line, red=failed, bold=failed)
