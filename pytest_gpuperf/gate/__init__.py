@@ -29,6 +29,8 @@ if TYPE_CHECKING:
         report_to_github,
         runs_cell,
         verdict_cell,
+        why_cells,
+        why_heading,
         why_lines,
         why_markdown,
     )
@@ -87,6 +89,8 @@ __all__ = [
     "runs_cell",
     "verdict_cell",
     "verdict_for",
+    "why_cells",
+    "why_heading",
     "why_lines",
     "why_markdown",
     "work_difference",

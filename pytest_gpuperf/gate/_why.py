@@ -75,11 +75,12 @@ class WhyLine:
 @dataclass(frozen=True)
 class Attribution:
     """A row's "why": its slowdown per call, the ranked lines (the top ones, then the outside line where it does
-    not rank), and the share of the slowdown the top lines explain."""
+    not rank), the share of the slowdown the top lines explain, and how many lines rank (the first ones)."""
 
     slowdown_seconds: float
     lines: tuple[WhyLine, ...]
     explained: float
+    ranked: int = 0
 
     @property
     def outside(self) -> WhyLine:
@@ -167,9 +168,8 @@ def attribute(
     ranked = sorted([*lines, outside], key=lambda line: (-line.delta_seconds, line.kind, line.name))
     shown = [line for line in ranked if line.delta_seconds > 0][:top]
     explained = sum(line.share for line in shown)
-    if outside not in shown:
-        shown.append(outside)
-    return Attribution(slowdown, tuple(shown), explained)
+    lines_shown = shown if outside in shown else [*shown, outside]
+    return Attribution(slowdown, tuple(lines_shown), explained, len(shown))
 
 
 def why_for(
