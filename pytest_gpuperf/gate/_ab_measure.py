@@ -136,7 +136,9 @@ def _measure(
         paired=rounds,
         base_profiles=base_profiles,
         head_profiles=head_profiles,
-        why=why_for(verdict.value, base_profiles, head_profiles, baseline, current),
+        # The head's time as the paired ratio has it (a median of the rounds' ratios, not the ratio of the sides'
+        # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
+        why=why_for(verdict.value, base_profiles, head_profiles, baseline, baseline * ratio.value),
     )
 
 
