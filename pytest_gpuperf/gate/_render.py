@@ -161,11 +161,9 @@ def _calls(line: WhyLine) -> str:
 
 
 def why_heading(why: Attribution) -> str:
-    """``+1.2 ms/call; the top 3 lines explain 91% of it``."""
-    return (
-        f"{_signed(why.slowdown_seconds)}/call; "
-        f"the top {why.ranked} line{'s' if why.ranked != 1 else ''} explain {why.explained:.0%} of it"
-    )
+    """``+1.2 ms/call; the top 3 lines explain 91% of it`` (no line ranks where nothing grew: ``the top 0 lines``)."""
+    top = "the top line explains" if why.ranked == 1 else f"the top {why.ranked} lines explain"
+    return f"{_signed(why.slowdown_seconds)}/call; {top} {why.explained:.0%} of it"
 
 
 def why_cells(line: WhyLine) -> tuple[str, str, str, str]:

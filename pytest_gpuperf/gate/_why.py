@@ -136,7 +136,10 @@ def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
     times = {key: t * scale if key[0] == "op" else t for key, t in times.items()}
     kernels = any(kind == "kernel" for kind, _ in times)
     held = sum(t for (kind, _), t in times.items() if kind == ("kernel" if kernels else "op"))
-    return _Side(times, counts, seconds - held, OUTSIDE_KERNELS if kernels else OUTSIDE_OPS)
+    outside = seconds - held
+    if abs(outside) <= 1e-9 * seconds:  # ops scaled to the whole call: nothing outside, not a rounding residue
+        outside = 0.0
+    return _Side(times, counts, outside, OUTSIDE_KERNELS if kernels else OUTSIDE_OPS)
 
 
 def attribute(
