@@ -214,7 +214,7 @@ class GatePlugin:
     def _give_verdicts(self, session: pytest.Session) -> None:
         """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
         so that JUnit XML, pytest's summary and anything else that reads test reports see it."""
-        from ..gate import gate_lines
+        from ..gate import gate_lines, why_lines
 
         self.result = self._compare_now()
         if self.result.failed:
@@ -223,7 +223,7 @@ class GatePlugin:
                 location=(GATE_NODEID, None, "gpuperf gate"),
                 keywords={},
                 outcome="failed",
-                longrepr="\n".join(gate_lines(self.result)),
+                longrepr="\n".join([*gate_lines(self.result), *why_lines(self.result)]),
                 when="call",
             )
             session.config.hook.pytest_runtest_logreport(report=report)

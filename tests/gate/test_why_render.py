@@ -6,11 +6,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
+from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import GateResult, Verdict, compare_runs, why_lines, why_markdown
 from pytest_gpuperf.gate._render import github_summary
 from pytest_gpuperf.measuring import OpStat, WorkProfile
 from pytest_gpuperf.report import compare, render
-from pytest_gpuperf.results import Baseline, Record
+from pytest_gpuperf.results import Baseline, Record, ResultsDir, save_run
 from tests.synthetic import make_record, make_run
 
 MS = 1e-3
@@ -71,3 +74,22 @@ def test_the_html_report_shows_it_escaped() -> None:
     assert "<script" not in page.lower()
     assert "mylib::&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;|*_`" in page
     assert "83%" in page and "0 -&gt; 1 calls/call" in page
+
+
+def test_the_compare_command_prints_it_and_writes_it_in_the_job_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pytest-gpuperf compare`` of saved files (the baseline's profiles saved in its records)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    base, head = planted("aten::gelu")
+    for record in base:
+        ResultsDir(tmp_path / ".gpuperf").save_baseline("main", make_run(record))
+    save_run(tmp_path / "head.json", make_run(*head))
+    assert main(["compare", "main", "head.json"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("why test_step [cpu] SLOWER: +3 ms/call; the top 2 lines explain 100% of it")
+    assert out[start + 1] == "  +2.5 ms/call   83%  op aten::gelu, 0 -> 1 calls/call"
+    assert out[start + 3].startswith("gpuperf gate: FAILED (")
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- **why** test\\_step \\[cpu\\] SLOWER: " in summary and "aten::gelu" in summary

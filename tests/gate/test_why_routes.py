@@ -110,3 +110,5 @@ def test_pytest_gpuperf_compare_prints_the_why_of_a_slower_row(
         ]
     )
     result.stdout.fnmatch_lines(["*outside any op (Python, the host, waits)"])
+    # The gate's failed report (what JUnit XML and pytest's summary read) carries the why too.
+    assert "why test_step [cpu] SLOWER: " in str(result.reprec.getfailures()[-1].longrepr)  # type: ignore[attr-defined]
