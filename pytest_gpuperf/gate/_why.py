@@ -13,12 +13,12 @@ kernels). Python, the host's own work, a sleep, a wait for the device, launches:
 
 A profiled call is slower than a timed one (the profiler records every op), and few calls are profiled (one where
 the budget allows no more), each as noisy as one call is: on this project's shared 2-vCPU machine, calls of a
-step timed at 1.7 ms took 1.6 to 10 ms under the profiler. So an op's time under the profiler is scaled to the
-measured time where the profile says how long its calls took (``call_seconds``, the wall time of the profiled
-calls): ``op seconds x measured / profiled call``. A profile without it is scaled only where its ops alone took
-longer than the measured call (``measured / ops``, which leaves nothing outside them); otherwise it is read as it
-is, overstating the ops by the profiler's own cost per op and understating the outside line by as much.
-Kernels' device times are never scaled: the profiler barely slows the device.
+step timed at 1.7 ms took 1.6 to 10 ms under the profiler. So each side's op times are scaled to its measured
+time by the profiled calls' own wall time (``WorkProfile.call_seconds``): ``op seconds x measured / profiled
+call``, and the outside line is the profiled calls' time in no op, scaled alike. A profile without that time (a
+file written before it was kept) is scaled only where its ops alone took longer than the measured call
+(``measured / ops``, which leaves nothing outside them), and read as it is otherwise. Kernels' device times are
+never scaled: the profiler barely slows the device.
 
 ``slowdown_seconds`` is head minus base per call; a line's ``share`` is its change over the slowdown (it may
 exceed 1, or be negative, where other lines got faster); ``explained`` is the sum of the shares of the top lines
@@ -120,9 +120,8 @@ def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
     counts: dict[tuple[str, str], float] = {}
     walls: list[float] = []
     for profile in timed:
-        wall = getattr(profile, "call_seconds", None)  # the lead's field; absent from older profiles
-        if isinstance(wall, (int, float)) and wall > 0:
-            walls.append(float(wall) / profile.calls)
+        if profile.call_seconds is not None and profile.call_seconds > 0:
+            walls.append(profile.call_seconds / profile.calls)
         for kind, stats in (("op", profile.ops), ("kernel", profile.kernels)):
             for stat in stats:
                 key = (kind, stat.name)
@@ -131,7 +130,7 @@ def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
     ops = sum(t for (kind, _), t in times.items() if kind == "op")
     if len(walls) == len(timed):  # every profile says how long its calls took: scale them to the timed call
         scale = seconds / (sum(walls) / len(walls))
-    else:  # a lower bound of the profiled call's time: its ops' (a profile cannot hold more op time than it took)
+    else:  # older files: a lower bound of the profiled call's time is its ops' (no call holds more op time)
         scale = min(1.0, seconds / ops) if ops > 0 else 1.0
     times = {key: t * scale if key[0] == "op" else t for key, t in times.items()}
     kernels = any(kind == "kernel" for kind, _ in times)

@@ -4,7 +4,6 @@ the CPU (a planted extra matmul ranks first)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -112,17 +111,10 @@ def test_counts_only_profiles_give_no_attribution() -> None:
     assert attribute([counted, timed], [timed], 1 * MS, 2 * MS) is not None  # the timed one is used
 
 
-@dataclass(frozen=True)
-class WithCallTime(WorkProfile):
-    """A profile that says how long its calls took (the field the profile is getting)."""
-
-    call_seconds: float | None = None
-
-
 def test_ops_are_scaled_to_the_measured_time_where_the_profile_gives_its_calls_wall_time() -> None:
     # Under the profiler a call took 10 ms of which the mm 8 ms; timed, it takes 5 ms: everything halves.
-    base = WithCallTime(level="full", calls=1, ops=(OpStat("aten::mm", 1, 8 * MS),), call_seconds=10 * MS)
-    head = WithCallTime(level="full", calls=2, ops=(OpStat("aten::mm", 4, 32 * MS),), call_seconds=40 * MS)
+    base = WorkProfile(level="full", calls=1, ops=(OpStat("aten::mm", 1, 8 * MS),), call_seconds=10 * MS)
+    head = WorkProfile(level="full", calls=2, ops=(OpStat("aten::mm", 4, 32 * MS),), call_seconds=40 * MS)
     why = attribute([base], [head], 5 * MS, 10 * MS)
     assert why is not None
     mm = why.lines[0]
@@ -131,7 +123,7 @@ def test_ops_are_scaled_to_the_measured_time_where_the_profile_gives_its_calls_w
     assert sum(line.delta_seconds for line in why.lines) == pytest.approx(why.slowdown_seconds)
 
 
-def test_without_the_calls_wall_time_ops_longer_than_the_measured_call_are_scaled_down_to_it() -> None:
+def test_in_older_files_without_the_calls_wall_time_ops_longer_than_the_timed_call_are_scaled_to_it() -> None:
     # Base profiled once, in a slow first call: 6 ms of mm against 2 ms timed; head 5 ms of mm, 3 ms timed.
     base = profile(1, mm=(2, 6 * MS))
     head = profile(1, mm=(3, 5 * MS))

@@ -57,7 +57,11 @@ def test_ab_prints_the_why_of_a_slower_row_and_writes_it_in_the_json(
     assert main([*args, "--json", str(tmp_path / "ab.json")]) == 1
     out = capsys.readouterr().out.splitlines()
     start = next(i for i, line in enumerate(out) if line.startswith("why planted [cpu] SLOWER: +1 ms/call; "))
-    why = out[start : start + 3]
+    why = [out[start]]
+    for line in out[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        why.append(line)
     assert any(line.endswith("op aten::mm, 0 -> 1 calls/call") for line in why), why
     assert any("outside any op (Python, the host, waits)" in line for line in why), why
     (row,) = json.loads((tmp_path / "ab.json").read_text())["results"]
