@@ -13,7 +13,7 @@ kernels). Python, the host's own work, a sleep, a wait for the device, launches:
 
 A profiled call is slower than a timed one (the profiler records every op), and few calls are profiled (one where
 the budget allows no more), each as noisy as one call is: on this project's shared 2-vCPU machine, calls of a
-step timed at 1.7 ms took 1.6 to 10 ms under the profiler. So each side's op times are scaled to its measured
+step timed at 1.7 to 3.3 ms took 1.6 to 10 ms under the profiler. So each side's op times are scaled to its measured
 time by the profiled calls' own wall time (``WorkProfile.call_seconds``): ``op seconds x measured / profiled
 call``, and the outside line is the profiled calls' time in no op, scaled alike. A profile without that time (a
 file written before it was kept) is scaled only where its ops alone took longer than the measured call
