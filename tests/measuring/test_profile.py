@@ -204,7 +204,8 @@ def test_a_call_preempted_on_a_busy_machine_adds_nothing_to_an_ops_time() -> Non
         Event("aten::mm", 105_000, 50_000),
     ]
     read = read_events(events, level="full")
-    assert [(op.name, op.count, op.seconds) for op in read.ops] == [("aten::mm", 2, pytest.approx(20e-6))]
+    assert [(op.name, op.count) for op in read.ops] == [("aten::mm", 2)]
+    assert read.ops[0].seconds == pytest.approx(20e-6)
     assert read.call_seconds == pytest.approx(40e-6) and read.outside_seconds == pytest.approx(20e-6)
 
 
