@@ -29,6 +29,10 @@ if TYPE_CHECKING:
         report_to_github,
         runs_cell,
         verdict_cell,
+        why_cells,
+        why_heading,
+        why_lines,
+        why_markdown,
     )
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     )
     from ._traces import NO_BASELINE_TRACE, RowTraces, baseline_side, rows_to_trace, trace_records, trace_rows
     from ._verdicts import VERDICTS, Verdict, parse_verdicts
+    from ._why import EXPLAINED_VERDICTS, Attribution, WhyLine, attribute
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -51,6 +56,7 @@ __all__ = [
     "CONFIRMATION_ENV",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
+    "EXPLAINED_VERDICTS",
     "NO_BASELINE_TRACE",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
@@ -59,6 +65,7 @@ __all__ = [
     "AbError",
     "AbOptions",
     "AbResult",
+    "Attribution",
     "BaselineNoise",
     "GateResult",
     "PairedRounds",
@@ -66,7 +73,9 @@ __all__ = [
     "Row",
     "RowTraces",
     "Verdict",
+    "WhyLine",
     "add_gate_commands",
+    "attribute",
     "baseline_noise",
     "baseline_side",
     "clock_ratio_cell",
@@ -87,5 +96,9 @@ __all__ = [
     "trace_rows",
     "verdict_cell",
     "verdict_for",
+    "why_cells",
+    "why_heading",
+    "why_lines",
+    "why_markdown",
     "work_difference",
 ]
