@@ -20,15 +20,19 @@ if TYPE_CHECKING:
     from ._confirm import CONFIRMATION_ENV
     from ._confirm import run as run_confirmation
     from ._evidence import disturbed, work_difference
+    from ._memory import MemoryChange, compare_memory
     from ._render import (
         CLOCK_HEADER,
         clock_ratio_cell,
         gate_lines,
         gate_table,
+        memory_text,
         ratio_cell,
         report_to_github,
         runs_cell,
         verdict_cell,
+        work_head,
+        work_lines,
     )
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
@@ -41,37 +45,58 @@ if TYPE_CHECKING:
         reason_for,
         verdict_for,
     )
-    from ._verdicts import VERDICTS, Verdict, parse_verdicts
+    from ._verdicts import (
+        CATEGORIES,
+        DEFAULT_FAIL_ON,
+        FAIL_ON_NAMES,
+        VERDICTS,
+        WORK_NAMES,
+        Verdict,
+        describe_fail_on,
+        parse_verdicts,
+    )
+    from ._work import CountChange, WorkComparison, compare_work
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "CATEGORIES",
     "CLOCK_HEADER",
     "CONFIRMATION_ENV",
+    "DEFAULT_FAIL_ON",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
+    "FAIL_ON_NAMES",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",
     "VERDICTS",
+    "WORK_NAMES",
     "AbError",
     "AbOptions",
     "AbResult",
     "BaselineNoise",
+    "CountChange",
     "GateResult",
+    "MemoryChange",
     "PairedRounds",
     "Policy",
     "Row",
     "Verdict",
+    "WorkComparison",
     "add_gate_commands",
     "baseline_noise",
     "clock_ratio_cell",
+    "compare_memory",
     "compare_runs",
+    "compare_work",
     "count_verdicts",
+    "describe_fail_on",
     "disturbed",
     "estimate",
     "gate_lines",
     "gate_table",
+    "memory_text",
     "parse_verdicts",
     "ratio_cell",
     "reason_for",
@@ -81,4 +106,6 @@ __all__ = [
     "verdict_cell",
     "verdict_for",
     "work_difference",
+    "work_head",
+    "work_lines",
 ]

@@ -129,7 +129,6 @@ def _bench(options: AbOptions) -> Bench:
         warmup_time=min(1.0, options.max_time),
         min_time=min(0.1, options.max_time),
         threads=options.threads,
-        memory=False,
     )
     return Bench(slot, backend, resolve_size(options.size, slot.kind, backend), settings, options.tolerance)
 

@@ -26,8 +26,10 @@ from ..measuring import (
 )
 from ._compare import PairedRounds, Row
 from ._evidence import work_difference
+from ._memory import compare_memory
 from ._rule import reason_for, verdict_for
 from ._verdicts import Verdict
+from ._work import compare_work
 
 __all__ = ["Bench", "compare_workload"]
 
@@ -116,6 +118,8 @@ def _measure(
     noise = f"{ratio.count} paired rounds"
     reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
     rounds = _rounds(paired, work)
+    base_profiles, head_profiles = _profiles(paired, "base"), _profiles(paired, "head")
+    sides = paired.measurements
     return _row(
         name,
         bench,
@@ -131,8 +135,10 @@ def _measure(
         base_rounds=ratio.count,
         head_rounds=ratio.count,
         paired=rounds,
-        base_profiles=_profiles(paired, "base"),
-        head_profiles=_profiles(paired, "head"),
+        base_profiles=base_profiles,
+        head_profiles=head_profiles,
+        work=compare_work(base_profiles, head_profiles),
+        memory=compare_memory([sides["base"]], [sides["head"]]),
     )
 
 
