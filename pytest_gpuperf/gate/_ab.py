@@ -93,12 +93,12 @@ class AbResult:
             "max_time": bench.settings.max_time,
             "fail_on": sorted(self.result.fail_on),
             "fingerprint": collect(self.head.path),
-            "results": [_row_dict(row) for row in self.result.rows],
+            "results": [_row_dict(row, self.result.fail_on) for row in self.result.rows],
             "skipped": dict(self.result.skipped),
         }
 
 
-def _row_dict(row: Row) -> dict[str, Any]:
+def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]:
     est, paired = row.estimate, row.paired
     ratio = (
         None if est is None else {"ratio": est.value, "low": est.low, "high": est.high, "confidence": est.confidence}
@@ -116,6 +116,15 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "head_work": dict(paired.head_work) if paired else {},
         "base": list(paired.base) if paired else [],
         "head": list(paired.head) if paired else [],
+        **_work_dict(row, fail_on),
+    }
+
+
+def _work_dict(row: Row, fail_on: frozenset[str]) -> dict[str, Any]:
+    """The row's counts and peak memory compared (issue 22): ``work`` and ``memory``, null where not known."""
+    return {
+        "work": None if row.work is None else row.work.to_dict(fail_on),
+        "memory": None if row.memory is None else row.memory.to_dict(),
     }
 
 

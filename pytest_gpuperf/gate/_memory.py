@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..measuring import Measurement
 
@@ -26,6 +27,9 @@ class MemoryChange:
     head_bytes: int
     change: str
     kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base_bytes": self.base_bytes, "head_bytes": self.head_bytes, "change": self.change, "kind": self.kind}
 
 
 def compare_memory(base: Iterable[Measurement], head: Iterable[Measurement]) -> MemoryChange | None:

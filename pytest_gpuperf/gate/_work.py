@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import Any, Final
 
 from ..measuring import WorkProfile
 from ._verdicts import CATEGORIES
@@ -75,6 +75,18 @@ class WorkComparison:
     def failing(self, fail_on: Collection[str]) -> list[str]:
         """The categories whose work went up and that are among ``fail_on``."""
         return [c for c, v in self.categories.items() if v == "more" and c in fail_on]
+
+    def to_dict(self, fail_on: Collection[str]) -> dict[str, Any]:
+        """The JSON block (``ab --json``): per-call counts as floats, ``failing`` under ``fail_on``."""
+        return {
+            "verdict": self.verdict,
+            "failing": self.failing(fail_on),
+            "changes": [
+                {"key": c.key, "category": c.category, "base": float(c.base), "head": float(c.head)}
+                for c in self.changes
+            ],
+            "varying": list(self.varying),
+        }
 
 
 def _varying(profiles: Sequence[Mapping[str, Fraction]]) -> set[str]:
