@@ -11,13 +11,16 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.gate import Policy, Verdict, compare_runs, gate_lines
+from pytest_gpuperf.gate import MemoryChange, Policy, Verdict, compare_memory, compare_runs, gate_lines
 from pytest_gpuperf.gate._render import github_annotations
-from pytest_gpuperf.measuring import OpStat, WorkProfile
+from pytest_gpuperf.measuring import CudaBackend, Measurement, MeasureSettings, OpStat, WorkProfile, measure_on
 from pytest_gpuperf.results import Record
+from tests.measuring.fake_cuda_memory import FakeCudaMemory, SmallCnnStep
+from tests.measuring.fake_gpu import FakeGpu
 from tests.synthetic import BUSY, make_record, make_run
 
 MiB = 1 << 20
+FAST = MeasureSettings(max_time=0.02, min_time=0.005, warmup_time=0.005, min_samples=5, profile="off")
 CUDA_PEAK = "torch.cuda.max_memory_allocated"
 CPU_TRANSIENT = "torch.profiler CPU allocator events"
 
@@ -136,3 +139,36 @@ def test_an_annotation_names_the_count_change_of_a_row_the_clock_passed(tmp_path
     (line,) = github_annotations(compare_runs(base, head), tmp_path)
     assert line.startswith("::error file=test_x.py,title=gpuperf gate%3A test_step [cpu] unchanged::")
     assert "%0Acounts more (ops more)%0Aaten::mm 1 -> 2/call (+1)" in line
+
+
+def _cuda_measurement(activations: int) -> Measurement:
+    """A small CNN step measured on the GPU stand-in, its allocator's statistics simulated."""
+    memory = FakeCudaMemory()
+    gpu = FakeGpu()
+    backend = CudaBackend(0, torch_module=memory.install(gpu.torch()), clock=gpu.clock)
+    step = SmallCnnStep(memory, zero_grad_first=True, activations=activations)
+
+    def call() -> None:
+        gpu.kernel("step", 1e-3)
+        step()
+
+    return measure_on(call, backend, FAST, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
+
+
+def test_a_planted_extra_activation_is_caught_every_time_through_the_cuda_probe() -> None:
+    """One more activation of 64 KiB kept for backward, on the stand-in's allocator statistics: 10 of 10 runs read
+    more, 10 of 10 A/A runs the same (figures of the stand-in, not of a GPU)."""
+    activations = int(26.0 * MiB)
+    base = _cuda_measurement(activations)
+    planted: list[str] = []
+    same: list[str] = []
+    for _ in range(10):
+        for out, extra in ((planted, 64 << 10), (same, 0)):
+            change = compare_memory([base], [_cuda_measurement(activations + extra)])
+            assert change is not None and change.kind == "cuda allocator peak"
+            out.append(change.change)
+    assert planted == ["more"] * 10 and same == ["same"] * 10
+    head = _cuda_measurement(activations + (64 << 10))
+    assert compare_memory([base], [head]) == MemoryChange(
+        base.peak_memory or 0, (base.peak_memory or 0) + (64 << 10), "more", "cuda allocator peak"
+    )

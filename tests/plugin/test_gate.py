@@ -242,6 +242,61 @@ def test_a_busy_slowdown_with_every_count_identical_is_same_work_and_fails_only_
     strict.stdout.fnmatch_lines(["gpuperf gate: FAILED (1 same-work, 1 unchanged; *): test_step [[]cpu[]]"])
 
 
+MATMUL_TEST = """
+import os
+
+import torch
+
+a = torch.ones(16, 16)
+
+
+def test_mm(gpuperf):
+    extra = int(os.environ.get("GATE_TEST_EXTRA", "0"))
+
+    def step():
+        c = a @ a
+        for _ in range(extra):
+            c = c @ a  # the planted extra matmul
+        return 0.002  # its duration, for the exact timer
+
+    gpuperf.measure(step, flops=1e6)
+"""
+
+
+def test_a_planted_extra_matmul_timed_unchanged_fails_on_its_counts_and_is_shown_when_not_failing(
+    pytester: pytest.Pytester, exact_timing: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 item 2: the clock says unchanged (exact here), the counts say one more matmul. On main this
+    session passed (1 unchanged) and said nothing of the matmul."""
+    pytester.makepyfile(test_mm=MATMUL_TEST)
+    save_rounds(pytester, 1, "main")
+    monkeypatch.setenv("GATE_TEST_EXTRA", "1")
+    result = pytester.runpytest(*FAST, "--gpuperf-compare=main")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "test_mm *cpu*2 ms*2 ms*1.000 *unchanged*within the 5% tolerance*",
+            "test_mm [[]cpu[]]: counts more (ops more, flops more*; failing on ops,flops*)",
+            "  aten::mm 1 -> 2/call (+1)",
+            "gpuperf gate: FAILED (1 unchanged; failing on slower,unattributed + more work (any count, memory)): "
+            "test_mm [[]cpu[]]",
+        ]
+    )
+    lenient = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-fail-on=slower")
+    assert lenient.ret == pytest.ExitCode.OK
+    lenient.stdout.fnmatch_lines(
+        [
+            "test_mm [[]cpu[]]: counts more (ops more, flops more*)",
+            "  aten::mm 1 -> 2/call (+1)",
+            "gpuperf gate: passed (1 unchanged; failing on slower)",
+        ]
+    )
+    monkeypatch.setenv("GATE_TEST_EXTRA", "0")
+    same = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-fail-on=ops,flops")
+    assert same.ret == pytest.ExitCode.OK
+    assert "counts more" not in same.stdout.str()
+
+
 def test_confirmation_runs_fire_no_measured_hook_of_their_own(
     steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
