@@ -8,12 +8,21 @@ not compared at all.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.gate import MemoryChange, Policy, Verdict, compare_memory, compare_runs, gate_lines
 from pytest_gpuperf.gate._render import github_annotations
-from pytest_gpuperf.measuring import CudaBackend, Measurement, MeasureSettings, OpStat, WorkProfile, measure_on
+from pytest_gpuperf.measuring import (
+    CpuBackend,
+    CudaBackend,
+    Measurement,
+    MeasureSettings,
+    OpStat,
+    WorkProfile,
+    measure_on,
+)
 from pytest_gpuperf.results import Record
 from tests.measuring.fake_cuda_memory import FakeCudaMemory, SmallCnnStep
 from tests.measuring.fake_gpu import FakeGpu
@@ -172,3 +181,38 @@ def test_a_planted_extra_activation_is_caught_every_time_through_the_cuda_probe(
     assert compare_memory([base], [head]) == MemoryChange(
         base.peak_memory or 0, (base.peak_memory or 0) + (64 << 10), "more", "cuda allocator peak"
     )
+
+
+def _mlp_step(extra: bool) -> Callable[[], None]:
+    """A training step of a small MLP on real torch; ``extra``: one more activation (1 MiB) kept for backward."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 128, generator=generator)
+    w1 = torch.randn(128, 256, generator=generator, requires_grad=True)
+    w2 = torch.randn(256, 64, generator=generator, requires_grad=True)
+
+    def step() -> None:
+        a = torch.tanh(x @ w1)
+        if extra:
+            a = torch.tanh(a)  # tanh keeps its output for backward
+        (a @ w2).sum().backward()  # type: ignore[no-untyped-call]
+        w1.grad = w2.grad = None
+
+    return step
+
+
+def test_on_a_real_cpu_step_the_allocators_peak_is_exact_and_an_extra_activation_is_caught() -> None:
+    """A/A: the same bytes in 5 of 5 measurements (3211272), while the process's RSS high-water mark moved by
+    about 1 MiB between them; the planted activation reads exactly 1 MiB more, 5 of 5 times."""
+    cpu = MeasureSettings(max_time=0.02, min_time=0.005, warmup_time=0.005, min_samples=5, profile="off")
+    sides = {
+        extra: [measure_on(_mlp_step(extra), CpuBackend(), cpu, name="mlp", device="cpu", work={}) for _ in range(5)]
+        for extra in (False, True)
+    }
+    base, head = sides[False], sides[True]
+    assert len({m.memory_transient for m in base}) == 1 and len({m.memory_transient for m in head}) == 1
+    kind = "cpu allocator peak above the call's start"
+    figure = base[0].memory_transient or 0
+    assert [compare_memory(base[:1], [m]) for m in head] == [MemoryChange(figure, figure + (1 << 20), "more", kind)] * 5
+    assert [compare_memory(base[:1], [m]) for m in base] == [MemoryChange(figure, figure, "same", kind)] * 5
