@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._memory import MemoryChange, compare_memory
     from ._render import (
         CLOCK_HEADER,
+        change_text,
         clock_ratio_cell,
         gate_lines,
         gate_table,
@@ -86,6 +87,7 @@ __all__ = [
     "WorkComparison",
     "add_gate_commands",
     "baseline_noise",
+    "change_text",
     "clock_ratio_cell",
     "compare_memory",
     "compare_runs",

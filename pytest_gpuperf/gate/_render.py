@@ -34,15 +34,18 @@ from ._work import CountChange
 __all__ = [
     "CLOCK_HEADER",
     "HEADERS",
+    "change_text",
     "clock_ratio_cell",
     "gate_lines",
     "gate_table",
     "github_annotations",
     "github_summary",
+    "memory_text",
     "ratio_cell",
     "report_to_github",
     "runs_cell",
     "verdict_cell",
+    "work_head",
     "work_lines",
 ]
 
