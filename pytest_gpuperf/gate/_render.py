@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -170,6 +170,15 @@ def change_text(change: CountChange) -> str:
     ) + f"{_bytes_or_count(change, base)} -> {_bytes_or_count(change, head)}/call ({relative})"
 
 
+def shown_changes(changes: Sequence[CountChange], limit: int = SHOWN_CHANGES) -> list[CountChange]:
+    """At most ``limit`` of ``changes`` (sorted by category, then size), the largest of each category first, so
+    that a change of FLOPs or bytes is not hidden behind many ops; in their order."""
+    firsts = [next(c for c in changes if c.category == cat) for cat in dict.fromkeys(c.category for c in changes)]
+    rest = [c for c in changes if c not in firsts]
+    chosen = {*firsts[:limit], *rest[: max(0, limit - len(firsts))]}
+    return [c for c in changes if c in chosen]
+
+
 def work_head(row: Row, fail_on: frozenset[str]) -> str | None:
     """``counts more (ops more, flops more; failing)`` for a row whose counts changed, else None."""
     work = row.work
@@ -204,7 +213,7 @@ def work_lines(result: GateResult) -> list[str]:
         if head is not None and row.work is not None:
             lines.append(f"{name}: {head}")
             changes = row.work.changes
-            lines += [f"  {change_text(c)}" for c in changes[:SHOWN_CHANGES]]
+            lines += [f"  {change_text(c)}" for c in shown_changes(changes)]
             if len(changes) > SHOWN_CHANGES:
                 lines.append(f"  ... and {len(changes) - SHOWN_CHANGES} more")
         if memory is not None:
@@ -308,7 +317,7 @@ def _work_note(row: Row) -> str:
     """The counts and memory that changed, for an annotation's message."""
     parts = [text for text in (work_head(row, frozenset()), memory_text(row)) if text]
     if row.work is not None and parts and row.work.changes:
-        parts.append("; ".join(change_text(c) for c in row.work.changes[:SHOWN_CHANGES]))
+        parts.append("; ".join(change_text(c) for c in shown_changes(row.work.changes)))
     return "".join(f"\n{part}" for part in parts)
 
 
