@@ -4,7 +4,8 @@ Columns: baseline and current seconds per call, the ratio current/baseline with 
 95% interval, where some row has GPU clocks on both sides the ratio of time x SM clock
 beside it (``time x clock``: the clocks' part taken out), the runs used on each side
 (``3/1``; ``2 of 3/1`` when runs were left out as disturbed; with the rounds behind them
-when runs had more than one), the verdict, and why.
+when runs had more than one), the verdict, and why. Under the table, for each row whose counts or peak memory
+changed (issue 22: ``_work.py``, ``_memory.py``), what changed, whatever its verdict (``work_lines``).
 
 On GitHub Actions (``report_to_github``, every route calls it): the table and its lines are
 appended, as Markdown, to the file ``$GITHUB_STEP_SUMMARY`` names, and, where
@@ -293,15 +294,16 @@ def locate_workload(name: str, module: Path, root: Path) -> tuple[str, int | Non
 def github_annotations(
     result: GateResult, root: Path, label: str = "gpuperf gate", workloads: Path | None = None
 ) -> list[str]:
-    """One annotation per failing row (``::error``) and per slower or unattributed row that does not fail
-    (``::warning``);
+    """One annotation per failing row (``::error``) and per slower, unattributed or same-work row, or row whose
+    work went up, that does not fail (``::warning``);
     ``workloads``: the rows are ``ab``'s workloads of that module, not tests."""
     out = []
     failing_rows = result.failing
     for row in result.rows:
         failing = row in failing_rows
         more_work = bool(row.work_failing(frozenset(WORK_NAMES)))
-        if not failing and not more_work and row.verdict not in (Verdict.SLOWER, Verdict.UNATTRIBUTED):
+        slowdowns = (Verdict.SLOWER, Verdict.UNATTRIBUTED, Verdict.SAME_WORK)
+        if not failing and not more_work and row.verdict not in slowdowns:
             continue
         path, line = locate(row.test, root) if workloads is None else locate_workload(row.test, workloads, root)
         where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
