@@ -12,8 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import MemoryChange, Policy, Verdict, compare_memory, compare_runs, gate_lines
-from pytest_gpuperf.gate._render import github_annotations
+from pytest_gpuperf.gate._render import github_annotations, github_summary
 from pytest_gpuperf.measuring import (
     CpuBackend,
     CudaBackend,
@@ -216,3 +219,21 @@ def test_on_a_real_cpu_step_the_allocators_peak_is_exact_and_an_extra_activation
     figure = base[0].memory_transient or 0
     assert [compare_memory(base[:1], [m]) for m in head] == [MemoryChange(figure, figure + (1 << 20), "more", kind)] * 5
     assert [compare_memory(base[:1], [m]) for m in base] == [MemoryChange(figure, figure, "same", kind)] * 5
+
+
+def test_the_job_summary_has_the_count_lines_and_a_passing_same_work_row_a_warning(tmp_path: Path) -> None:
+    base = [make_run(record(10e-3, step_profile())) for _ in range(3)]
+    summary = github_summary(compare_runs(base, [make_run(record(10e-3, step_profile(mm=2)))]), title="gate")
+    assert "- test_step [cpu]: counts more (ops more; failing on ops)\n-   aten::mm 1 -> 2/call (+1)\n" in summary
+    same = compare_runs(base[:1], [make_run(record(18.6e-3, step_profile(), load=BUSY))])
+    (line,) = github_annotations(same, tmp_path)
+    assert line.startswith("::warning file=test_x.py,title=gpuperf gate%3A test_step [cpu] same-work::")
+
+
+def test_ab_refuses_an_unknown_fail_on_name_listing_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["ab", "--fail-on", "slower,opz"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --fail-on: 'opz' is not a verdict or a work category" in err
+    assert "(ops, kernels, runtime, syncs, flops, allocated, copied, compiles, memory), or none" in err
