@@ -121,7 +121,7 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
     base_counts = [p.per_call_counts() for p in base]
     head_counts = [p.per_call_counts() for p in head]
     varying = _varying(base_counts) | _varying(head_counts)
-    varying |= {k for p in (*base, *head) for k in getattr(p, "varying", ())}
+    varying |= {k for p in (*base, *head) for k in p.varying}
     keys = {k for counts in (*base_counts, *head_counts) for k in counts}
     compared = 0
     changes: list[CountChange] = []
