@@ -32,6 +32,10 @@ if TYPE_CHECKING:
         report_to_github,
         runs_cell,
         verdict_cell,
+        why_cells,
+        why_heading,
+        why_lines,
+        why_markdown,
         work_head,
         work_lines,
     )
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
         describe_fail_on,
         parse_verdicts,
     )
+    from ._why import EXPLAINED_VERDICTS, Attribution, WhyLine, attribute
     from ._work import CountChange, WorkComparison, compare_work
 
 __getattr__, __dir__ = exports(__name__, __file__)
@@ -67,6 +72,7 @@ __all__ = [
     "DEFAULT_FAIL_ON",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
+    "EXPLAINED_VERDICTS",
     "FAIL_ON_NAMES",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
@@ -76,6 +82,7 @@ __all__ = [
     "AbError",
     "AbOptions",
     "AbResult",
+    "Attribution",
     "BaselineNoise",
     "CountChange",
     "GateResult",
@@ -84,8 +91,10 @@ __all__ = [
     "Policy",
     "Row",
     "Verdict",
+    "WhyLine",
     "WorkComparison",
     "add_gate_commands",
+    "attribute",
     "baseline_noise",
     "change_text",
     "clock_ratio_cell",
@@ -107,6 +116,10 @@ __all__ = [
     "runs_cell",
     "verdict_cell",
     "verdict_for",
+    "why_cells",
+    "why_heading",
+    "why_lines",
+    "why_markdown",
     "work_difference",
     "work_head",
     "work_lines",

@@ -29,6 +29,7 @@ from ._evidence import work_difference
 from ._memory import compare_memory
 from ._rule import reason_for, verdict_for
 from ._verdicts import Verdict
+from ._why import why_for
 from ._work import compare_work
 
 __all__ = ["Bench", "compare_workload"]
@@ -118,6 +119,7 @@ def _measure(
     noise = f"{ratio.count} paired rounds"
     reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
     rounds = _rounds(paired, work)
+    baseline, current = median(rounds.base), median(rounds.head)
     base_profiles, head_profiles = _profiles(paired, "base"), _profiles(paired, "head")
     sides = paired.measurements
     return _row(
@@ -125,8 +127,8 @@ def _measure(
         bench,
         verdict,
         reason + (f"; {difference}" if difference else ""),
-        baseline=median(rounds.base),
-        current=median(rounds.head),
+        baseline=baseline,
+        current=current,
         estimate=ratio,
         base_runs=1,
         head_runs=1,
@@ -139,6 +141,9 @@ def _measure(
         head_profiles=head_profiles,
         work=compare_work(base_profiles, head_profiles),
         memory=compare_memory([sides["base"]], [sides["head"]]),
+        # The head's time as the paired ratio has it (a median of the rounds' ratios, not the ratio of the sides'
+        # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
+        why=why_for(verdict.value, base_profiles, head_profiles, baseline, baseline * ratio.value),
     )
 
 

@@ -23,6 +23,7 @@ from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, wor
 from ._memory import MemoryChange, compare_memory
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
+from ._why import Attribution, why_for
 from ._work import WorkComparison, compare_work
 
 __all__ = [
@@ -87,6 +88,8 @@ class Row:
     work: WorkComparison | None = None
     #: each side's peak memory compared (``_memory.compare_memory``); None where a side has no gated figure
     memory: MemoryChange | None = None
+    #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most (``_why.py``)
+    why: Attribution | None = None
 
     def work_failing(self, fail_on: frozenset[str]) -> list[str]:
         """What of the step's work went up and fails (count categories, ``memory``), whatever the verdict."""
@@ -252,19 +255,22 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
     clocked = _clock_estimate(b, h, floor, policy.confidence)
     verdict, reason, cause = _other_cause(verdict, reason, est, clocked, b, h, tolerance)
-    work = compare_work(_profiles(base), _profiles(head))
+    base_profiles, head_profiles = _profiles(base), _profiles(head)
+    work = compare_work(base_profiles, head_profiles)
     verdict, reason = same_work(verdict, reason, work)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
+    baseline = math.exp(sum(s.value for s in b.kept) / len(b.kept))
+    current = math.exp(sum(s.value for s in h.kept) / len(h.kept))
     return Row(
         key,
         newest.test,
         newest.device,
         verdict,
         reason,
-        baseline=math.exp(sum(s.value for s in b.kept) / len(b.kept)),
-        current=math.exp(sum(s.value for s in h.kept) / len(h.kept)),
+        baseline=baseline,
+        current=current,
         estimate=est,
         tolerance=tolerance,
         base_runs=len(b.kept),
@@ -277,10 +283,11 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         clock_estimate=clocked,
         base_clock_mhz=None if b.clocks is None else b.clocks.sm_clock_mhz,
         head_clock_mhz=None if h.clocks is None else h.clocks.sm_clock_mhz,
-        base_profiles=_profiles(base),
-        head_profiles=_profiles(head),
+        base_profiles=base_profiles,
+        head_profiles=head_profiles,
         work=work,
         memory=compare_memory((r.measurement for r in base), (r.measurement for r in head)),
+        why=why_for(verdict.value, base_profiles, head_profiles, baseline, current),
     )
 
 

@@ -224,7 +224,9 @@ def test_on_a_real_cpu_step_the_allocators_peak_is_exact_and_an_extra_activation
 def test_the_job_summary_has_the_count_lines_and_a_passing_same_work_row_a_warning(tmp_path: Path) -> None:
     base = [make_run(record(10e-3, step_profile())) for _ in range(3)]
     summary = github_summary(compare_runs(base, [make_run(record(10e-3, step_profile(mm=2)))]), title="gate")
-    assert "- test_step [cpu]: counts more (ops more; failing on ops)\n-   aten::mm 1 -> 2/call (+1)\n" in summary
+    # user text (op names) escaped as Markdown, as the why's lines are
+    assert "- test\\_step \\[cpu\\]: counts more \\(ops more; failing on ops\\)\n" in summary
+    assert "-   aten::mm 1 \\-&gt; 2/call \\(\\+1\\)\n" in summary
     same = compare_runs(base[:1], [make_run(record(18.6e-3, step_profile(), load=BUSY))])
     (line,) = github_annotations(same, tmp_path)
     assert line.startswith("::warning file=test_x.py,title=gpuperf gate%3A test_step [cpu] same-work::")
