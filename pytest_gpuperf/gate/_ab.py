@@ -105,7 +105,7 @@ class AbResult:
             "max_time": bench.settings.max_time,
             "fail_on": sorted(self.result.fail_on),
             "fingerprint": collect(self.head.path),
-            "results": [_row_dict(row) | self._traces_entry(row) for row in self.result.rows],
+            "results": [_row_dict(row, self.result.fail_on) | self._traces_entry(row) for row in self.result.rows],
             "skipped": dict(self.result.skipped),
         }
 
@@ -115,7 +115,7 @@ class AbResult:
         return {"traces": traced.to_dict() if traced is not None else {"base": None, "head": None}}
 
 
-def _row_dict(row: Row) -> dict[str, Any]:
+def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]:
     est, paired = row.estimate, row.paired
     ratio = (
         None if est is None else {"ratio": est.value, "low": est.low, "high": est.high, "confidence": est.confidence}
@@ -134,6 +134,15 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "base": list(paired.base) if paired else [],
         "head": list(paired.head) if paired else [],
         "why": None if row.why is None else row.why.to_dict(),
+        **_work_dict(row, fail_on),
+    }
+
+
+def _work_dict(row: Row, fail_on: frozenset[str]) -> dict[str, Any]:
+    """The row's counts and peak memory compared (issue 22): ``work`` and ``memory``, null where not known."""
+    return {
+        "work": None if row.work is None else row.work.to_dict(fail_on),
+        "memory": None if row.memory is None else row.memory.to_dict(),
     }
 
 
@@ -147,7 +156,6 @@ def _bench(options: AbOptions) -> Bench:
         warmup_time=min(1.0, options.max_time),
         min_time=min(0.1, options.max_time),
         threads=options.threads,
-        memory=False,
     )
     return Bench(slot, backend, resolve_size(options.size, slot.kind, backend), settings, options.tolerance)
 

@@ -34,7 +34,7 @@ from . import _ab
 from ._compare import baseline_noise, compare_runs
 from ._render import gate_lines, gate_table, report_to_github, why_lines
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
-from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
+from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES, parse_verdicts
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_parsers"]
 
@@ -47,8 +47,8 @@ def _fail_on_option(parser: argparse.ArgumentParser) -> None:
         type=values.argtype(parse_verdicts),
         default=DEFAULT_FAIL_ON,
         metavar="VERDICTS",
-        help=f"verdicts that fail: a comma list of {', '.join(VERDICTS)}, or none "
-        f"(default: {','.join(DEFAULT_FAIL_ON)})",
+        help=f"what fails: a comma list of verdicts ({', '.join(VERDICTS)}) and of what the work can grow in, "
+        f"failing where it went up ({', '.join(WORK_NAMES)}), or none (default: {','.join(DEFAULT_FAIL_ON)})",
     )
 
 

@@ -300,7 +300,7 @@ class GatePlugin:
             if row.estimate is not None
             and (
                 row.verdict.value in fail_on
-                or row.verdict is Verdict.UNATTRIBUTED
+                or row.verdict in (Verdict.UNATTRIBUTED, Verdict.SAME_WORK)
                 or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0)
             )
         }

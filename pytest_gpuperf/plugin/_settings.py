@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from ..gate import DEFAULT_FAIL_ON
 from ..measuring import MEASURE_FIELDS, MeasureSettings, SettingError
 from ._options import BY_FIELD, OPTIONS, OptionSpec, given_values
 
@@ -47,7 +48,7 @@ class Settings:
     compare: str | None = None
     tolerance: float = 0.05
     noise_floor: float = 0.02
-    fail_on: tuple[str, ...] = ("slower", "unattributed")
+    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
     allow_mismatch: tuple[str, ...] = ()
     quiet_wait: float | None = None  # None: auto
     confirm: int = 4
