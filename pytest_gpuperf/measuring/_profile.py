@@ -281,9 +281,11 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
     A CUDA kernel is an event on the device (its ``device_type`` is CUDA) that is no memory copy or set; a
     runtime call is a host event named ``cuda*``; a device-to-host copy is a device event ``Memcpy DtoH ...``;
     an allocation is a ``[memory]`` event of positive size. An op's self time is its span less its children's on
-    its thread. Times are kept in seconds (dropped at level ``counts``); over two calls or more, each op's time,
-    the calls' and their time outside ops are the quickest call's times the number of calls (a call preempted on
-    a busy machine only adds time: one such call made an op of unchanged count rank above a planted matmul)."""
+    its thread. Times are kept in seconds (dropped at level ``counts``); over two calls or more, every time is
+    the quickest call's (its ops', its wall time, its time outside ops) times the number of calls: a call
+    preempted on a busy machine only adds time (one such call made an op of unchanged count rank above a planted
+    matmul), and the times of one call add up (each op's quickest call, from different calls, summed to less than
+    any call, and the rest read as time outside any op)."""
     ops: dict[str, list[float]] = {}
     kernels: dict[str, list[float]] = {}
     runtime: dict[str, int] = {}
@@ -334,9 +336,9 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
         while stack:
             _close(stack.pop(), ops, spans, per_call_ns)
     timed = level == "full"
-    _quickest(ops, per_call_ns)
-    call_seconds = _quickest_total([c.end - c.start for c in calls])
-    outside = _quickest_total([c.end - c.start - c.children for c in calls])
+    quickest = _quickest(ops, calls, spans, per_call_ns)
+    call_seconds = (quickest.end - quickest.start) * len(calls) * 1e-9 if quickest else None
+    outside = (quickest.end - quickest.start - quickest.children) * len(calls) * 1e-9 if quickest else None
     keys = {k for counts in per_call for k in counts}
     varying = tuple(sorted(k for k in keys if len({counts.get(k, 0) for counts in per_call}) > 1))
     return EventSummary(
@@ -376,19 +378,21 @@ def _count_in_call(spans: list[tuple[int, int]], per_call: list[dict[str, int]],
         per_call[at][key] = per_call[at].get(key, 0) + 1
 
 
-def _quickest(ops: dict[str, list[float]], per_call_ns: list[dict[str, int]]) -> None:
-    """Over two calls or more, each op that ran in every call: its time is its quickest call's, times the calls."""
-    if len(per_call_ns) < 2:
-        return
-    for name, entry in ops.items():
-        times = [call.get(name) for call in per_call_ns]
-        if all(t is not None for t in times):
-            entry[1] = float(min(t for t in times if t is not None) * len(times))
-
-
-def _quickest_total(nanoseconds: list[int]) -> float | None:
-    """The quickest of the calls' times, times the calls, in seconds; None without calls."""
-    return min(nanoseconds) * len(nanoseconds) * 1e-9 if nanoseconds else None
+def _quickest(
+    ops: dict[str, list[float]], calls: list[_Host], spans: list[tuple[int, int]], per_call_ns: list[dict[str, int]]
+) -> _Host | None:
+    """The quickest call range (None without one); over two calls or more, each op that ran in it takes its time
+    there, times the calls (an op that ran only in other calls keeps its total: work that varies)."""
+    if not calls:
+        return None
+    quickest = min(calls, key=lambda c: c.end - c.start)
+    at = _call_of(spans, quickest.start)
+    if len(calls) >= 2 and at is not None:
+        for name, entry in ops.items():
+            own = per_call_ns[at].get(name)
+            if own is not None:
+                entry[1] = float(own * len(calls))
+    return quickest
 
 
 def _add(table: dict[str, list[float]], name: str, nanoseconds: float, count: int) -> None:
