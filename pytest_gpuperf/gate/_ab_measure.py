@@ -20,6 +20,7 @@ from ..measuring import (
     Paired,
     Step,
     WorkloadUnsupported,
+    WorkProfile,
     measure_paired,
     median,
 )
@@ -130,7 +131,14 @@ def _measure(
         base_rounds=ratio.count,
         head_rounds=ratio.count,
         paired=rounds,
+        base_profiles=_profiles(paired, "base"),
+        head_profiles=_profiles(paired, "head"),
     )
+
+
+def _profiles(paired: Paired, side: str) -> tuple[WorkProfile, ...]:
+    profile = paired.measurements[side].profile
+    return () if profile is None else (profile,)
 
 
 def _rounds(paired: Paired, work: tuple[Mapping[str, float], Mapping[str, float]]) -> PairedRounds:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..measuring import Estimate
+from ..measuring import Estimate, WorkProfile
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
@@ -67,6 +67,10 @@ class Row:
     clock_estimate: Estimate | None = None
     base_clock_mhz: float | None = None
     head_clock_mhz: float | None = None
+    #: each side's work profiles (``measuring.WorkProfile``: what the step did), one per record that has one
+    #: (stored route: the baseline's records and the current ones; ``ab``: one per side, from the paired rounds)
+    base_profiles: tuple[WorkProfile, ...] = ()
+    head_profiles: tuple[WorkProfile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,7 +252,13 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         clock_estimate=clocked,
         base_clock_mhz=None if b.clocks is None else b.clocks.sm_clock_mhz,
         head_clock_mhz=None if h.clocks is None else h.clocks.sm_clock_mhz,
+        base_profiles=_profiles(base),
+        head_profiles=_profiles(head),
     )
+
+
+def _profiles(records: Iterable[Record]) -> tuple[WorkProfile, ...]:
+    return tuple(r.measurement.profile for r in records if r.measurement.profile is not None)
 
 
 def _by_key(runs: Iterable[Run]) -> dict[str, list[Record]]:

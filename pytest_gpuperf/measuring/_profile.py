@@ -122,6 +122,9 @@ class WorkProfile:
     compile: CompileCounters | None = None
     seconds: float = 0.0
     budget: float = 0.0
+    #: writes the profiled calls' trace (Chrome's JSON, which Perfetto and chrome://tracing open) to a path; kept
+    #: in memory only (never in a results file), None for a profile read from a file
+    write_trace: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
 
     def per_call_counts(self) -> dict[str, Fraction]:
         """Every count per call, as an exact fraction, keyed ``op:NAME``, ``kernel:NAME``, ``runtime:NAME``,
@@ -410,4 +413,5 @@ def profile_step(
         compile=compiled,
         seconds=clock() - start,
         budget=budget,
+        write_trace=prof.export_chrome_trace,
     )
