@@ -676,17 +676,19 @@ def summary(outcomes: Sequence[Outcome], aa_runs: Sequence[AbRun], busy: bool) -
     by_counts = sum(count_changed(o.work_verdict) for o in changing)
     by_time = sum(o.verdict == "slower" for o in changing)
     load = "with one vCPU kept busy" if busy else "quiet"
+    reference = "issue 22's reference: 4 of 6 +6% slowdowns" if busy else ""
+    timing = f"the timing verdict alone (slower) caught {by_time} of {len(changing)}"
     if any(o.work_verdict is not None for o in outcomes):
-        target = " (target: every one)" if busy else ""
-        verdict = _met(by_counts == len(changing)) + ": " if busy else ""
+        verdict = f"{_met(by_counts == len(changing))}: " if busy else ""
+        target = "target: every one; " if busy else ""
         lines.append(
-            f"{verdict}{load}: of {len(changing)} planted regressions that change counts, the count verdict caught "
-            f"{by_counts}{target}; the timing verdict alone (slower) caught {by_time}"
+            f"{verdict}{load}: the count verdict caught {by_counts} of the {len(changing)} planted regressions that "
+            f"change counts ({target}{timing}{'; ' + reference if reference else ''})"
         )
     else:
         lines.append(
-            f"{load}: of {len(changing)} planted regressions that change counts, the timing verdict alone (slower) "
-            f"caught {by_time}; the count verdict: n/a (no 'work' field)"
+            f"n/a: {load}: the count verdict on the {len(changing)} planted regressions that change counts (no 'work' "
+            f"field; {timing}{'; ' + reference if reference else ''})"
         )
     failed = sum(o.status == 1 for o in outcomes)
     lines.append(f"planted pairs whose ab run failed (exit status 1): {failed} of {len(outcomes)}")
