@@ -191,6 +191,16 @@ class AllocatorProbe:
         self._rss = RssHighWater() if rss is None else rss
         self._windows: list[list[tuple[int, int]]] = []
         self._profile: Any = None
+        #: the profiler of each window, in order: the work profile reads the measured calls' (``windows``)
+        self._profilers: list[Any] = []
+
+    #: calls of ``calls()`` that only settle the step (the work profile counts FLOPs and copies on them)
+    settle_calls: Final = 1
+
+    @property
+    def windows(self) -> list[Any]:
+        """The profilers of the measured calls, one call each (``torch.autograd.profiler.profile``)."""
+        return self._profilers[self.settle_calls :]
 
     def calls(self) -> Iterator[int]:
         """Run the measured code once per item: the first call settles, the next two are measured under the
@@ -221,6 +231,7 @@ class AllocatorProbe:
             warnings.simplefilter("ignore")
             self._profile.__exit__(None, None, None)
             self._windows.append(_cpu_allocations(self._profile.kineto_results))
+            self._profilers.append(self._profile)
         self._profile = None
 
     def _conclude(self) -> None:

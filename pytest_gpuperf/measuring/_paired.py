@@ -46,16 +46,14 @@ from ._backends import Backend, block_timer
 from ._clocks import clock_monitor, monitored
 from ._judge import Check
 from ._measurement import Measurement
-from ._profile import MAX_CALLS
 from ._runner import (
     BlockTimes,
     Coordinator,
     Subject,
     gc_paused,
     measurement_of,
-    peak_memory,
+    memory_and_profile,
     torch_threads,
-    work_profile,
 )
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
@@ -307,29 +305,20 @@ def measure_paired(
     n = len(result.samples)
     clocks = None if monitor is None else monitor.summary(n)  # one reading per round, shared by its steps
     sampled = {name: times[name][-n:] for name in steps}
-    measurements = {
-        name: measurement_of(
+    measurements: dict[str, Measurement] = {}
+    for name in steps:
+        step = rounds.current[name]
+        memory, profile = memory_and_profile(
+            step.fn, backend, settings, device, result, share_of=len(steps), distributed=coordinator is not None
+        )
+        measurements[name] = measurement_of(
             result,
             backend,
             settings,
-            Subject((names or {}).get(name, name), device, rounds.current[name].work, (observers or {}).get(name)),
-            runner.read[name].readings(
-                threads,
-                peak_memory(rounds.current[name].fn, backend, settings, device),
-                clocks,
-                profile=work_profile(
-                    rounds.current[name].fn,
-                    settings,
-                    device,
-                    result,
-                    share_of=len(steps),
-                    max_calls=1 if coordinator else MAX_CALLS,
-                ),
-            ),
+            Subject((names or {}).get(name, name), device, step.work, (observers or {}).get(name)),
+            runner.read[name].readings(threads, memory, clocks, profile=profile),
             paired_samples=sampled[name],
         )
-        for name in steps
-    }
     work = {name: dict(rounds.current[name].work) for name in steps}
     return Paired(sampled, work, plan.confidence, measurements)
 

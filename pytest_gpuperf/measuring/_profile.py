@@ -22,6 +22,7 @@ counts still compare exactly. Times are kept as totals in seconds too, and are d
 
 from __future__ import annotations
 
+import bisect
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,14 +31,17 @@ from fractions import Fraction
 from typing import Any, Final, Protocol
 
 __all__ = [
+    "CALL_RANGE",
     "MAX_CALLS",
     "PROFILE_LEVELS",
     "PROFILE_SHARE",
     "SYNC_KINDS",
     "CompileCounters",
     "OpStat",
+    "ProbeCalls",
     "WorkProfile",
     "compile_counters",
+    "profile_of_probe",
     "profile_step",
     "read_events",
 ]
@@ -125,6 +129,13 @@ class WorkProfile:
     #: writes the profiled calls' trace (Chrome's JSON, which Perfetto and chrome://tracing open) to a path; kept
     #: in memory only (never in a results file), None for a profile read from a file
     write_trace: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
+    #: the profiled calls' wall time, and their time outside any op (Python, the host), in seconds, totals over
+    #: the calls; None at level ``counts`` and in files written before they were kept
+    call_seconds: float | None = None
+    outside_seconds: float | None = None
+    #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls: work that
+    #: varies from call to call (caching, autotuning, data-dependent shapes), never a change between two runs
+    varying: tuple[str, ...] = ()
 
     def per_call_counts(self) -> dict[str, Fraction]:
         """Every count per call, as an exact fraction, keyed ``op:NAME``, ``kernel:NAME``, ``runtime:NAME``,
@@ -170,6 +181,9 @@ class WorkProfile:
             },
             "seconds": self.seconds,
             "budget": self.budget,
+            "call_seconds": self.call_seconds,
+            "outside_seconds": self.outside_seconds,
+            "varying": list(self.varying),
         }
 
     @classmethod
@@ -194,87 +208,167 @@ class WorkProfile:
             else CompileCounters(
                 int(compiled.get("graph_breaks", 0)),
                 int(compiled.get("compiles", 0)),
-                None if compiled.get("compile_seconds") is None else float(compiled["compile_seconds"]),
+                _float_or_none(compiled.get("compile_seconds")),
             ),
             seconds=float(data.get("seconds", 0.0)),
             budget=float(data.get("budget", 0.0)),
+            call_seconds=_float_or_none(data.get("call_seconds")),
+            outside_seconds=_float_or_none(data.get("outside_seconds")),
+            varying=tuple(str(k) for k in data.get("varying") or ()),
         )
 
 
-class ProfilerEvent(Protocol):
-    """What is read of one of ``torch.profiler``'s events (``torch.autograd.profiler_util.FunctionEvent``)."""
+def _float_or_none(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
-    @property
+
+class ProfilerEvent(Protocol):
+    """What is read of one of the profiler's raw events (``torch.profiler``'s kineto results: reading them costs a
+    tenth of building its ``FunctionEvent`` tree, which is most of a profile's cost for a short step)."""
+
     def name(self) -> str: ...
 
-    @property
     def device_type(self) -> Any: ...
 
-    @property
-    def self_cpu_time_total(self) -> float: ...
+    def start_ns(self) -> int: ...
 
-    @property
-    def device_time_total(self) -> float: ...
+    def duration_ns(self) -> int: ...
 
-    @property
-    def self_cpu_memory_usage(self) -> int: ...
+    def start_thread_id(self) -> int: ...
 
-    @property
-    def self_device_memory_usage(self) -> int: ...
+    def nbytes(self) -> int: ...
+
+    def is_user_annotation(self) -> bool: ...
 
 
-def read_events(
-    events: Iterable[ProfilerEvent], *, level: str, calls: int
-) -> tuple[tuple[OpStat, ...], tuple[OpStat, ...], dict[str, int], dict[str, int], int]:
-    """The ops, kernels, runtime calls, synchronizations and bytes allocated in the profiler's event list.
+#: The name of the range each profiled call runs in (``record_function``): it splits the events by call, and its
+#: own time outside any op is the step's time outside ops (Python, the host).
+CALL_RANGE: Final = "gpuperf call"
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    """What ``read_events`` makes of one profile's events (totals over its calls)."""
+
+    ops: tuple[OpStat, ...]
+    kernels: tuple[OpStat, ...]
+    runtime: dict[str, int]
+    syncs: dict[str, int]
+    allocated: int
+    #: the calls' wall time and their time outside any op (the call range's own time), in seconds; None without
+    #: a call range among the events
+    call_seconds: float | None = None
+    outside_seconds: float | None = None
+    #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls
+    varying: tuple[str, ...] = ()
+
+
+@dataclass
+class _Host:
+    """A host event while the tree is walked: its name, span, and the time of its children so far."""
+
+    name: str
+    start: int
+    end: int
+    call: bool
+    children: int = 0
+
+
+def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
+    """The ops, kernels, runtime calls, synchronizations, bytes allocated, and per call range the calls' time and
+    what varied between them.
 
     A CUDA kernel is an event on the device (its ``device_type`` is CUDA) that is no memory copy or set; a
-    runtime call is a host event named ``cuda*``; a device-to-host copy is a device event ``Memcpy DtoH ...``.
-    Times are the profiler's microseconds, kept in seconds (dropped at level ``counts``)."""
+    runtime call is a host event named ``cuda*``; a device-to-host copy is a device event ``Memcpy DtoH ...``;
+    an allocation is a ``[memory]`` event of positive size. An op's self time is its span less its children's on
+    its thread. Times are kept in seconds (dropped at level ``counts``)."""
     ops: dict[str, list[float]] = {}
     kernels: dict[str, list[float]] = {}
     runtime: dict[str, int] = {}
     syncs = dict.fromkeys(SYNC_KINDS, 0)
     allocated = 0
+    host: list[tuple[int, ProfilerEvent]] = []
     for event in events:
-        name = event.name
-        # An op's own allocations are its self memory (a free outside any op is a ``[memory]`` event of its own).
-        allocated += max(int(event.self_cpu_memory_usage), 0) + max(int(event.self_device_memory_usage), 0)
+        name = event.name()
         if name == "[memory]":
-            continue
-        on_device = "CUDA" in str(event.device_type)
-        if on_device:
+            allocated += max(int(event.nbytes()), 0)
+        elif "CUDA" in str(event.device_type()):
             if name.startswith("Memcpy DtoH"):
                 syncs["dtoh_copy"] += 1
             if not name.startswith(("Memcpy", "Memset")):
-                _add(kernels, name, float(event.device_time_total))
-        elif name.startswith("aten::"):
-            _add(ops, name, float(event.self_cpu_time_total))
-        elif name.startswith("cuda"):
-            runtime[name] = runtime.get(name, 0) + 1
-            kind = _SYNC_CALLS.get(name)
-            if kind:
-                syncs[kind] += 1
-    del calls  # totals over the calls are kept; the caller keeps ``calls`` beside them
+                _add(kernels, name, float(event.duration_ns()), 1)
+        else:
+            host.append((int(event.start_thread_id()), event))
+    spans = sorted(
+        (int(e.start_ns()), int(e.start_ns()) + int(e.duration_ns()))
+        for _, e in host
+        if e.name() == CALL_RANGE and e.is_user_annotation()
+    )
+    per_call: list[dict[str, int]] = [{} for _ in spans]
+    calls: list[_Host] = []
+    for thread in sorted({t for t, _ in host}):
+        stack: list[_Host] = []
+        ordered = sorted((e for t, e in host if t == thread), key=lambda e: (int(e.start_ns()), -int(e.duration_ns())))
+        for event in ordered:
+            start, name = int(event.start_ns()), event.name()
+            node = _Host(
+                name, start, start + int(event.duration_ns()), name == CALL_RANGE and event.is_user_annotation()
+            )
+            while stack and stack[-1].end <= start:
+                _close(stack.pop(), ops)
+            if stack:
+                stack[-1].children += node.end - node.start
+            stack.append(node)
+            if node.call:
+                calls.append(node)
+            elif name.startswith("cuda"):
+                runtime[name] = runtime.get(name, 0) + 1
+                kind = _SYNC_CALLS.get(name)
+                if kind:
+                    syncs[kind] += 1
+            if not node.call and name.startswith(("aten::", "cuda")):
+                _count_in_call(spans, per_call, node, "op:" if name.startswith("aten::") else "runtime:")
+        while stack:
+            _close(stack.pop(), ops)
     timed = level == "full"
-    return (
+    call_seconds = sum(c.end - c.start for c in calls) * 1e-9 if calls else None
+    outside = sum(c.end - c.start - c.children for c in calls) * 1e-9 if calls else None
+    keys = {k for counts in per_call for k in counts}
+    varying = tuple(sorted(k for k in keys if len({counts.get(k, 0) for counts in per_call}) > 1))
+    return EventSummary(
         _stats(ops, timed),
         _stats(kernels, timed),
         dict(sorted(runtime.items())),
         syncs,
         allocated,
+        call_seconds if timed else None,
+        outside if timed else None,
+        varying,
     )
 
 
-def _add(table: dict[str, list[float]], name: str, microseconds: float) -> None:
+def _close(node: _Host, ops: dict[str, list[float]]) -> None:
+    if node.name.startswith("aten::"):
+        _add(ops, node.name, float(node.end - node.start - node.children), 1)
+
+
+def _count_in_call(spans: list[tuple[int, int]], per_call: list[dict[str, int]], node: _Host, prefix: str) -> None:
+    """Count ``node`` in the call range whose span holds its start (calls do not overlap)."""
+    at = bisect.bisect_right(spans, (node.start, sys.maxsize)) - 1
+    if at >= 0 and node.start < spans[at][1]:
+        key = prefix + node.name
+        per_call[at][key] = per_call[at].get(key, 0) + 1
+
+
+def _add(table: dict[str, list[float]], name: str, nanoseconds: float, count: int) -> None:
     entry = table.setdefault(name, [0.0, 0.0])
-    entry[0] += 1
-    entry[1] += microseconds
+    entry[0] += count
+    entry[1] += nanoseconds
 
 
 def _stats(table: Mapping[str, list[float]], timed: bool) -> tuple[OpStat, ...]:
     """Sorted by name, so that two profiles of the same work have the same order."""
-    return tuple(OpStat(name, int(count), us * 1e-6 if timed else None) for name, (count, us) in sorted(table.items()))
+    return tuple(OpStat(name, int(count), ns * 1e-9 if timed else None) for name, (count, ns) in sorted(table.items()))
 
 
 def compile_counters() -> CompileCounters | None:
@@ -296,35 +390,51 @@ def compile_counters() -> CompileCounters | None:
 def _counting_pass(fn: Callable[[], object]) -> tuple[int | None, dict[str, int]]:
     """FLOPs and host-device bytes of one call (None, {} where the counters fail on the step: an op that
     Python's dispatch cannot run must not fail a test whose timing went through)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    copies = _CopyCounter()
+    counter = _WorkCounter()
     try:
-        with FlopCounterMode(display=False) as flop_counter, copies:
+        with counter:
             fn()
     except Exception:  # noqa: BLE001 - any failure of the counters leaves the figures unknown
         return None, {}
-    return int(flop_counter.get_total_flops()), copies.moved
+    return counter.flops, counter.moved
 
 
-class _CopyCounter:
-    """A dispatch mode that adds up the bytes each copy moves between the host and a device (by direction)."""
+class _WorkCounter:
+    """One dispatch mode that adds up each op's FLOPs (by ``torch.utils.flop_counter``'s formulas, those
+    ``FlopCounterMode`` applies) and the bytes each copy moves between the host and a device (by direction).
+
+    ``FlopCounterMode`` itself also tracks the module each op ran in, through hooks on every module call: for a
+    training step of a few milliseconds that doubled the counting call's cost, and the total is all we keep."""
 
     def __init__(self) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils.flop_counter import flop_registry
 
         counter = self
 
         class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                # torch wraps a mode's __torch_dispatch__ to keep dynamo out of it, and the wrapper imports dynamo
+                # on the first op (1.2 s, once per process). Only a process that has loaded dynamo can run
+                # compiled code under this mode: the wrapper is needed there only.
+                return "torch._dynamo" in sys.modules
+
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                out = func(*args, **(kwargs or {}))
-                counter.note(str(func.overloadpacket.__name__), args, out)
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                packet = func.overloadpacket
+                formula = flop_registry.get(packet)
+                if formula is not None:
+                    counter.flops += int(formula(*args, **kwargs, out_val=out))
+                counter.note(str(packet.__name__), args, out)
                 return out
 
         self.mode = Mode()  # type: ignore[no-untyped-call]
+        self.flops = 0
         self.moved: dict[str, int] = {}
 
-    def __enter__(self) -> _CopyCounter:
+    def __enter__(self) -> _WorkCounter:
         self.mode.__enter__()  # type: ignore[no-untyped-call]
         return self
 
@@ -356,6 +466,78 @@ def _direction(source: Any, target: Any) -> str:
     return ""
 
 
+class ProbeCalls:
+    """The work profile taken on the memory probe's calls, where the probe runs the step under the profiler anyway
+    (the CPU's: one call that settles, two measured in profiler windows of their own, ``_cpu_memory.py``).
+
+    The settle call runs under the counting mode (FLOPs and copies), each measured call in a call range; the
+    profile then reads the probe's windows, and costs no call of its own. ``peak_memory`` drives it."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.flops: int | None = None
+        self.copied: dict[str, int] = {}
+        self.counted = False
+        #: the measured calls' profilers, set by ``peak_memory`` from the probe
+        self.windows: list[Any] = []
+        #: what the counting mode added to the settle call, as far as it can be told (its time over the step's)
+        self.settle_seconds = 0.0
+        self._clock = clock
+
+    def settle(self, fn: Callable[[], object]) -> None:
+        """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
+        probe needs the call, and the profile then has no FLOPs)."""
+        with _call_range():
+            pass  # the first range in a process costs most of a millisecond (its op is looked up): not in a window
+        start = self._clock()
+        counter = _WorkCounter()
+        try:
+            with counter:
+                fn()
+        except Exception:  # noqa: BLE001 - the counters failed on the step, not the step: run it as it is
+            fn()
+        else:
+            self.flops, self.copied = counter.flops, counter.moved
+        self.counted = True
+        self.settle_seconds = self._clock() - start
+
+    @staticmethod
+    def call_range() -> Any:
+        return _call_range()
+
+
+def profile_of_probe(
+    probe: ProbeCalls,
+    *,
+    level: str,
+    step_seconds: float,
+    budget: float,
+    compiled: CompileCounters | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> WorkProfile | None:
+    """The work profile read from the memory probe's calls (``ProbeCalls``), or None where the probe took no
+    window (then ``profile_step`` profiles calls of its own). ``seconds`` is what the profile added: the reading,
+    and the counting mode's time on the settle call beyond a step's."""
+    if level == "off" or not probe.counted or not probe.windows:
+        return None
+    start = clock()
+    results = [_raw_events(window) for window in probe.windows]
+    if any(events is None for events in results):
+        return None
+    events = [event for window in results if window is not None for event in window]
+    return _profile_from(
+        read_events(events, level=level),
+        level=level,
+        calls=len(probe.windows),
+        flops=probe.flops,
+        copied=probe.copied,
+        compiled=compiled,
+        seconds=clock() - start + max(probe.settle_seconds - step_seconds, 0.0),
+        budget=budget,
+        on_cuda=False,
+        write_trace=probe.windows[-1].export_chrome_trace,
+    )
+
+
 def profile_step(
     fn: Callable[[], object],
     *,
@@ -377,41 +559,92 @@ def profile_step(
     if level == "off":
         return None
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd.profiler import profile
 
     if torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
         return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
+    with _call_range():
+        pass  # as in ``ProbeCalls.settle``: the first range's cost stays out of the profiled calls
     flops, copied = _counting_pass(fn)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     calls = 0
     try:
-        with profile(activities=activities, profile_memory=True) as prof:
+        # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
+        # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
+        with profile(use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True) as prof:
             first = clock()
-            fn()
+            with _call_range():
+                fn()
             calls = 1
             each = max(clock() - first, step_seconds)
             while level == "full" and calls < max_calls and clock() - start + each <= budget:
-                fn()
+                with _call_range():
+                    fn()
                 calls += 1
     except _PROFILER_REFUSED:
         if calls:  # the step itself failed under the profiler: that is the step's error, not the profiler's
             raise
         return None
-    ops, kernels, runtime, syncs, allocated = read_events(prof.events(), level=level, calls=calls)
+    events = _raw_events(prof)
+    if events is None:
+        return None
+    return _profile_from(
+        read_events(events, level=level),
+        level=level,
+        calls=calls,
+        flops=flops,
+        copied=copied,
+        compiled=compiled,
+        seconds=clock() - start,
+        budget=budget,
+        on_cuda=on_cuda,
+        write_trace=prof.export_chrome_trace,
+    )
+
+
+def _profile_from(
+    read: EventSummary,
+    *,
+    level: str,
+    calls: int,
+    flops: int | None,
+    copied: dict[str, int],
+    compiled: CompileCounters | None,
+    seconds: float,
+    budget: float,
+    on_cuda: bool,
+    write_trace: Callable[[str], object],
+) -> WorkProfile:
     return WorkProfile(
         level=level,
         calls=calls,
-        ops=ops,
-        kernels=kernels,
-        runtime=runtime,
-        syncs=syncs if on_cuda else {},
+        ops=read.ops,
+        kernels=read.kernels,
+        runtime=read.runtime,
+        syncs=read.syncs if on_cuda else {},
         flops=flops,
-        bytes_allocated=allocated,
+        bytes_allocated=read.allocated,
         bytes_copied=copied,
         compile=compiled,
-        seconds=clock() - start,
+        seconds=seconds,
         budget=budget,
-        write_trace=prof.export_chrome_trace,
+        write_trace=write_trace,
+        call_seconds=read.call_seconds,
+        outside_seconds=read.outside_seconds,
+        varying=read.varying,
     )
+
+
+def _call_range() -> Any:
+    """The range each profiled call runs in (``record_function(CALL_RANGE)``)."""
+    from torch.autograd.profiler import record_function
+
+    return record_function(CALL_RANGE)
+
+
+def _raw_events(prof: Any) -> Iterable[ProfilerEvent] | None:
+    """The profiler's raw events (its kineto results), or None where a torch keeps them elsewhere: then the record
+    has no profile (a comparison reads that as unknown), rather than one with nothing counted."""
+    results = getattr(prof, "kineto_results", None)
+    return None if results is None else results.events()

@@ -14,7 +14,7 @@ import gc
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +24,16 @@ from ._devices import open_device
 from ._energy import EnergySummary, EnergyTrace, energy_trace, metered
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
-from ._profile import MAX_CALLS, PROFILE_SHARE, CompileCounters, WorkProfile, compile_counters, profile_step
+from ._profile import (
+    MAX_CALLS,
+    PROFILE_SHARE,
+    CompileCounters,
+    ProbeCalls,
+    WorkProfile,
+    compile_counters,
+    profile_of_probe,
+    profile_step,
+)
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
 from ._stats import median
@@ -42,6 +51,7 @@ __all__ = [
     "measure_fixed",
     "measure_on",
     "measurement_of",
+    "memory_and_profile",
     "peak_memory",
     "torch_threads",
     "work_from",
@@ -192,15 +202,32 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def peak_memory(fn: Callable[[], object], backend: Backend, settings: MeasureSettings, device: str) -> MemoryReading:
+def peak_memory(
+    fn: Callable[[], object],
+    backend: Backend,
+    settings: MeasureSettings,
+    device: str,
+    work: ProbeCalls | None = None,
+) -> MemoryReading:
     """The memory of a call of ``fn`` under the backend's probe (``MemoryReading``): ``off`` if disabled, and each
-    figure None where the probe cannot tell (its method says why: ``unknown: ...``)."""
+    figure None where the probe cannot tell (its method says why: ``unknown: ...``).
+
+    With ``work``, the work profile rides on the probe's calls where the probe runs them under the profiler (a
+    probe with ``settle_calls`` and ``windows``: the CPU's): the settle calls are counted, each measured call runs
+    in a call range, and ``work.windows`` gets the probe's profiler windows."""
     if not settings.memory:
         return MemoryReading()
     with torch_threads(settings.threads_for(device)), gc_paused(), backend.track_memory() as probe:
-        for _ in probe.calls():
-            fn()
+        riding = work if getattr(probe, "settle_calls", 0) else None
+        for index in probe.calls():
+            if riding is not None and index < getattr(probe, "settle_calls", 0):
+                riding.settle(fn)
+            else:
+                with riding.call_range() if riding is not None else nullcontext():
+                    fn()
             backend.synchronize()
+    if riding is not None:
+        riding.windows = list(getattr(probe, "windows", ()))
     return MemoryReading.of(probe)
 
 
@@ -344,9 +371,9 @@ def measure_on(
             result = sample(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
-    memory = peak_memory(fn, backend, settings, device)
-    # Every rank of a distributed run profiles the same calls (one), so that their collectives meet.
-    profile = work_profile(fn, settings, device, result, compiled_before, max_calls=1 if coordinator else MAX_CALLS)
+    memory, profile = memory_and_profile(
+        fn, backend, settings, device, result, compiled_before, distributed=coordinator is not None
+    )
     clocks = None if monitor is None else monitor.summary(len(result.samples))
     energy_summary = trace.summary(len(result.samples)) if trace is not None else EnergySummary("", note=str(energy))
     return measurement_of(
@@ -358,6 +385,35 @@ def measure_on(
     )
 
 
+def memory_and_profile(
+    fn: Callable[[], object],
+    backend: Backend,
+    settings: MeasureSettings,
+    device: str,
+    result: SamplingResult,
+    compiled_before: CompileCounters | None = None,
+    *,
+    share_of: int = 1,
+    distributed: bool = False,
+) -> tuple[MemoryReading, WorkProfile | None]:
+    """What is read of ``fn`` after timing: its memory (``peak_memory``), then its work profile (``work_profile``),
+    which rides on the memory probe's calls where it can. Every rank of a distributed run profiles the same calls
+    (one), so that their collectives meet."""
+    probe = ProbeCalls() if settings.profile != "off" else None
+    memory = peak_memory(fn, backend, settings, device, probe)
+    profile = work_profile(
+        fn,
+        settings,
+        device,
+        result,
+        compiled_before,
+        share_of=share_of,
+        max_calls=1 if distributed else MAX_CALLS,
+        probe=probe,
+    )
+    return memory, profile
+
+
 def work_profile(
     fn: Callable[[], object],
     settings: MeasureSettings,
@@ -367,11 +423,13 @@ def work_profile(
     *,
     share_of: int = 1,
     max_calls: int = MAX_CALLS,
+    probe: ProbeCalls | None = None,
 ) -> WorkProfile | None:
     """The step's work profile after timing (``_profile.py``), within ``PROFILE_SHARE`` of the measurement's time
     (its warmup and samples; paired rounds of ``share_of`` steps give each its share); None where
     ``settings.profile`` is off. The step time it is given is the median sample (a paired round's: an
-    overestimate, which only profiles fewer calls)."""
+    overestimate, which only profiles fewer calls). Where ``probe`` rode on the memory probe's calls (the CPU's),
+    the profile is read from them and runs no call of its own."""
     if settings.profile == "off":
         return None
     compiled = compile_counters()
@@ -379,6 +437,10 @@ def work_profile(
         compiled = compiled.since(compiled_before)  # else dynamo was first loaded by this step: all its counts are
     step = median(result.samples) if result.samples else 0.0
     budget = PROFILE_SHARE * (result.seconds + result.warmup.seconds) / share_of
+    if probe is not None:
+        riding = profile_of_probe(probe, level=settings.profile, step_seconds=step, budget=budget, compiled=compiled)
+        if riding is not None:
+            return riding
     with torch_threads(settings.threads_for(device)), gc_paused():
         return profile_step(
             fn,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pytest_gpuperf.measuring import Measurement, MeasureSettings, SettingError, WorkProfile, measure
-from pytest_gpuperf.measuring._profile import MAX_CALLS, compile_counters, profile_step, read_events
+from pytest_gpuperf.measuring._profile import CALL_RANGE, MAX_CALLS, compile_counters, profile_step, read_events
 
 N = 32
 FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "memory": False}
@@ -94,50 +94,109 @@ def test_copies_between_host_and_another_device_are_counted_by_direction() -> No
 
 @dataclass(frozen=True)
 class Event:
-    """A stand-in for one of torch.profiler's events (``FunctionEvent``): what ``read_events`` reads."""
+    """A stand-in for one of the profiler's raw events (its kineto results): what ``read_events`` reads. Times in
+    nanoseconds; ``size`` is a ``[memory]`` event's bytes (negative: a free)."""
 
-    name: str
-    device_type: str = "DeviceType.CPU"
-    self_cpu_time_total: float = 0.0
-    device_time_total: float = 0.0
-    self_cpu_memory_usage: int = 0
-    self_device_memory_usage: int = 0
+    label: str
+    start: int = 0
+    span: int = 0
+    device: str = "DeviceType.CPU"
+    size: int = 0
+    thread: int = 1
+    annotation: bool = False
+
+    def name(self) -> str:
+        return self.label
+
+    def device_type(self) -> str:
+        return self.device
+
+    def start_ns(self) -> int:
+        return self.start
+
+    def duration_ns(self) -> int:
+        return self.span
+
+    def start_thread_id(self) -> int:
+        return self.thread
+
+    def nbytes(self) -> int:
+        return self.size
+
+    def is_user_annotation(self) -> bool:
+        return self.annotation
 
 
-def cuda(name: str, us: float = 0.0) -> Event:
-    return Event(name, device_type="DeviceType.CUDA", device_time_total=us)
+def cuda(name: str, start: int, ns: int = 0) -> Event:
+    return Event(name, start, ns, device="DeviceType.CUDA", thread=7)
+
+
+def call(start: int, span: int) -> Event:
+    return Event(CALL_RANGE, start, span, annotation=True)
 
 
 def test_kernels_runtime_calls_and_each_kind_of_synchronization_are_counted_apart() -> None:
     """What a CUDA step with ``.item()``, ``torch.cuda.synchronize()`` and an event wait shows the profiler."""
     events = [
-        Event("aten::mm", self_cpu_time_total=5.0, self_device_memory_usage=4096),
-        Event("cudaLaunchKernel"),
-        cuda("ampere_sgemm_32x32", 20.0),
-        Event("aten::mm", self_cpu_time_total=7.0),
-        Event("cudaLaunchKernel"),
-        cuda("ampere_sgemm_32x32", 22.0),
-        Event("aten::_local_scalar_dense", self_cpu_time_total=3.0),
-        Event("cudaMemcpyAsync"),
-        cuda("Memcpy DtoH (Device -> Pageable)", 1.0),
-        Event("cudaStreamSynchronize"),
-        Event("cudaDeviceSynchronize"),
-        Event("cudaEventSynchronize"),
-        Event("[memory]", self_device_memory_usage=-4096),
+        Event("aten::mm", 0, 5000),
+        Event("[memory]", 1000, size=4096),
+        Event("cudaLaunchKernel", 2000, 1000),
+        cuda("ampere_sgemm_32x32", 3000, 20000),
+        Event("aten::mm", 10000, 7000),
+        Event("cudaLaunchKernel", 11000, 1000),
+        cuda("ampere_sgemm_32x32", 24000, 22000),
+        Event("aten::_local_scalar_dense", 20000, 3000),
+        Event("cudaMemcpyAsync", 20500, 500),
+        cuda("Memcpy DtoH (Device -> Pageable)", 50000, 1000),
+        Event("cudaStreamSynchronize", 21000, 1000),
+        Event("cudaDeviceSynchronize", 30000, 100),
+        Event("cudaEventSynchronize", 31000, 100),
+        Event("[memory]", 32000, size=-4096),
     ]
-    ops, kernels, runtime, syncs, allocated = read_events(events, level="full", calls=1)
-    assert {op.name: op.count for op in ops} == {"aten::mm": 2, "aten::_local_scalar_dense": 1}
-    assert [(k.name, k.count) for k in kernels] == [("ampere_sgemm_32x32", 2)]
-    assert kernels[0].seconds == pytest.approx(42e-6)
-    assert runtime == {
+    read = read_events(events, level="full")
+    assert {op.name: op.count for op in read.ops} == {"aten::mm": 2, "aten::_local_scalar_dense": 1}
+    # an op's self time is its span less the runtime calls inside it
+    assert {op.name: op.seconds for op in read.ops} == pytest.approx(
+        {"aten::mm": (4000 + 6000) * 1e-9, "aten::_local_scalar_dense": 1500 * 1e-9}
+    )
+    assert [(k.name, k.count) for k in read.kernels] == [("ampere_sgemm_32x32", 2)]
+    assert read.kernels[0].seconds == pytest.approx(42e-6)
+    assert read.runtime == {
         "cudaDeviceSynchronize": 1,
         "cudaEventSynchronize": 1,
         "cudaLaunchKernel": 2,
         "cudaMemcpyAsync": 1,
         "cudaStreamSynchronize": 1,
     }
-    assert syncs == {"stream": 1, "device": 1, "event": 1, "dtoh_copy": 1}
-    assert allocated == 4096  # a free is no allocation
+    assert read.syncs == {"stream": 1, "device": 1, "event": 1, "dtoh_copy": 1}
+    assert read.allocated == 4096  # a free is no allocation
+    assert read.call_seconds is None and read.varying == ()  # no call ranges among the events
+
+
+def test_call_ranges_give_the_calls_time_their_time_outside_ops_and_what_varied_between_calls() -> None:
+    """Two calls of 100 us: the first runs two mm (30 us of ops), the second one mm and a cache fill (25 us)."""
+    events = [
+        call(0, 100_000),
+        Event("aten::mm", 10_000, 10_000),
+        Event("aten::mm", 40_000, 20_000),
+        call(200_000, 100_000),
+        Event("aten::mm", 210_000, 10_000),
+        Event("aten::fill_", 250_000, 15_000),
+        Event("aten::relu", 400_000, 1_000),  # outside every call: counted, in no call
+    ]
+    read = read_events(events, level="full")
+    assert read.call_seconds == pytest.approx(200e-6)
+    assert read.outside_seconds == pytest.approx((100 - 30 + 100 - 25) * 1e-6)
+    assert read.varying == ("op:aten::fill_", "op:aten::mm")
+    assert read_events(events, level="counts").call_seconds is None  # no times at level counts
+
+
+def test_two_calls_of_the_same_work_vary_in_nothing() -> None:
+    profile = profile_step(two_matmuls, level="full", step_seconds=1e-6, budget=10.0, on_cuda=False)
+    assert profile is not None and profile.calls == MAX_CALLS
+    assert profile.varying == ()
+    assert profile.call_seconds is not None and profile.outside_seconds is not None
+    assert 0 < profile.outside_seconds < profile.call_seconds
 
 
 def test_a_profile_round_trips_through_its_json_and_older_files_read_as_none() -> None:
@@ -208,3 +267,35 @@ def test_a_profiler_the_user_runs_is_left_alone() -> None:
         assert profile_step(two_matmuls, level="full", step_seconds=1e-6, budget=1.0, on_cuda=False) is None
         two_matmuls()
     assert any(event.name == "aten::mm" for event in theirs.events())
+
+
+def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_its_own() -> None:
+    """The CPU's memory probe runs the step four times, two of them under the profiler: the profile counts FLOPs
+    on its settle call and reads its two measured calls, so the step runs as often as with the profile off."""
+    from pytest_gpuperf.measuring import CpuBackend
+    from pytest_gpuperf.measuring._runner import memory_and_profile
+    from pytest_gpuperf.measuring._sampling import SamplingResult, Warmup
+
+    a = torch.ones(N, N)
+    calls: list[int] = []
+
+    def step() -> object:
+        calls.append(1)
+        return (a @ a) @ a
+
+    result = SamplingResult((1e-4,) * 5, 1, Warmup(1, 1, 1e-4, True, (1e-4,)), True, "test", 5e-4)
+    counts = {}
+    for level in ("off", "full"):
+        calls.clear()
+        memory, profile = memory_and_profile(step, CpuBackend(), MeasureSettings(profile=level), "cpu", result)
+        counts[level] = len(calls)
+        assert memory.transient is not None
+    assert counts["full"] == counts["off"] == 4
+    assert profile is not None and profile.calls == 2  # the probe's two measured calls
+    assert profile.per_call_counts()["op:aten::mm"] == 2 and profile.flops == 2 * (2 * N**3)
+    assert profile.varying == () and profile.outside_seconds is not None
+    # with the memory probe off, the profile runs its own calls: one counting call and at least one profiled
+    calls.clear()
+    _, own = memory_and_profile(step, CpuBackend(), MeasureSettings(profile="full", memory=False), "cpu", result)
+    assert own is not None and own.per_call_counts() == profile.per_call_counts()
+    assert len(calls) == 1 + own.calls
