@@ -160,7 +160,7 @@ def build_contiguous(device, size):
     """A layer fed a transposed view (BLAS reads it as it is, no copy)."""
     torch.manual_seed(0)
     x = torch.randn(1024, 512, device=device)
-    w = _weights(device, 1024, 256)
+    w = _weights(device, 1024, 64)
 
     def step():
         return F.gelu(x.t() @ w)
@@ -504,7 +504,7 @@ def run_ab(workdir: Path, head: str, out: Path, *, max_time: float, select: Sequ
     command += [*(arg for name in select for arg in ("-k", name)), "--json", str(out), "-q"]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, check=False)
-    if done.returncode not in (0, 1):
+    if done.returncode not in (0, 1) or not out.exists():
         sys.exit(f"ab failed with status {done.returncode}:\n{done.stdout}\n{done.stderr}")
     seconds = time.perf_counter() - started
     rows = tuple(json.loads(out.read_text())["results"])
