@@ -29,6 +29,10 @@ if TYPE_CHECKING:
         report_to_github,
         runs_cell,
         verdict_cell,
+        why_cells,
+        why_heading,
+        why_lines,
+        why_markdown,
     )
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
         verdict_for,
     )
     from ._verdicts import VERDICTS, Verdict, parse_verdicts
+    from ._why import EXPLAINED_VERDICTS, Attribution, WhyLine, attribute
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -50,6 +55,7 @@ __all__ = [
     "CONFIRMATION_ENV",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
+    "EXPLAINED_VERDICTS",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",
@@ -57,13 +63,16 @@ __all__ = [
     "AbError",
     "AbOptions",
     "AbResult",
+    "Attribution",
     "BaselineNoise",
     "GateResult",
     "PairedRounds",
     "Policy",
     "Row",
     "Verdict",
+    "WhyLine",
     "add_gate_commands",
+    "attribute",
     "baseline_noise",
     "clock_ratio_cell",
     "compare_runs",
@@ -80,5 +89,9 @@ __all__ = [
     "runs_cell",
     "verdict_cell",
     "verdict_for",
+    "why_cells",
+    "why_heading",
+    "why_lines",
+    "why_markdown",
     "work_difference",
 ]

@@ -116,6 +116,7 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "head_work": dict(paired.head_work) if paired else {},
         "base": list(paired.base) if paired else [],
         "head": list(paired.head) if paired else [],
+        "why": None if row.why is None else row.why.to_dict(),
     }
 
 

@@ -28,6 +28,7 @@ from ._compare import PairedRounds, Row
 from ._evidence import work_difference
 from ._rule import reason_for, verdict_for
 from ._verdicts import Verdict
+from ._why import why_for
 
 __all__ = ["Bench", "compare_workload"]
 
@@ -116,13 +117,15 @@ def _measure(
     noise = f"{ratio.count} paired rounds"
     reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
     rounds = _rounds(paired, work)
+    baseline, current = median(rounds.base), median(rounds.head)
+    base_profiles, head_profiles = _profiles(paired, "base"), _profiles(paired, "head")
     return _row(
         name,
         bench,
         verdict,
         reason + (f"; {difference}" if difference else ""),
-        baseline=median(rounds.base),
-        current=median(rounds.head),
+        baseline=baseline,
+        current=current,
         estimate=ratio,
         base_runs=1,
         head_runs=1,
@@ -131,8 +134,11 @@ def _measure(
         base_rounds=ratio.count,
         head_rounds=ratio.count,
         paired=rounds,
-        base_profiles=_profiles(paired, "base"),
-        head_profiles=_profiles(paired, "head"),
+        base_profiles=base_profiles,
+        head_profiles=head_profiles,
+        # The head's time as the paired ratio has it (a median of the rounds' ratios, not the ratio of the sides'
+        # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
+        why=why_for(verdict.value, base_profiles, head_profiles, baseline, baseline * ratio.value),
     )
 
 

@@ -31,7 +31,7 @@ from ..results import (
 )
 from . import _ab
 from ._compare import baseline_noise, compare_runs
-from ._render import gate_lines, gate_table, report_to_github
+from ._render import gate_lines, gate_table, report_to_github, why_lines
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
 from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
 
@@ -193,6 +193,8 @@ def compare_command(args: argparse.Namespace) -> int:
     if noise is not None:
         print(noise.describe(policy.tolerance))
     print(gate_table(result, tablefmt=args.format))
+    for line in why_lines(result):
+        print(line)
     for line in gate_lines(result):
         print(line)
     context = f"base: {base.describe()}<br>head: {head.describe()}"
@@ -219,6 +221,8 @@ def ab_command(args: argparse.Namespace) -> int:
     try:
         ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))
         print(gate_table(ab.result, tablefmt=args.format))
+        for line in why_lines(ab.result):
+            print(line)
         for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)
         context = f"base {args.base}, head {args.head or 'the working tree'}"

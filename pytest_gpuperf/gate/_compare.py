@@ -22,6 +22,7 @@ from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
+from ._why import Attribution, why_for
 
 __all__ = ["BaselineNoise", "GateResult", "PairedRounds", "Row", "baseline_noise", "compare_runs", "count_verdicts"]
 
@@ -71,6 +72,8 @@ class Row:
     #: (stored route: the baseline's records and the current ones; ``ab``: one per side, from the paired rounds)
     base_profiles: tuple[WorkProfile, ...] = ()
     head_profiles: tuple[WorkProfile, ...] = ()
+    #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most (``_why.py``)
+    why: Attribution | None = None
 
 
 @dataclass(frozen=True)
@@ -232,14 +235,17 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
+    baseline = math.exp(sum(s.value for s in b.kept) / len(b.kept))
+    current = math.exp(sum(s.value for s in h.kept) / len(h.kept))
+    base_profiles, head_profiles = _profiles(base), _profiles(head)
     return Row(
         key,
         newest.test,
         newest.device,
         verdict,
         reason,
-        baseline=math.exp(sum(s.value for s in b.kept) / len(b.kept)),
-        current=math.exp(sum(s.value for s in h.kept) / len(h.kept)),
+        baseline=baseline,
+        current=current,
         estimate=est,
         tolerance=tolerance,
         base_runs=len(b.kept),
@@ -252,8 +258,9 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         clock_estimate=clocked,
         base_clock_mhz=None if b.clocks is None else b.clocks.sm_clock_mhz,
         head_clock_mhz=None if h.clocks is None else h.clocks.sm_clock_mhz,
-        base_profiles=_profiles(base),
-        head_profiles=_profiles(head),
+        base_profiles=base_profiles,
+        head_profiles=head_profiles,
+        why=why_for(verdict.value, base_profiles, head_profiles, baseline, current),
     )
 
 

@@ -6,6 +6,10 @@ beside it (``time x clock``: the clocks' part taken out), the runs used on each 
 (``3/1``; ``2 of 3/1`` when runs were left out as disturbed; with the rounds behind them
 when runs had more than one), the verdict, and why.
 
+Under the table, for every slower or unattributed row with work profiles on both sides, its "why"
+(``why_lines``, from ``_why.py``): the ops and kernels whose time per call grew most, with their
+calls per call and their share of the slowdown, and the time outside any op.
+
 On GitHub Actions (``report_to_github``, every route calls it): the table and its lines are
 appended, as Markdown, to the file ``$GITHUB_STEP_SUMMARY`` names, and, where
 ``GITHUB_ACTIONS=true``, every slower record and every failing verdict is printed as a
@@ -16,6 +20,7 @@ slower record that does not fail), at the test function's ``def`` line when its 
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -28,6 +33,7 @@ from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row
 from ._verdicts import Verdict
+from ._why import Attribution, WhyLine
 
 __all__ = [
     "CLOCK_HEADER",
@@ -41,6 +47,10 @@ __all__ = [
     "report_to_github",
     "runs_cell",
     "verdict_cell",
+    "why_cells",
+    "why_heading",
+    "why_lines",
+    "why_markdown",
 ]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
@@ -131,6 +141,72 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------ why it got slower (``_why.py``)
+
+#: What the outside line holds, said once beside its name.
+_OUTSIDE_NOTE = " (Python, the host, waits)"
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "") + format_duration(seconds)
+
+
+def _calls(line: WhyLine) -> str:
+    """``1 -> 2 calls/call``, or ``2 calls/call`` where the count did not change (nothing for the outside line)."""
+    if line.base_count is None or line.head_count is None:
+        return ""
+    if line.base_count == line.head_count:
+        return f"{line.base_count:.4g} calls/call"
+    return f"{line.base_count:.4g} -> {line.head_count:.4g} calls/call"
+
+
+def why_heading(why: Attribution) -> str:
+    """``+1.2 ms/call; the top 3 lines explain 91% of it`` (no line ranks where nothing grew: ``the top 0 lines``)."""
+    top = "the top line explains" if why.ranked == 1 else f"the top {why.ranked} lines explain"
+    return f"{_signed(why.slowdown_seconds)}/call; {top} {why.explained:.0%} of it"
+
+
+def why_cells(line: WhyLine) -> tuple[str, str, str, str]:
+    """A line's change per call, share of the slowdown, what it is (``op aten::mm``) and its calls per call (every
+    renderer's cells: the terminal's, the job summary's, the HTML report's)."""
+    what = line.name + _OUTSIDE_NOTE if line.kind == "outside" else f"{line.kind} {line.name}"
+    return f"{_signed(line.delta_seconds)}/call", f"{line.share:.0%}", what, _calls(line)
+
+
+def why_lines(result: GateResult) -> list[str]:
+    """The "why" under the table, for every row that has one: a line naming the row and its slowdown, then one
+    per op, kernel, and the time outside them, largest change first."""
+    out = []
+    for row in result.rows:
+        if row.why is None:
+            continue
+        out.append(f"why {short_test(row)} [{row.device}] {verdict_cell(row)}: {why_heading(row.why)}")
+        parts = [why_cells(line) for line in row.why.lines]
+        width = max(len(delta) for delta, *_ in parts)
+        for delta, share, what, calls in parts:
+            out.append(f"  {delta:>{width}} {share:>5}  {what}" + (f", {calls}" if calls else ""))
+    return out
+
+
+def _markdown(text: str) -> str:
+    """User text (an op's name, a test id) as inert Markdown: HTML escaped, Markdown's punctuation backslashed."""
+    text = html.escape(text, quote=True)
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>])", r"\\\1", text)
+
+
+def why_markdown(result: GateResult) -> list[str]:
+    """``why_lines`` as a Markdown list for GitHub's job summary (every name escaped); [] when no row has one."""
+    out = []
+    for row in result.rows:
+        if row.why is None:
+            continue
+        name = _markdown(f"{short_test(row)} [{row.device}]")
+        out.append(f"- **why** {name} {verdict_cell(row)}: {_markdown(why_heading(row.why))}")
+        for delta, share, what, calls in (why_cells(line) for line in row.why.lines):
+            out.append(f"  - {_markdown(delta)} ({share}) {_markdown(what)}" + (f", {calls}" if calls else ""))
+    return out + ([""] if out else [])
+
+
 # ------------------------------------------------------------------ GitHub Actions
 
 
@@ -140,6 +216,7 @@ def github_summary(result: GateResult, *, title: str, context: str = "", label: 
     if context:
         lines += [context, ""]
     lines += [gate_table(result, tablefmt="github"), ""]
+    lines += why_markdown(result)
     lines += [f"- {line}" for line in gate_lines(result, label)]
     return "\n".join(lines) + "\n\n"
 

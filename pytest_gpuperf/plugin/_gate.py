@@ -214,7 +214,7 @@ class GatePlugin:
     def _give_verdicts(self, session: pytest.Session) -> None:
         """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
         so that JUnit XML, pytest's summary and anything else that reads test reports see it."""
-        from ..gate import gate_lines
+        from ..gate import gate_lines, why_lines
 
         self.result = self._compare_now()
         if self.result.failed:
@@ -223,7 +223,7 @@ class GatePlugin:
                 location=(GATE_NODEID, None, "gpuperf gate"),
                 keywords={},
                 outcome="failed",
-                longrepr="\n".join(gate_lines(self.result)),
+                longrepr="\n".join([*gate_lines(self.result), *why_lines(self.result)]),
                 when="call",
             )
             session.config.hook.pytest_runtest_logreport(report=report)
@@ -397,7 +397,7 @@ class GatePlugin:
         if not self._active:
             return
         if self.result is not None and self.baseline is not None:
-            from ..gate import baseline_noise, gate_lines, gate_table, report_to_github
+            from ..gate import baseline_noise, gate_lines, gate_table, report_to_github, why_lines
 
             terminalreporter.write_sep("=", "gpuperf gate")
             terminalreporter.write_line(f"against {self.baseline.describe()}")
@@ -405,6 +405,8 @@ class GatePlugin:
             if noise is not None:
                 terminalreporter.write_line(noise.describe(self.settings.tolerance))
             terminalreporter.write_line(gate_table(self.result))
+            for line in why_lines(self.result):
+                terminalreporter.write_line(line)
             for line in gate_lines(self.result):
                 failed = line.startswith("gpuperf gate: FAILED")
                 terminalreporter.write_line(line, red=failed, bold=failed)

@@ -31,6 +31,8 @@ from ..gate import (
     ratio_cell,
     runs_cell,
     verdict_cell,
+    why_cells,
+    why_heading,
 )
 from ..measuring import Measurement, format_bytes, format_duration
 from ..results import (
@@ -384,7 +386,23 @@ def _gate_facts(row: Row) -> str:
     if row.estimate is not None:
         pairs.append(("runs", runs_cell(row)))
     pairs.append(("why", row.reason))
-    return f'<div class="gate-row">{_facts(pairs)}</div>'
+    return f'<div class="gate-row">{_facts(pairs)}{_why_table(row)}</div>'
+
+
+def _why_table(row: Row) -> str:
+    """The row's "why" (``gate/_why.py``) as a table: the ops and kernels whose time per call grew most, and the
+    time outside them; "" without one. Op names are user text: escaped like every string."""
+    if row.why is None:
+        return ""
+    head = ("change", "share", "what", "calls", "baseline", "current")
+    out = [f'<table class="why"><caption>why: {escape(why_heading(row.why))}</caption><thead><tr>']
+    out += [f"<th>{escape(h)}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for line in row.why.lines:
+        cells = (*why_cells(line), format_duration(line.base_seconds), format_duration(line.head_seconds))
+        out.append("<tr>" + "".join(f"<td>{escape(c or '-')}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
 
 
 def _caption(m: Measurement, base: Sequence[float], comparison: Comparison | None, row: Row | None) -> str:
@@ -435,6 +453,8 @@ a { color: var(--current); }
   word-break: break-all; }
 .device { color: var(--muted); font-weight: normal; }
 .gate-row { background: #f8f9fb; border-radius: 4px; padding: 2px 8px; }
+table.why { margin: 4px 0 6px; width: auto; }
+table.why caption { text-align: left; color: var(--muted); }
 .caption, .muted, footer { color: var(--muted); font-size: 12px; }
 .warn, .fail { color: #b3261e; font-weight: 600; }
 .pass { color: #1e7a34; font-weight: 600; }

@@ -186,9 +186,27 @@ def test_call_ranges_give_the_calls_time_their_time_outside_ops_and_what_varied_
     ]
     read = read_events(events, level="full")
     assert read.call_seconds == pytest.approx(200e-6)
-    assert read.outside_seconds == pytest.approx((100 - 30 + 100 - 25) * 1e-6)
+    # the quickest call's time outside ops (75 us less 30, against 100 less 25), times the two calls
+    assert read.outside_seconds == pytest.approx(2 * (100 - 30) * 1e-6)
     assert read.varying == ("op:aten::fill_", "op:aten::mm")
+    # an op in every call: its quickest call's time, times the calls; an op in one call only: its total
+    seconds = {op.name: op.seconds for op in read.ops}
+    assert seconds == pytest.approx({"aten::mm": 2 * 10e-6, "aten::fill_": 15e-6, "aten::relu": 1e-6})
     assert read_events(events, level="counts").call_seconds is None  # no times at level counts
+
+
+def test_a_call_preempted_on_a_busy_machine_adds_nothing_to_an_ops_time() -> None:
+    """Two calls of one mm: the second was preempted in it (50 us instead of 10): the op reads 10 us per call."""
+    events = [
+        call(0, 20_000),
+        Event("aten::mm", 5_000, 10_000),
+        call(100_000, 60_000),
+        Event("aten::mm", 105_000, 50_000),
+    ]
+    read = read_events(events, level="full")
+    assert [(op.name, op.count) for op in read.ops] == [("aten::mm", 2)]
+    assert read.ops[0].seconds == pytest.approx(20e-6)
+    assert read.call_seconds == pytest.approx(40e-6) and read.outside_seconds == pytest.approx(20e-6)
 
 
 def test_two_calls_of_the_same_work_vary_in_nothing() -> None:

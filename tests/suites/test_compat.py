@@ -34,6 +34,13 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
         "torch 2.3 docs: torch.cuda.amp.GradScaler subclasses torch.amp.GradScaler; in 2.2 it is the implementation",
     ),
     "torch.utils.flop_counter.FlopCounterMode": ((2, 1), "added by pytorch/pytorch#95751, after the 2.0 branch cut"),
+    # The formulas FlopCounterMode applies: a module-level dict of torch/utils/flop_counter.py from the same change
+    # (_profile.py's counting mode reads it; a formula that fails there leaves the FLOPs unknown, never a test).
+    **{
+        name: ((2, 1), "torch/utils/flop_counter.py's module-level flop_registry, from pytorch/pytorch#95751")
+        for name in ("torch.utils.flop_counter.flop_registry", "torch.utils.flop_counter.flop_registry.get")
+    },
+    "torch.autograd.profiler.record_function": (_OLD, "in torch 1.x's documentation (torch.autograd.profiler)"),
     # suites/attention.py reaches these through torch_module (a stand-in in its tests): listed by hand.
     **{
         name: ((2, 3), "torch 2.3 docs: torch.nn.attention (sdpa_kernel, SDPBackend); the page is from 2024-01-24")

@@ -1,0 +1,194 @@
+"""Why a row got slower: the ops and kernels whose time per call grew the most, from both sides' work profiles.
+
+Each side's profiles (``measuring.WorkProfile``, taken after timing) give every aten op's self time and every CUDA
+kernel's device time over the profiled calls; a side's time per call of a line is averaged over its profiles
+(each profile's total / its ``calls``), and so is its count per call. The lines are ranked by their change in
+time per call, head minus base, op and kernel lines together, labelled by kind: the simplest honest rule, as a
+kernel's time and the op that launched it are different resources (the device's, the host's) and either can be
+the one that grew.
+
+One more line is always there: the time *outside* any op (or, where a side ran kernels, outside any kernel), which
+is the side's measured time per call (the timed samples, not the profiled calls) minus the time of its ops (or its
+kernels). Python, the host's own work, a sleep, a wait for the device, launches: whatever no profiled op holds.
+
+A profiled call is slower than a timed one (the profiler records every op), and few calls are profiled (one where
+the budget allows no more), each as noisy as one call is: on this project's shared 2-vCPU machine, calls of a
+step timed at 1.7 to 3.3 ms took 1.6 to 10 ms under the profiler. So each side's op times are scaled to its measured
+time by the profiled calls' own wall time (``WorkProfile.call_seconds``): ``op seconds x measured / profiled
+call``, and the outside line is the profiled calls' time in no op, scaled alike. A profile without that time (a
+file written before it was kept) is scaled only where its ops alone took longer than the measured call
+(``measured / ops``, which leaves nothing outside them), and read as it is otherwise. Kernels' device times are
+never scaled: the profiler barely slows the device.
+
+``slowdown_seconds`` is head minus base per call; a line's ``share`` is its change over the slowdown (it may
+exceed 1, or be negative, where other lines got faster); ``explained`` is the sum of the shares of the top lines
+(those whose time grew, largest first, at most ``top`` of them, the outside line among them when it ranks
+there). Lines that got faster are not shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..measuring import OpStat, WorkProfile
+
+__all__ = ["EXPLAINED_VERDICTS", "TOP", "Attribution", "WhyLine", "attribute", "why_for"]
+
+#: The verdicts whose rows get a "why" (a verdict whose estimate says slower).
+EXPLAINED_VERDICTS: Final = frozenset({"slower", "unattributed"})
+#: How many lines rank (the outside line is shown as well when it does not rank among them).
+TOP: Final = 5
+#: The names of the outside line, by what the side's time is held by.
+OUTSIDE_OPS: Final = "outside any op"
+OUTSIDE_KERNELS: Final = "outside any kernel"
+
+
+@dataclass(frozen=True)
+class WhyLine:
+    """One op, kernel, or the time outside them: its time per call on each side (seconds) and its change;
+    ``share``: the change over the row's slowdown; counts per call on each side (None for the outside line)."""
+
+    kind: str  # "op", "kernel" or "outside"
+    name: str
+    base_seconds: float
+    head_seconds: float
+    share: float
+    base_count: float | None = None
+    head_count: float | None = None
+
+    @property
+    def delta_seconds(self) -> float:
+        return self.head_seconds - self.base_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "base_seconds": self.base_seconds,
+            "head_seconds": self.head_seconds,
+            "delta_seconds": self.delta_seconds,
+            "share": self.share,
+            "base_count": self.base_count,
+            "head_count": self.head_count,
+        }
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """A row's "why": its slowdown per call, the ranked lines (the top ones, then the outside line where it does
+    not rank), the share of the slowdown the top lines explain, and how many lines rank (the first ones)."""
+
+    slowdown_seconds: float
+    lines: tuple[WhyLine, ...]
+    explained: float
+    ranked: int = 0
+
+    @property
+    def outside(self) -> WhyLine:
+        return next(line for line in self.lines if line.kind == "outside")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slowdown_seconds": self.slowdown_seconds,
+            "lines": [line.to_dict() for line in self.lines],
+            "explained": self.explained,
+        }
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side's time and count per call of every line, averaged over its timed profiles."""
+
+    times: Mapping[tuple[str, str], float]
+    counts: Mapping[tuple[str, str], float]
+    outside: float
+    outside_name: str
+
+
+def _timed(profile: WorkProfile) -> bool:
+    stats: Iterable[OpStat] = (*profile.ops, *profile.kernels)
+    return profile.level != "counts" and profile.calls > 0 and all(s.seconds is not None for s in stats)
+
+
+def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
+    timed = [p for p in profiles if _timed(p)]
+    if not timed:
+        return None
+    times: dict[tuple[str, str], float] = {}
+    counts: dict[tuple[str, str], float] = {}
+    walls: list[float] = []
+    for profile in timed:
+        if profile.call_seconds is not None and profile.call_seconds > 0:
+            walls.append(profile.call_seconds / profile.calls)
+        for kind, stats in (("op", profile.ops), ("kernel", profile.kernels)):
+            for stat in stats:
+                key = (kind, stat.name)
+                times[key] = times.get(key, 0.0) + (stat.seconds or 0.0) / profile.calls / len(timed)
+                counts[key] = counts.get(key, 0.0) + stat.count / profile.calls / len(timed)
+    ops = sum(t for (kind, _), t in times.items() if kind == "op")
+    if len(walls) == len(timed):  # every profile says how long its calls took: scale them to the timed call
+        scale = seconds / (sum(walls) / len(walls))
+    else:  # older files: a lower bound of the profiled call's time is its ops' (no call holds more op time)
+        scale = min(1.0, seconds / ops) if ops > 0 else 1.0
+    times = {key: t * scale if key[0] == "op" else t for key, t in times.items()}
+    kernels = any(kind == "kernel" for kind, _ in times)
+    held = sum(t for (kind, _), t in times.items() if kind == ("kernel" if kernels else "op"))
+    outside = seconds - held
+    if abs(outside) <= 1e-9 * seconds:  # ops scaled to the whole call: nothing outside, not a rounding residue
+        outside = 0.0
+    return _Side(times, counts, outside, OUTSIDE_KERNELS if kernels else OUTSIDE_OPS)
+
+
+def attribute(
+    base: Sequence[WorkProfile],
+    head: Sequence[WorkProfile],
+    base_seconds: float,
+    head_seconds: float,
+    *,
+    top: int = TOP,
+) -> Attribution | None:
+    """The "why" of a change from ``base_seconds`` to ``head_seconds`` per call (see the module's docstring); None
+    where a side has no profile with times (level ``counts``, or none at all)."""
+    b, h = _side(base, base_seconds), _side(head, head_seconds)
+    if b is None or h is None:
+        return None
+    slowdown = head_seconds - base_seconds
+
+    def share(delta: float) -> float:
+        return delta / slowdown if slowdown > 0 else 0.0
+
+    lines = [
+        WhyLine(
+            kind,
+            name,
+            b.times.get((kind, name), 0.0),
+            h.times.get((kind, name), 0.0),
+            share(h.times.get((kind, name), 0.0) - b.times.get((kind, name), 0.0)),
+            b.counts.get((kind, name), 0.0),
+            h.counts.get((kind, name), 0.0),
+        )
+        for kind, name in sorted({*b.times, *h.times})
+    ]
+    name = h.outside_name if h.outside_name == b.outside_name else f"{OUTSIDE_OPS} or kernel"
+    outside = WhyLine("outside", name, b.outside, h.outside, share(h.outside - b.outside))
+    ranked = sorted([*lines, outside], key=lambda line: (-line.delta_seconds, line.kind, line.name))
+    shown = [line for line in ranked if line.delta_seconds > 0][:top]
+    explained = sum(line.share for line in shown)
+    lines_shown = shown if outside in shown else [*shown, outside]
+    return Attribution(slowdown, tuple(lines_shown), explained, len(shown))
+
+
+def why_for(
+    verdict: str,
+    base: Sequence[WorkProfile],
+    head: Sequence[WorkProfile],
+    base_seconds: float | None,
+    head_seconds: float | None,
+) -> Attribution | None:
+    """A row's "why": its attribution where its verdict is one of ``EXPLAINED_VERDICTS`` and both sides were timed
+    and profiled with times; None otherwise."""
+    if verdict not in EXPLAINED_VERDICTS or base_seconds is None or head_seconds is None:
+        return None
+    return attribute(base, head, base_seconds, head_seconds)
