@@ -375,7 +375,7 @@ def results_table(judges: Judges, trials: Sequence[Any], what: str) -> str:
 
 def verdict_table(trials: Sequence[Any], verdict: Callable[[Any, str], str], title: str) -> str:
     """How the gate's verdicts spread, per condition."""
-    names = ("slower", "unattributed", "inconclusive", "unchanged", "faster")
+    names = ("slower", "unattributed", "same-work", "inconclusive", "unchanged", "faster")
     rows = []
     for condition in CONDITIONS:
         verdicts = [verdict(t, condition) for t in trials]

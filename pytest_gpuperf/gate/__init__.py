@@ -20,11 +20,14 @@ if TYPE_CHECKING:
     from ._confirm import CONFIRMATION_ENV
     from ._confirm import run as run_confirmation
     from ._evidence import disturbed, work_difference
+    from ._memory import MemoryChange, compare_memory
     from ._render import (
         CLOCK_HEADER,
+        change_text,
         clock_ratio_cell,
         gate_lines,
         gate_table,
+        memory_text,
         ratio_cell,
         report_to_github,
         runs_cell,
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
         why_heading,
         why_lines,
         why_markdown,
+        work_head,
+        work_lines,
     )
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
@@ -45,48 +50,77 @@ if TYPE_CHECKING:
         reason_for,
         verdict_for,
     )
-    from ._verdicts import VERDICTS, Verdict, parse_verdicts
+    from ._traces import NO_BASELINE_TRACE, RowTraces, baseline_side, rows_to_trace, trace_records, trace_rows
+    from ._verdicts import (
+        CATEGORIES,
+        DEFAULT_FAIL_ON,
+        FAIL_ON_NAMES,
+        VERDICTS,
+        WORK_NAMES,
+        Verdict,
+        describe_fail_on,
+        parse_verdicts,
+    )
     from ._why import EXPLAINED_VERDICTS, Attribution, WhyLine, attribute
+    from ._work import CountChange, WorkComparison, compare_work
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "CATEGORIES",
     "CLOCK_HEADER",
     "CONFIRMATION_ENV",
+    "DEFAULT_FAIL_ON",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "EXPLAINED_VERDICTS",
+    "FAIL_ON_NAMES",
+    "NO_BASELINE_TRACE",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",
     "VERDICTS",
+    "WORK_NAMES",
     "AbError",
     "AbOptions",
     "AbResult",
     "Attribution",
     "BaselineNoise",
+    "CountChange",
     "GateResult",
+    "MemoryChange",
     "PairedRounds",
     "Policy",
     "Row",
+    "RowTraces",
     "Verdict",
     "WhyLine",
+    "WorkComparison",
     "add_gate_commands",
     "attribute",
     "baseline_noise",
+    "baseline_side",
+    "change_text",
     "clock_ratio_cell",
+    "compare_memory",
     "compare_runs",
+    "compare_work",
     "count_verdicts",
+    "describe_fail_on",
     "disturbed",
     "estimate",
     "gate_lines",
     "gate_table",
+    "memory_text",
     "parse_verdicts",
     "ratio_cell",
     "reason_for",
     "report_to_github",
+    "rows_to_trace",
     "run_confirmation",
     "runs_cell",
+    "trace_records",
+    "trace_rows",
     "verdict_cell",
     "verdict_for",
     "why_cells",
@@ -94,4 +128,6 @@ __all__ = [
     "why_lines",
     "why_markdown",
     "work_difference",
+    "work_head",
+    "work_lines",
 ]

@@ -25,7 +25,7 @@ import fnmatch
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,11 +38,12 @@ from ..measuring import (
     open_device,
     resolve_size,
 )
-from ..results import ResultsError, atomic_write_text, collect, output_path_problem
+from ..results import DEFAULT_RESULTS_DIR, ResultsDir, ResultsError, atomic_write_text, collect, output_path_problem
 from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
 from ._rule import DEFAULT_TOLERANCE
+from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
 __all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOptions", "AbResult", "run", "write_json"]
@@ -68,6 +69,9 @@ class AbOptions:
     select: tuple[str, ...] = ()
     fail_on: frozenset[str] = frozenset(DEFAULT_FAIL_ON)
     json: Path | None = None
+    #: whose traces to write: ``failing`` rows, ``all``, ``off`` (``_traces.py``), under ``results_dir``/traces/
+    trace: str = "failing"
+    results_dir: Path = DEFAULT_RESULTS_DIR
 
 
 @dataclass
@@ -77,6 +81,14 @@ class AbResult:
     bench: Bench
     workloads: Path
     result: GateResult
+    #: the traces written (``--trace``), one per row traced, and their folder
+    traces: list[RowTraces] = field(default_factory=list)
+    traces_dir: Path | None = None
+    trace_error: str = ""  # why no trace was written (an unwritable results directory)
+
+    def trace_lines(self) -> list[str]:
+        """Under the table: each traced row's ``trace of NAME: base PATH, head PATH``, or why none was written."""
+        return [traces.line() for traces in self.traces] + ([self.trace_error] if self.trace_error else [])
 
     def to_dict(self) -> dict[str, Any]:
         bench = self.bench
@@ -93,12 +105,17 @@ class AbResult:
             "max_time": bench.settings.max_time,
             "fail_on": sorted(self.result.fail_on),
             "fingerprint": collect(self.head.path),
-            "results": [_row_dict(row) for row in self.result.rows],
+            "results": [_row_dict(row, self.result.fail_on) | self._traces_entry(row) for row in self.result.rows],
             "skipped": dict(self.result.skipped),
         }
 
+    def _traces_entry(self, row: Row) -> dict[str, Any]:
+        """The JSON row's ``traces``: ``{"base": path, "head": path}``, null for a side (or row) not traced."""
+        traced = next((t for t in self.traces if t.key == row.key), None)
+        return {"traces": traced.to_dict() if traced is not None else {"base": None, "head": None}}
 
-def _row_dict(row: Row) -> dict[str, Any]:
+
+def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]:
     est, paired = row.estimate, row.paired
     ratio = (
         None if est is None else {"ratio": est.value, "low": est.low, "high": est.high, "confidence": est.confidence}
@@ -117,6 +134,15 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "base": list(paired.base) if paired else [],
         "head": list(paired.head) if paired else [],
         "why": None if row.why is None else row.why.to_dict(),
+        **_work_dict(row, fail_on),
+    }
+
+
+def _work_dict(row: Row, fail_on: frozenset[str]) -> dict[str, Any]:
+    """The row's counts and peak memory compared (issue 22): ``work`` and ``memory``, null where not known."""
+    return {
+        "work": None if row.work is None else row.work.to_dict(fail_on),
+        "memory": None if row.memory is None else row.memory.to_dict(),
     }
 
 
@@ -130,7 +156,6 @@ def _bench(options: AbOptions) -> Bench:
         warmup_time=min(1.0, options.max_time),
         min_time=min(0.1, options.max_time),
         threads=options.threads,
-        memory=False,
     )
     return Bench(slot, backend, resolve_size(options.size, slot.kind, backend), settings, options.tolerance)
 
@@ -179,6 +204,7 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
             result = AbResult(base, head, bench, relative, GateResult([], options.fail_on))
             _header(result, progress)
             _run_all(result, sides["base"], sides["head"], options.select, progress)
+        _write_traces(result, options)
     except GitError as exc:
         raise AbError(f"{exc}; check the repository and the revisions") from None
     finally:
@@ -222,6 +248,19 @@ def _run_all(
         ratio = "" if est is None else f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}], "
         took = format_elapsed(time.perf_counter() - start)
         progress.line(f"{where}: {ratio}{row.verdict.value} ({row.head_rounds} rounds, {took})")
+
+
+def _write_traces(result: AbResult, options: AbOptions) -> None:
+    """``--trace``: both sides' traces of the failing rows (or every row) under ``traces/ab-<time>/``."""
+    rows = rows_to_trace(result.result, options.trace)
+    if not rows:
+        return
+    try:
+        result.traces_dir = ResultsDir(options.results_dir).traces_of(prefix="ab-")
+    except ResultsError as exc:  # the verdicts stand; only the traces are lost
+        result.trace_error = f"gpuperf ab: no traces written: {exc}"
+        return
+    result.traces = trace_rows(rows, result.traces_dir)
 
 
 def write_json(result: AbResult, path: Path) -> None:

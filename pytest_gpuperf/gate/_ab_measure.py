@@ -26,9 +26,11 @@ from ..measuring import (
 )
 from ._compare import PairedRounds, Row
 from ._evidence import work_difference
+from ._memory import compare_memory
 from ._rule import reason_for, verdict_for
 from ._verdicts import Verdict
 from ._why import why_for
+from ._work import compare_work
 
 __all__ = ["Bench", "compare_workload"]
 
@@ -119,6 +121,7 @@ def _measure(
     rounds = _rounds(paired, work)
     baseline, current = median(rounds.base), median(rounds.head)
     base_profiles, head_profiles = _profiles(paired, "base"), _profiles(paired, "head")
+    sides = paired.measurements
     return _row(
         name,
         bench,
@@ -136,6 +139,8 @@ def _measure(
         paired=rounds,
         base_profiles=base_profiles,
         head_profiles=head_profiles,
+        work=compare_work(base_profiles, head_profiles),
+        memory=compare_memory([sides["base"]], [sides["head"]]),
         # The head's time as the paired ratio has it (a median of the rounds' ratios, not the ratio of the sides'
         # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
         why=why_for(verdict.value, base_profiles, head_profiles, baseline, baseline * ratio.value),

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..measuring import SIZES, values
 from ..results import (
+    TRACE_LEVELS,
     Baseline,
     Incomparable,
     ResultsDir,
@@ -33,7 +34,7 @@ from . import _ab
 from ._compare import baseline_noise, compare_runs
 from ._render import gate_lines, gate_table, report_to_github, why_lines
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
-from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, parse_verdicts
+from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES, parse_verdicts
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_parsers"]
 
@@ -46,8 +47,8 @@ def _fail_on_option(parser: argparse.ArgumentParser) -> None:
         type=values.argtype(parse_verdicts),
         default=DEFAULT_FAIL_ON,
         metavar="VERDICTS",
-        help=f"verdicts that fail: a comma list of {', '.join(VERDICTS)}, or none "
-        f"(default: {','.join(DEFAULT_FAIL_ON)})",
+        help=f"what fails: a comma list of verdicts ({', '.join(VERDICTS)}) and of what the work can grow in, "
+        f"failing where it went up ({', '.join(WORK_NAMES)}), or none (default: {','.join(DEFAULT_FAIL_ON)})",
     )
 
 
@@ -136,11 +137,24 @@ def _ab_parser(commands: Any) -> None:
     )
     _fail_on_option(abp)
     abp.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round's times to PATH")
+    _ab_trace_options(abp)
     abp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
     abp.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines (checkout, each workload): the table and verdict"
     )
     abp.set_defaults(handler=ab_command)
+
+
+def _ab_trace_options(abp: argparse.ArgumentParser) -> None:
+    abp.add_argument(
+        "--trace",
+        choices=TRACE_LEVELS,
+        default="failing",
+        help="write base's and head's traces of their profiled calls (Chrome JSON, for ui.perfetto.dev or "
+        "chrome://tracing) for the failing workloads, all of them, or none, under RESULTS_DIR/traces/ "
+        "(default: failing)",
+    )
+    add_results_dir_argument(abp)
 
 
 def add_parsers(commands: Any) -> None:
@@ -217,11 +231,15 @@ def ab_command(args: argparse.Namespace) -> int:
         select=tuple(args.select),
         fail_on=frozenset(args.fail_on),
         json=args.json,
+        trace=args.trace,
+        results_dir=args.results_dir,
     )
     try:
         ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))
         print(gate_table(ab.result, tablefmt=args.format))
         for line in why_lines(ab.result):
+            print(line)
+        for line in ab.trace_lines():  # under the table and the why, the verdict last
             print(line)
         for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)

@@ -20,11 +20,22 @@ from dataclasses import dataclass, field
 from ..measuring import Estimate, WorkProfile
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
+from ._memory import MemoryChange, compare_memory
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
 from ._why import Attribution, why_for
+from ._work import WorkComparison, compare_work
 
-__all__ = ["BaselineNoise", "GateResult", "PairedRounds", "Row", "baseline_noise", "compare_runs", "count_verdicts"]
+__all__ = [
+    "BaselineNoise",
+    "GateResult",
+    "PairedRounds",
+    "Row",
+    "baseline_noise",
+    "compare_runs",
+    "count_verdicts",
+    "same_work",
+]
 
 
 @dataclass(frozen=True)
@@ -72,8 +83,19 @@ class Row:
     #: (stored route: the baseline's records and the current ones; ``ab``: one per side, from the paired rounds)
     base_profiles: tuple[WorkProfile, ...] = ()
     head_profiles: tuple[WorkProfile, ...] = ()
+    #: what the counts of those profiles say, compared exactly (``_work.compare_work``), whatever the verdict;
+    #: None where a side has no profile
+    work: WorkComparison | None = None
+    #: each side's peak memory compared (``_memory.compare_memory``); None where a side has no gated figure
+    memory: MemoryChange | None = None
     #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most (``_why.py``)
     why: Attribution | None = None
+
+    def work_failing(self, fail_on: frozenset[str]) -> list[str]:
+        """What of the step's work went up and fails (count categories, ``memory``), whatever the verdict."""
+        failing = [] if self.work is None else self.work.failing(fail_on)
+        more_memory = self.memory is not None and self.memory.change == "more" and "memory" in fail_on
+        return failing + (["memory"] if more_memory else [])
 
 
 @dataclass(frozen=True)
@@ -87,7 +109,8 @@ class GateResult:
 
     @property
     def failing(self) -> list[Row]:
-        return [r for r in self.rows if r.verdict.value in self.fail_on]
+        """Rows whose verdict fails, or whose work went up in a category that fails (``Row.work_failing``)."""
+        return [r for r in self.rows if r.verdict.value in self.fail_on or r.work_failing(self.fail_on)]
 
     @property
     def failed(self) -> bool:
@@ -232,12 +255,14 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
     clocked = _clock_estimate(b, h, floor, policy.confidence)
     verdict, reason, cause = _other_cause(verdict, reason, est, clocked, b, h, tolerance)
+    base_profiles, head_profiles = _profiles(base), _profiles(head)
+    work = compare_work(base_profiles, head_profiles)
+    verdict, reason = same_work(verdict, reason, work)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
     baseline = math.exp(sum(s.value for s in b.kept) / len(b.kept))
     current = math.exp(sum(s.value for s in h.kept) / len(h.kept))
-    base_profiles, head_profiles = _profiles(base), _profiles(head)
     return Row(
         key,
         newest.test,
@@ -260,8 +285,19 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         head_clock_mhz=None if h.clocks is None else h.clocks.sm_clock_mhz,
         base_profiles=base_profiles,
         head_profiles=head_profiles,
+        work=work,
+        memory=compare_memory((r.measurement for r in base), (r.measurement for r in head)),
         why=why_for(verdict.value, base_profiles, head_profiles, baseline, current),
     )
+
+
+def same_work(verdict: Verdict, reason: str, work: WorkComparison | None) -> tuple[Verdict, str]:
+    """An unattributed slowdown whose every count is identical on both sides did the same work: the machine
+    changed (its load, its clocks: the reason says which), not what the step does."""
+    if verdict is not Verdict.UNATTRIBUTED or work is None or work.verdict != "same":
+        return verdict, reason
+    counted = f"every count identical, {work.compared} counts compared"
+    return Verdict.SAME_WORK, f"the step did the same work ({counted}), the machine changed: {reason}"
 
 
 def _profiles(records: Iterable[Record]) -> tuple[WorkProfile, ...]:

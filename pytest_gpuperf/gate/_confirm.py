@@ -67,6 +67,7 @@ def command(
         f"--gpuperf-results-dir={results_dir}",
         f"--gpuperf-quiet-wait={quiet_wait:g}" if quiet_wait > 0 else "--gpuperf-quiet-wait=off",
         "--gpuperf-confirm=0",
+        "--gpuperf-trace=off",  # its records come back through a file, without traces (an ini's "all" too)
     ]
     return cmd
 

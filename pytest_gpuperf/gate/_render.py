@@ -4,7 +4,8 @@ Columns: baseline and current seconds per call, the ratio current/baseline with 
 95% interval, where some row has GPU clocks on both sides the ratio of time x SM clock
 beside it (``time x clock``: the clocks' part taken out), the runs used on each side
 (``3/1``; ``2 of 3/1`` when runs were left out as disturbed; with the rounds behind them
-when runs had more than one), the verdict, and why.
+when runs had more than one), the verdict, and why. Under the table, for each row whose counts or peak memory
+changed (issue 22: ``_work.py``, ``_memory.py``), what changed, whatever its verdict (``work_lines``).
 
 Under the table, for every slower or unattributed row with work profiles on both sides, its "why"
 (``why_lines``, from ``_why.py``): the ops and kernels whose time per call grew most, with their
@@ -23,26 +24,31 @@ from __future__ import annotations
 import html
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
+from typing import Final
 
 from tabulate import tabulate
 
-from ..measuring import Estimate, format_duration
+from ..measuring import Estimate, format_bytes, format_duration
 from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row
-from ._verdicts import Verdict
+from ._verdicts import WORK_NAMES, Verdict, describe_fail_on
 from ._why import Attribution, WhyLine
+from ._work import CountChange
 
 __all__ = [
     "CLOCK_HEADER",
     "HEADERS",
+    "change_text",
     "clock_ratio_cell",
     "gate_lines",
     "gate_table",
     "github_annotations",
     "github_summary",
+    "memory_text",
     "ratio_cell",
     "report_to_github",
     "runs_cell",
@@ -51,6 +57,8 @@ __all__ = [
     "why_heading",
     "why_lines",
     "why_markdown",
+    "work_head",
+    "work_lines",
 ]
 
 HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
@@ -122,8 +130,9 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     """The lines under the table: what differs, what was skipped, the counts, and pass or fail."""
     lines = [f"differs (shown, not blocking): {note}" for note in result.notes]
     lines += [f"skipped {name}: {why}" for name, why in result.skipped.items()]
+    lines += work_lines(result)
     counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items()) or "nothing compared"
-    fail_on = ",".join(sorted(result.fail_on)) or "none"
+    fail_on = describe_fail_on(result.fail_on)
     if result.failed:
         names = ", ".join(short_test(r) + f" [{r.device}]" for r in result.failing)
         lines.append(f"{label}: FAILED ({counts}; failing on {fail_on}): {names}")
@@ -138,7 +147,102 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
                 f"{' or '.join(causes) or 'the machine was busy'}, "
                 f"passed only because unattributed is not among the verdicts that fail: {names}"
             )
+    lines += _same_work_note(result, label)
     return lines
+
+
+# ------------------------------------------------------------------ counts and memory (issue 22, items 2 and 5)
+
+#: At most this many changed counts are listed under a row; the rest are counted.
+SHOWN_CHANGES: Final = 5
+
+
+def _per_call(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):.3g}"
+
+
+def _bytes_or_count(change: CountChange, value: Fraction) -> str:
+    if change.category in ("allocated", "copied"):
+        return format_bytes(round(value))
+    return f"{float(value):.3g}" if change.category == "flops" else _per_call(value)
+
+
+def change_text(change: CountChange) -> str:
+    """``aten::mm 1 -> 2/call (+1)``; ``flops 1.05e+06 -> 1.57e+06/call (+50.0%)``; ``htod 4 MiB -> 8 MiB/call``."""
+    base, head = change.base, change.head
+    delta = head - base
+    if change.category in ("flops", "allocated", "copied") and base:
+        relative = f"{float(delta / base):+.1%}"
+    else:
+        relative = ("+" if delta > 0 else "-") + _bytes_or_count(change, abs(delta))
+    return (
+        f"{change.category} {change.name}: "
+        if change.category in ("syncs", "copied", "runtime", "kernels")
+        else f"{change.name} "
+    ) + f"{_bytes_or_count(change, base)} -> {_bytes_or_count(change, head)}/call ({relative})"
+
+
+def shown_changes(changes: Sequence[CountChange], limit: int = SHOWN_CHANGES) -> list[CountChange]:
+    """At most ``limit`` of ``changes`` (sorted by category, then size), the largest of each category first, so
+    that a change of FLOPs or bytes is not hidden behind many ops; in their order."""
+    firsts = [next(c for c in changes if c.category == cat) for cat in dict.fromkeys(c.category for c in changes)]
+    rest = [c for c in changes if c not in firsts]
+    chosen = {*firsts[:limit], *rest[: max(0, limit - len(firsts))]}
+    return [c for c in changes if c in chosen]
+
+
+def work_head(row: Row, fail_on: frozenset[str]) -> str | None:
+    """``counts more (ops more, flops more; failing)`` for a row whose counts changed, else None."""
+    work = row.work
+    if work is None or work.verdict in ("same", "unknown"):
+        return None
+    changed = ", ".join(f"{c} {v}" for c, v in work.categories.items() if v != "same")
+    failing = work.failing(fail_on)
+    return f"counts {work.verdict} ({changed}{'; failing on ' + ','.join(failing) if failing else ''})"
+
+
+def memory_text(row: Row) -> str | None:
+    """``peak memory more: 51 MiB -> 55 MiB (+4 MiB, cuda allocator peak)`` where it changed, else None."""
+    memory = row.memory
+    if memory is None or memory.change == "same":
+        return None
+    delta = memory.head_bytes - memory.base_bytes
+    sign = "+" if delta > 0 else "-"
+    return (
+        f"peak memory {memory.change}: {format_bytes(memory.base_bytes)} -> {format_bytes(memory.head_bytes)} "
+        f"({sign}{format_bytes(abs(delta))}, {memory.kind})"
+    )
+
+
+def work_lines(result: GateResult) -> list[str]:
+    """Under the table, per row whose counts or peak memory changed: what changed, a handful of lines at most."""
+    lines = []
+    for row in result.rows:
+        head, memory = work_head(row, result.fail_on), memory_text(row)
+        if head is None and memory is None:
+            continue
+        name = f"{short_test(row)} [{row.device}]"
+        if head is not None and row.work is not None:
+            lines.append(f"{name}: {head}")
+            changes = row.work.changes
+            lines += [f"  {change_text(c)}" for c in shown_changes(changes)]
+            if len(changes) > SHOWN_CHANGES:
+                lines.append(f"  ... and {len(changes) - SHOWN_CHANGES} more")
+        if memory is not None:
+            failing = " (failing on memory)" if "memory" in row.work_failing(result.fail_on) else ""
+            lines.append(f"{name}: {memory}{failing}")
+    return lines
+
+
+def _same_work_note(result: GateResult, label: str) -> list[str]:
+    same = [r for r in result.rows if r.verdict is Verdict.SAME_WORK and r not in result.failing]
+    if not same:
+        return []
+    names = ", ".join(short_test(r) + f" [{r.device}]" for r in same)
+    return [
+        f"{label}: {len(same)} significant slowdown(s) with the same work (every count identical): the machine "
+        f"changed, not the code; passed because same-work is not among the verdicts that fail: {names}"
+    ]
 
 
 # ------------------------------------------------------------------ why it got slower (``_why.py``)
@@ -217,7 +321,8 @@ def github_summary(result: GateResult, *, title: str, context: str = "", label: 
         lines += [context, ""]
     lines += [gate_table(result, tablefmt="github"), ""]
     lines += why_markdown(result)
-    lines += [f"- {line}" for line in gate_lines(result, label)]
+    work = set(work_lines(result))  # user text (op and kernel names): escaped, as the why's lines are
+    lines += [f"- {_markdown(line) if line in work else line}" for line in gate_lines(result, label)]
     return "\n".join(lines) + "\n\n"
 
 
@@ -268,22 +373,33 @@ def locate_workload(name: str, module: Path, root: Path) -> tuple[str, int | Non
 def github_annotations(
     result: GateResult, root: Path, label: str = "gpuperf gate", workloads: Path | None = None
 ) -> list[str]:
-    """One annotation per failing row (``::error``) and per slower or unattributed row that does not fail
-    (``::warning``);
+    """One annotation per failing row (``::error``) and per slower, unattributed or same-work row, or row whose
+    work went up, that does not fail (``::warning``);
     ``workloads``: the rows are ``ab``'s workloads of that module, not tests."""
     out = []
+    failing_rows = result.failing
     for row in result.rows:
-        failing = row.verdict.value in result.fail_on
-        if not failing and row.verdict not in (Verdict.SLOWER, Verdict.UNATTRIBUTED):
+        failing = row in failing_rows
+        more_work = bool(row.work_failing(frozenset(WORK_NAMES)))
+        slowdowns = (Verdict.SLOWER, Verdict.UNATTRIBUTED, Verdict.SAME_WORK)
+        if not failing and not more_work and row.verdict not in slowdowns:
             continue
         path, line = locate(row.test, root) if workloads is None else locate_workload(row.test, workloads, root)
         where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
         title = _escape(f"{label}: {short_test(row)} [{row.device}] {verdict_cell(row)}", prop=True)
         ratio = f" (ratio {ratio_cell(row)})" if row.estimate is not None else ""
         ratio += f" (time x clock {clock_ratio_cell(row)})" if row.clock_estimate is not None else ""
-        message = _escape(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}")
+        message = _escape(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}{_work_note(row)}")
         out.append(f"::{'error' if failing else 'warning'} {where},title={title}::{message}")
     return out
+
+
+def _work_note(row: Row) -> str:
+    """The counts and memory that changed, for an annotation's message."""
+    parts = [text for text in (work_head(row, frozenset()), memory_text(row)) if text]
+    if row.work is not None and parts and row.work.changes:
+        parts.append("; ".join(change_text(c) for c in shown_changes(row.work.changes)))
+    return "".join(f"\n{part}" for part in parts)
 
 
 def report_to_github(

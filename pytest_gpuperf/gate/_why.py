@@ -37,7 +37,7 @@ from ..measuring import OpStat, WorkProfile
 __all__ = ["EXPLAINED_VERDICTS", "TOP", "Attribution", "WhyLine", "attribute", "why_for"]
 
 #: The verdicts whose rows get a "why" (a verdict whose estimate says slower).
-EXPLAINED_VERDICTS: Final = frozenset({"slower", "unattributed"})
+EXPLAINED_VERDICTS: Final = frozenset({"slower", "unattributed", "same-work"})
 #: How many lines rank (the outside line is shown as well when it does not rank among them).
 TOP: Final = 5
 #: The names of the outside line, by what the side's time is held by.

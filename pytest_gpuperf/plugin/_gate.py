@@ -45,7 +45,7 @@ ROUND_MARK: Final = "[gpuperf round "
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
 if TYPE_CHECKING:
     from ..gate import GateResult, Policy
-    from ..results import Baseline, Record, ResultsDir, Run
+    from ..results import Baseline, Record, ResultsDir, Run, SaveOutcome
     from ._records import RecordBook
     from ._session import GpuperfSession
 
@@ -90,6 +90,8 @@ class GatePlugin:
         self._confirmed: dict[str, int] = {}  # test node id -> confirmation runs measured
         self._last_round: dict[str, float] = {}  # test node id -> when its last round ended
         self._lines: list[tuple[str, bool]] = []  # (text, is_error) for the terminal summary
+        self._run_file: Path | None = None  # this run's file under runs/ (its stem names its traces' folder)
+        self._trace_lines: list[str] = []  # under the gate's table: where each traced row's traces are
 
     @property
     def settings(self) -> Any:
@@ -298,7 +300,7 @@ class GatePlugin:
             if row.estimate is not None
             and (
                 row.verdict.value in fail_on
-                or row.verdict is Verdict.UNATTRIBUTED
+                or row.verdict in (Verdict.UNATTRIBUTED, Verdict.SAME_WORK)
                 or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0)
             )
         }
@@ -326,6 +328,7 @@ class GatePlugin:
                 self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self._write_traces(run)
         if self.settings.html and not self._write_html(run) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         if save_status is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -339,7 +342,7 @@ class GatePlugin:
         assert self.store is not None
         if run.records:
             try:
-                path = self.store.save_run(run)
+                path = self._run_file = self.store.save_run(run)
                 note = " (interrupted: the records measured before)" if interrupted else ""
                 self._lines.append((f"gpuperf: saved {len(run.records)} records to {path}{note}", False))
             except StorageError as exc:
@@ -359,7 +362,52 @@ class GatePlugin:
             self._lines.append((f"gpuperf: ERROR: baseline {name!r} not saved: {exc}", True))
             return pytest.ExitCode.USAGE_ERROR if isinstance(exc, ReplaceRefused) else pytest.ExitCode.INTERNAL_ERROR
         self._lines.append((f"gpuperf: {outcome.describe(name)}", False))
+        self._save_baseline_traces(run, outcome)
         return None
+
+    def _save_baseline_traces(self, run: Run, outcome: SaveOutcome) -> None:
+        """Keep each record's trace beside the saved baseline (gzipped, one per test: the newest save's), so that a
+        later comparison can show the base's trace of a failing row (``results/_traces.py``)."""
+        from ..results import ResultsError, baseline_traces_dir, save_baseline_traces
+
+        if self.settings.trace == "off":
+            return
+        profiles = [(record.key, record.measurement.profile) for record in run.records]
+        try:
+            kept = save_baseline_traces(outcome.path, profiles, fresh=bool(outcome.replaced))
+        except ResultsError as exc:
+            self._lines.append((f"gpuperf: the baseline's traces were not kept: {exc}", True))
+            return
+        if kept:
+            folder = baseline_traces_dir(outcome.path)
+            self._lines.append((f"gpuperf: kept the traces of {_tests(kept)} beside the baseline, in {folder}", False))
+
+    def _write_traces(self, run: Run) -> None:
+        """``--gpuperf-trace``: the traces of the gate's failing rows (base's from beside the baseline, head's from
+        this run's profiles), or of every test measured (``all``, the folder said once), in ``traces/<run id>/``."""
+        from ..gate import baseline_side, rows_to_trace, trace_records, trace_rows
+        from ..results import ResultsError
+
+        level = self.settings.trace
+        result, baseline = self.result, self.baseline
+        rows = [] if result is None or baseline is None else rows_to_trace(result, level)
+        if not rows and not (level == "all" and run.records):
+            return
+        assert self.store is not None
+        try:
+            folder = self.store.traces_of(self._run_file.stem if self._run_file else None)
+        except ResultsError as exc:
+            self._lines.append((f"gpuperf: no traces written: {exc}", True))
+            return
+        if result is None or baseline is None:
+            written = trace_records(run.records, folder)
+        else:
+            traced = trace_rows(rows, folder, baseline_side(baseline.path))
+            failing = {row.key for row in result.failing}
+            self._trace_lines += [t.line() for t in traced if t.key in failing]
+            written = sum(t.head is not None for t in traced)
+        if level == "all":
+            self._lines.append((f"gpuperf: wrote the traces of {_tests(written)} to {folder}", False))
 
     def _write_html(self, run: Run) -> bool:
         """``--gpuperf-html``: the report of this run, with the gate's verdicts when comparing; False if not written."""
@@ -406,6 +454,8 @@ class GatePlugin:
                 terminalreporter.write_line(noise.describe(self.settings.tolerance))
             terminalreporter.write_line(gate_table(self.result))
             for line in why_lines(self.result):
+                terminalreporter.write_line(line)
+            for line in self._trace_lines:  # under the table and the why, where its failing rows are
                 terminalreporter.write_line(line)
             for line in gate_lines(self.result):
                 failed = line.startswith("gpuperf gate: FAILED")

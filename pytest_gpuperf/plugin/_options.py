@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import pytest
 
+from ..gate import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES
 from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option, values
 
 __all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
@@ -199,6 +200,16 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "full|counts|off",
     ),
     OptionSpec(
+        "trace",
+        "failing",
+        values.choice("failing", "all", "off"),
+        "write the trace of the profiled calls (Chrome JSON: open it in https://ui.perfetto.dev or chrome://tracing) "
+        "of each failing row of the gate, base's and head's, or of every test measured (all), or none; under the "
+        "results directory's traces/, a saved baseline's gzipped beside it (default: failing)",
+        "failing|all|off",
+        marker=False,
+    ),
+    OptionSpec(
         "size",
         "auto",
         values.choice(*SIZES),
@@ -296,11 +307,12 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     ),
     OptionSpec(
         "fail_on",
-        "slower,unattributed",
+        ",".join(DEFAULT_FAIL_ON),
         _verdicts,
-        "verdicts that fail the session when comparing: a comma list of slower, unattributed (slower, measured "
-        "while busy or on a throttled GPU), faster, unchanged, inconclusive, incomparable, new, missing, or none "
-        "(default: slower,unattributed)",
+        "what fails the session when comparing, a comma list (or none) of verdicts: "
+        f"{', '.join(VERDICTS)} (unattributed: slower, measured while busy or on a throttled GPU; same-work: "
+        "unattributed with every count identical), and of what a step's work can grow in, each failing where it "
+        f"went up: {', '.join(WORK_NAMES)} (default: slower,unattributed and every work category)",
         "VERDICTS",
         marker=False,
     ),

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from ..gate import DEFAULT_FAIL_ON
 from ..measuring import MEASURE_FIELDS, MeasureSettings, SettingError
 from ._options import BY_FIELD, OPTIONS, OptionSpec, given_values
 
@@ -26,7 +27,7 @@ __all__ = ["SettingError", "Settings", "chosen", "user_settings"]
 _SESSION_ONLY: Final = frozenset(
     {
         *("save", "replace", "compare", "json", "html", "asv", "asv_machine"),
-        *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait"),
+        *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait", "trace"),
     }
 )
 
@@ -47,11 +48,12 @@ class Settings:
     compare: str | None = None
     tolerance: float = 0.05
     noise_floor: float = 0.02
-    fail_on: tuple[str, ...] = ("slower", "unattributed")
+    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
     allow_mismatch: tuple[str, ...] = ()
     quiet_wait: float | None = None  # None: auto
     confirm: int = 4
     rounds: int = 1
+    trace: str = "failing"
 
     def value(self, name: str) -> Any:
         """The value of any option's field (measuring ones live in ``measure``)."""
@@ -78,6 +80,7 @@ class Settings:
                 "--gpuperf-replace only changes what --gpuperf-save=NAME does: add --gpuperf-save=NAME, "
                 "or leave --gpuperf-replace out"
             )
+        _check_trace(values["trace"], values["profile"])
         measure = MeasureSettings(**{k: values.pop(k) for k in MEASURE_FIELDS})
         measure.check("options")
         return cls(measure=measure, **values)
@@ -117,6 +120,15 @@ class Settings:
         out = {spec.field: self.value(spec.field) for spec in OPTIONS}
         out["device"] = ",".join(self.device)
         return out
+
+
+def _check_trace(trace: str, profile: str) -> None:
+    """A trace is of the profiled calls: asking for every test's trace with profiles off means nothing."""
+    if trace == "all" and profile == "off":
+        raise SettingError(
+            "--gpuperf-trace=all writes the trace of each test's profiled calls, and --gpuperf-profile=off profiles "
+            "none: drop --gpuperf-profile=off (or use --gpuperf-profile=counts), or leave --gpuperf-trace=all out"
+        )
 
 
 def user_settings(config: pytest.Config) -> frozenset[str]:

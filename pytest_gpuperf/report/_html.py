@@ -25,14 +25,17 @@ from ..gate import (
     Row,
     Verdict,
     baseline_noise,
+    change_text,
     clock_ratio_cell,
     compare_runs,
     gate_lines,
+    memory_text,
     ratio_cell,
     runs_cell,
     verdict_cell,
     why_cells,
     why_heading,
+    work_head,
 )
 from ..measuring import Measurement, format_bytes, format_duration
 from ..results import (
@@ -348,6 +351,7 @@ def _card(
     ]
     if row is not None:
         out.append(_gate_facts(row))
+        out.append(_work_block(row, comparison.result.fail_on if comparison is not None else frozenset()))
     out.append(strip_plot(lanes, title=f"{record.key} on {record.device}: time per call"))
     out.append(f'<p class="caption">{escape(_caption(m, base, comparison, row))}</p>')
     out.append("</section>")
@@ -402,6 +406,23 @@ def _why_table(row: Row) -> str:
         cells = (*why_cells(line), format_duration(line.base_seconds), format_duration(line.head_seconds))
         out.append("<tr>" + "".join(f"<td>{escape(c or '-')}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _work_block(row: Row, fail_on: frozenset[str]) -> str:
+    """The counts and the peak memory that changed (issue 22): the count verdict, every changed count per call
+    (op and kernel names are the user's code: escaped), and the peak memory; "" where nothing changed."""
+    head, memory = work_head(row, fail_on), memory_text(row)
+    if head is None and memory is None:
+        return ""
+    out = ['<div class="work">']
+    if head is not None and row.work is not None:
+        out.append(f"<p>{escape(head)}</p><ul>")
+        out += [f"<li>{escape(change_text(c))}</li>" for c in row.work.changes]
+        out.append("</ul>")
+    if memory is not None:
+        out.append(f"<p>{escape(memory)}</p>")
+    out.append("</div>")
     return "".join(out)
 
 
@@ -462,6 +483,8 @@ table.why caption { text-align: left; color: var(--muted); }
 .verdict { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; font-weight: 600;
   background: #e8eaed; color: var(--ink); }
 .v-slower, .v-unattributed { background: #b3261e; color: #fff; }
+.v-same-work { background: #fbe7c6; }
+.work { background: #fff7e6; border-radius: 4px; padding: 2px 8px; margin-top: 4px; }
 .v-faster { background: #1e7a34; color: #fff; }
 .v-unchanged { background: #d7ecdc; }
 .v-inconclusive { background: #fbe7c6; }

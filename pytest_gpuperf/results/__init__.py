@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from ._files import (
         ResultsError,
+        atomic_export,
         atomic_write_text,
         file_kind,
         load_run,
@@ -73,10 +74,20 @@ if TYPE_CHECKING:
         results_table,
         table_notes,
     )
+    from ._traces import (
+        BASELINE_TRACE_SUFFIX,
+        TRACE_LEVELS,
+        baseline_trace,
+        baseline_traces_dir,
+        save_baseline_traces,
+        trace_name,
+        write_trace,
+    )
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
+    "BASELINE_TRACE_SUFFIX",
     "DEFAULT_RESULTS_DIR",
     "MAX_RUNS",
     "MUST_MATCH",
@@ -86,6 +97,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "SHOWN",
+    "TRACE_LEVELS",
     "Baseline",
     "Ceiling",
     "CudaDevice",
@@ -109,7 +121,10 @@ __all__ = [
     "add_export_command",
     "add_results_dir_argument",
     "add_runs_command",
+    "atomic_export",
     "atomic_write_text",
+    "baseline_trace",
+    "baseline_traces_dir",
     "blocking_differences",
     "ceilings",
     "check_comparable",
@@ -132,6 +147,7 @@ __all__ = [
     "results_table",
     "same_code",
     "save_baseline_file",
+    "save_baseline_traces",
     "save_run",
     "short_test",
     "starved",
@@ -139,5 +155,7 @@ __all__ = [
     "starved_message",
     "table_notes",
     "throttle_names",
+    "trace_name",
     "with_repeats",
+    "write_trace",
 ]

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,6 +34,7 @@ if sys.platform != "win32":
 __all__ = [
     "LOCK_TIMEOUT",
     "ResultsError",
+    "atomic_export",
     "atomic_write_text",
     "load_run",
     "load_runs",
@@ -58,14 +61,7 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
     FileExistsError is raised and nothing is written.
     """
     path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(path.parent)
-        # The writer's pid is in the name, so that what a killed writer leaves can be told from a live one's.
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a results file follows the umask like any other
-    except OSError as exc:
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -84,6 +80,46 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (its descriptor and name), named so that ``remove_stale_temporaries``
+    removes it once its writer is gone."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path.parent)
+        # The writer's pid is in the name, so that what a killed writer leaves can be told from a live one's.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a results file follows the umask like any other
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+    return fd, tmp
+
+
+def atomic_export(path: Path, export: Callable[[str], object], *, compress: bool = False) -> None:
+    """Write ``path`` atomically where another library writes the file to a path it is given (torch.profiler's
+    ``export_chrome_trace``): ``export`` fills a temporary file beside ``path``, which is gzipped (``compress``)
+    and renamed; a reader sees the whole file or none, and a killed writer's temporaries are removed as
+    ``atomic_write_text``'s are."""
+    path = Path(path)
+    made: list[str] = []
+    try:
+        fd, tmp = _temporary(path)
+        made.append(tmp)
+        os.close(fd)
+        export(tmp)
+        if compress:
+            fd, packed = _temporary(path)
+            made.append(packed)
+            with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb") as gz:
+                shutil.copyfileobj(raw, gz)
+            tmp = packed
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+    finally:
+        for name in made:
+            Path(name).unlink(missing_ok=True)
 
 
 def output_path_problem(path: Path, example: str) -> str | None:

@@ -2,7 +2,8 @@
 
     pytest-gpuperf runs                  every run file (runs/*.json) and baseline (baselines/*.json)
     pytest-gpuperf runs show ID|NAME     one run's results table, as the session printed it
-    pytest-gpuperf runs prune --keep N   delete the run files beyond the newest N (never a baseline)
+    pytest-gpuperf runs prune --keep N   delete the run files beyond the newest N, with their traces (never a
+                                         baseline)
 
 A run's id is its file's stem (``20261122T023000.123456Z-1a2b3c4d``); a baseline's is its name.
 The listing reads every file and never writes one: a file that cannot be read is listed as
@@ -16,6 +17,7 @@ import argparse
 import datetime as dt
 import difflib
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,6 +272,7 @@ def prune_command(args: argparse.Namespace) -> int:
         if not args.dry_run:
             try:
                 path.unlink()
+                shutil.rmtree(store.traces_dir / path.stem, ignore_errors=True)  # the run's traces go with it
             except FileNotFoundError:  # another prune got there first
                 continue
             except OSError as exc:

@@ -5,6 +5,8 @@ Layout (``.gpuperf/`` in the rootdir unless ``--gpuperf-results-dir`` or the ini
 
     runs/20261122T023000.123456Z-1a2b3c4d.json   one results file per session that measured
     baselines/main.json                          a named baseline: the runs of one code state
+    baselines/main.traces/                       its tests' traces (``_traces.py``)
+    traces/20261122T023000.123456Z-1a2b3c4d/     a run's traces of its failing (or every) rows
 
 ``--gpuperf-save=NAME`` adds the run to baseline NAME as one more run when it was
 measured from the same code on the same kind of machine (same git commit and
@@ -129,10 +131,14 @@ def _describe_fingerprint(fingerprint: Fingerprint) -> str:
     return f"commit {code[0][:10]}" + (" with uncommitted changes" if code[1] else "")
 
 
+def _stamp() -> str:
+    """The time now, as the results directory's files are named: ``20261122T023000.123456Z``."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
 def _keep_backup(path: Path) -> Path:
     """Keep the baseline file about to be replaced as ``NAME.json.<time>.bak`` (a hard link, else a copy)."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    backup = path.with_name(f"{path.name}.{stamp}.bak")
+    backup = path.with_name(f"{path.name}.{_stamp()}.bak")
     try:
         os.link(path, backup)
     except FileExistsError:
@@ -206,6 +212,21 @@ class ResultsDir:
     def baselines_dir(self) -> Path:
         return self.root / "baselines"
 
+    @property
+    def traces_dir(self) -> Path:
+        """``traces/``: a folder per run (``<run id>/``, ``_traces.py``) with the traces of its rows."""
+        return self.root / "traces"
+
+    def traces_of(self, run_id: str | None = None, *, prefix: str = "") -> Path:
+        """The folder of run ``run_id``'s traces (a run file's stem), created here; without a run id, a new one named
+        ``<prefix><UTC time>`` (``ab-20261122T023000.123456Z`` for ``ab``)."""
+        folder = self.traces_dir / (run_id or f"{prefix}{_stamp()}")
+        try:
+            self.make(folder)
+        except OSError as exc:
+            raise self._unwritable(folder, exc) from None
+        return folder
+
     def _unwritable(self, path: Path, exc: OSError) -> StorageError:
         return StorageError(
             f"results directory {self.root} is not writable ({path}: {exc.strerror or exc}); "
@@ -241,7 +262,7 @@ class ResultsDir:
 
     def save_run(self, run: Run) -> Path:
         """Write ``run`` as a new file under runs/ and return its path; never replaces another session's file."""
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        now = _stamp()
         commit = (run.git.commit or "")[:8] or "nogit"
         suffix = "-dirty" if run.git.dirty else ""
         try:

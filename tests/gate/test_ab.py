@@ -98,7 +98,7 @@ def rows(out: str) -> dict[str, str]:
     start = next(i for i, line in enumerate(lines) if line.startswith("test "))
     table = []
     for line in lines[start + 2 :]:
-        if not line or line.startswith(("gpuperf ab:", "skipped ")):
+        if not line or line.startswith(("gpuperf ab:", "skipped ", "trace of ")):
             break
         table.append(line)
     return {line.split()[0]: line for line in table}
@@ -371,3 +371,70 @@ def test_bad_device_json_and_options(repo: Path, tmp_path: Path, capsys: pytest.
         with pytest.raises(SystemExit) as info:
             main(["ab", "--base", "base", *args])
         assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- counts that noise cannot move (issue 22, item 2)
+
+MATMULS = """\
+import torch
+
+from pytest_gpuperf.measuring import Step, Workload
+
+from .extra import EXTRA  # relative: each side gets its own
+
+
+def build(device, size):
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(32, 32, generator=generator).to(device)
+    b = torch.randn(32, 32, generator=generator).to(device)
+
+    def step():
+        c = a @ b
+        for _ in range(EXTRA):
+            c = c @ b  # the planted extra matmul
+        return c
+
+    return Step(step, work={"items": 1.0})
+
+
+WORKLOADS = {"mm": Workload("mm", build)}
+"""
+
+
+@pytest.fixture
+def matmul_repo(real_timing_repo: Path) -> Path:
+    """``real_timing_repo`` with a real matmul workload (tag ``matmul``), timed for real."""
+    commit(real_timing_repo, {"perf/workloads.py": MATMULS, "perf/extra.py": "EXTRA = 0\n"}, "a matmul")
+    git(real_timing_repo, "tag", "matmul")
+    return real_timing_repo
+
+
+def test_a_planted_extra_matmul_is_more_ops_and_flops_and_fails_whatever_the_clock_says(
+    matmul_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On main this run's exit status was the clock's alone: 0 whenever the timing was unchanged or inconclusive."""
+    commit(matmul_repo, {"perf/extra.py": "EXTRA = 1\n"}, "one more matmul")
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "matmul", *FAST, "--max-time", "0.3", "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "mm [cpu]: counts more (ops more, flops more, allocated more; failing on ops,flops,allocated)" in lines
+    assert {"  aten::mm 1 -> 2/call (+1)", "  flops 6.55e+04 -> 1.31e+05/call (+100.0%)"} <= set(lines)
+    assert "  bytes_allocated 4 KiB -> 8 KiB/call (+100.0%)" in lines  # the second product, 32 x 32 floats
+    (row,) = json.loads(out_json.read_text())["results"]
+    assert row["work"]["verdict"] == "more" and row["work"]["failing"] == ["ops", "flops", "allocated"]
+    assert {"key": "op:aten::mm", "category": "ops", "base": 1.0, "head": 2.0} in row["work"]["changes"]
+    assert row["work"]["varying"] == []
+    # No work category among the verdicts that fail: the change is still printed, and the timing alone decides.
+    assert main(["ab", "--base", "matmul", *FAST, "--max-time", "0.3", "--fail-on", "none"]) == 0
+    assert "mm [cpu]: counts more (ops more, flops more, allocated more)" in capsys.readouterr().out.splitlines()
+
+
+def test_an_a_a_ab_does_the_same_work(matmul_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "ab.json"
+    counts = "ops,kernels,runtime,syncs,flops,allocated,copied,compiles,memory"
+    assert main(["ab", "--base", "HEAD", *FAST, "--max-time", "0.3", "--fail-on", counts, "--json", str(out_json)]) == 0
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("mm [cpu]:")]
+    (row,) = json.loads(out_json.read_text())["results"]
+    assert row["work"] == {"verdict": "same", "failing": [], "changes": [], "varying": []}
+    assert row["memory"]["change"] == "same" and row["memory"]["kind"] == "cpu allocator peak above the call's start"

@@ -126,7 +126,7 @@ def test_a_planted_regression_fails_and_an_aa_rerun_passes(
             "call a slowdown of 5% or more*",
             "test *device*baseline*current*ratio [[]95% CI[]]*runs*verdict*why",
             "test_step *cpu*2 ms*2 ms*1.000 [[]0.9*, 1.0*[]]*3/1*unchanged*within the 5% tolerance",
-            "gpuperf gate: passed (2 unchanged; failing on slower,unattributed)",
+            "gpuperf gate: passed (2 unchanged; failing on slower,unattributed + more work (any count, memory))",
         ]
     )
 
@@ -144,7 +144,8 @@ def test_a_planted_regression_fails_and_an_aa_rerun_passes(
         [
             "test_step *cpu*2 ms*2.5 ms*1.250 [[]1.2*, 1.2*[]]*3/3*SLOWER*+25.0%: significant and over the 5% *",
             "test_lenient *cpu*unchanged*within the 50% tolerance*",
-            "gpuperf gate: FAILED (1 slower, 1 unchanged; failing on slower,unattributed): test_step [[]cpu[]]",
+            "gpuperf gate: FAILED (1 slower, 1 unchanged; failing on slower,unattributed + more work "
+            "(any count, memory)): test_step [[]cpu[]]",
             "gpuperf: measured 1 test(s) that looked slower again (2 confirmation run(s) in fresh processes)",
         ]
     )
@@ -180,18 +181,21 @@ def test_which_verdicts_fail_is_configurable(steps: pytest.Pytester) -> None:
 def test_a_slowdown_measured_on_a_busy_machine_is_unattributed_and_fails_by_default(
     steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Without a work profile (``--gpuperf-profile=off``) nothing tells the load from the code: unattributed."""
     save_rounds(steps, 1, "main", "--gpuperf-threads=2")
     monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
     monkeypatch.setenv("GATE_TEST_BUSY", "1")
     # Two threads on two CPUs: a neighbour on one of them disturbs the measurement (one thread would not be).
-    args = ("--gpuperf-compare=main", "--gpuperf-quiet-wait=0.4", "--gpuperf-confirm=2", "--gpuperf-threads=2")
+    args: tuple[str, ...] = ("--gpuperf-compare=main", "--gpuperf-quiet-wait=0.4", "--gpuperf-confirm=2")
+    args += ("--gpuperf-threads=2", "--gpuperf-profile=off")
     result = steps.runpytest(*FAST, *args, "-k", "test_step")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
             "test_step *UNATTRIBUTED*+25.0%: significant and over the 5% tolerance, but measured while busy "
             "(other processes used 1.0 of 2 CPUs), so the load may explain it; re-run on a quiet machine*",
-            "gpuperf gate: FAILED (1 unattributed, 1 unchanged; failing on slower,unattributed): test_step [cpu]",
+            "gpuperf gate: FAILED (1 unattributed, 1 unchanged; failing on slower,unattributed + more work "
+            "(any count, memory)): test_step [cpu]",
         ]
     )
     (run_file,) = sorted((steps.path / ".gpuperf" / "runs").glob("*.json"))[-1:]
@@ -210,6 +214,87 @@ def test_a_slowdown_measured_on_a_busy_machine_is_unattributed_and_fails_by_defa
             "because unattributed is not among the verdicts that fail: test_step [cpu]",
         ]
     )
+
+
+def test_a_busy_slowdown_with_every_count_identical_is_same_work_and_fails_only_when_asked(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 item 2: the step's longer sleep on a busy machine is the same work (its counts are identical),
+    so the machine changed. On main this row read UNATTRIBUTED and failed by default."""
+    save_rounds(steps, 1, "main", "--gpuperf-threads=2")
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    monkeypatch.setenv("GATE_TEST_BUSY", "1")
+    args = ("--gpuperf-compare=main", "--gpuperf-quiet-wait=0.4", "--gpuperf-confirm=0", "--gpuperf-threads=2")
+    result = steps.runpytest(*FAST, *args, "-k", "test_step")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "test_step *same-work*the step did the same work (every count identical, * counts compared), the "
+            "machine changed: +25.0%: significant and over the 5% tolerance, but measured while busy*",
+            "gpuperf gate: passed (1 same-work, 1 unchanged; failing on slower,unattributed + more work "
+            "(any count, memory))",
+            "gpuperf gate: 1 significant slowdown(s) with the same work (every count identical): the machine "
+            "changed, not the code; passed because same-work is not among the verdicts that fail: test_step [cpu]",
+        ]
+    )
+    strict = steps.runpytest(*FAST, *args, "-k", "test_step", "--gpuperf-fail-on=slower,unattributed,same-work")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["gpuperf gate: FAILED (1 same-work, 1 unchanged; *): test_step [[]cpu[]]"])
+
+
+MATMUL_TEST = """
+import os
+
+import torch
+
+a = torch.ones(16, 16)
+
+
+def test_mm(gpuperf):
+    extra = int(os.environ.get("GATE_TEST_EXTRA", "0"))
+
+    def step():
+        c = a @ a
+        for _ in range(extra):
+            c = c @ a  # the planted extra matmul
+        return 0.002  # its duration, for the exact timer
+
+    gpuperf.measure(step, flops=1e6)
+"""
+
+
+def test_a_planted_extra_matmul_timed_unchanged_fails_on_its_counts_and_is_shown_when_not_failing(
+    pytester: pytest.Pytester, exact_timing: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 item 2: the clock says unchanged (exact here), the counts say one more matmul. On main this
+    session passed (1 unchanged) and said nothing of the matmul."""
+    pytester.makepyfile(test_mm=MATMUL_TEST)
+    save_rounds(pytester, 1, "main")
+    monkeypatch.setenv("GATE_TEST_EXTRA", "1")
+    result = pytester.runpytest(*FAST, "--gpuperf-compare=main")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "test_mm *cpu*2 ms*2 ms*1.000 *unchanged*within the 5% tolerance*",
+            "test_mm [[]cpu[]]: counts more (ops more, flops more*; failing on ops,flops*)",
+            "  aten::mm 1 -> 2/call (+1)",
+            "gpuperf gate: FAILED (1 unchanged; failing on slower,unattributed + more work (any count, memory)): "
+            "test_mm [[]cpu[]]",
+        ]
+    )
+    lenient = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-fail-on=slower")
+    assert lenient.ret == pytest.ExitCode.OK
+    lenient.stdout.fnmatch_lines(
+        [
+            "test_mm [[]cpu[]]: counts more (ops more, flops more*)",
+            "  aten::mm 1 -> 2/call (+1)",
+            "gpuperf gate: passed (1 unchanged; failing on slower)",
+        ]
+    )
+    monkeypatch.setenv("GATE_TEST_EXTRA", "0")
+    same = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-fail-on=ops,flops")
+    assert same.ret == pytest.ExitCode.OK
+    assert "counts more" not in same.stdout.str()
 
 
 def test_confirmation_runs_fire_no_measured_hook_of_their_own(
@@ -353,7 +438,12 @@ def test_unwritable_results_directory(steps: pytest.Pytester) -> None:
 def test_bad_gate_options(steps: pytest.Pytester) -> None:
     for args, message in (
         (["--gpuperf-save=../x"], "ERROR: --gpuperf-save=../x: '../x' is not a baseline name: use letters*"),
-        (["--gpuperf-fail-on=worse"], "ERROR: --gpuperf-fail-on=worse: 'worse' is not a verdict; use *"),
+        (
+            ["--gpuperf-fail-on=worse"],
+            "ERROR: --gpuperf-fail-on=worse: 'worse' is not a verdict or a work category; use a comma list of "
+            "verdicts (slower, unattributed, same-work, *) and categories of work that fail where they went up "
+            "(ops, kernels, runtime, syncs, flops, allocated, copied, compiles, memory), or none",
+        ),
         (["--gpuperf-tolerance=5"], "ERROR: --gpuperf-tolerance=5: must be between 0 and 1*"),
         (["--gpuperf-allow-mismatch=gpu"], "ERROR: --gpuperf-allow-mismatch=gpu: 'gpu' is not a fingerprint key*"),
         (["--gpuperf-quiet-wait=soon"], "ERROR: --gpuperf-quiet-wait=soon: must be auto, off, or a time such as*"),

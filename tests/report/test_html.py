@@ -191,3 +191,30 @@ def test_a_card_names_every_memory_figure() -> None:
     mps = dataclasses.replace(record.measurement, memory_method="unknown: torch.mps has no peak statistic")
     html = render(make_run(dataclasses.replace(record, measurement=mps)))
     assert "<dt>memory</dt><dd>unknown: torch.mps has no peak statistic</dd>" in html
+
+
+def test_a_count_change_and_a_peak_memory_change_are_shown_escaped() -> None:
+    """Issue 22: the card of a row whose counts changed lists them; op names are user text."""
+    from pytest_gpuperf.measuring import OpStat, WorkProfile
+
+    test = "t.py::test_mm[cpu]"
+
+    def record(ops: int, peak: int) -> Record:
+        profile = WorkProfile(level="counts", calls=1, ops=(OpStat("my::<op>&", ops),), flops=100)
+        rec = make_record(10e-3, test=test)
+        m = dataclasses.replace(
+            rec.measurement,
+            profile=profile,
+            memory_transient=peak,
+            transient_method="torch.profiler CPU allocator events",
+        )
+        return dataclasses.replace(rec, measurement=m)
+
+    base = Baseline(Path("/results/baselines/main.json"), [make_run(record(1, 1 << 20))] * 3, "main")
+    run = make_run(record(2, 2 << 20))
+    html = render(run, compare(base, run))
+    assert "<op>" not in html
+    assert '<div class="work"><p>counts more (ops more; failing on ops)</p>' in html
+    assert "<li>my::&lt;op&gt;&amp; 1 -&gt; 2/call (+1)</li>" in html
+    assert "peak memory more: 1 MiB -&gt; 2 MiB (+1 MiB, cpu allocator peak above the call&#x27;s start)" in html
+    assert "gpuperf gate: FAILED (1 unchanged; failing on slower,unattributed + more work" in html

@@ -161,7 +161,9 @@ def test_compare_against_a_pytest_benchmark_baseline(pb_baseline: Path, capsys: 
     assert out[0].startswith(f"base: pytest-benchmark file {pb_baseline / 'pb.json'} (1 run of commit aaaaaaaaaa")
     assert out[2].startswith("baseline noise: ")
     assert "unchanged" in out[5] and "work per call" not in out[5]
-    assert out[-1] == "gpuperf gate: passed (1 unchanged; failing on slower,unattributed)"
+    assert (
+        out[-1] == "gpuperf gate: passed (1 unchanged; failing on slower,unattributed + more work (any count, memory))"
+    )
 
     save_run(pb_baseline / "slower.json", make_run(make_record(12e-3)))
     assert main(["compare", "pb.json", "slower.json", "--allow-mismatch=torch_minor"]) == 1

@@ -180,6 +180,16 @@ def test_prune_deletes_the_oldest_runs_and_never_a_baseline(
     assert [p.name for p in store.runs_dir.glob("*.json")] == ["copied-by-hand.json"]
 
 
+def test_prune_deletes_a_runs_traces_with_it(store: ResultsDir) -> None:
+    oldest = store.traces_dir / "20261120T010000.000000Z-aaaaaaaa"
+    newest = store.traces_dir / "20261122T010000.000000Z-bbbbbbbb-dirty"
+    for folder in (oldest, newest):
+        folder.mkdir(parents=True)
+        (folder / "test_x-01234567.head.json").write_text("{}")
+    assert main(["runs", "prune", "--keep", "1"]) == 0
+    assert not oldest.exists() and (newest / "test_x-01234567.head.json").is_file()
+
+
 @pytest.mark.parametrize(("keep", "why"), [("-1", "-1 is negative"), ("all", "'all' is not a whole number")])
 def test_prune_refuses_a_bad_count(store: ResultsDir, capsys: pytest.CaptureFixture[str], keep: str, why: str) -> None:
     with pytest.raises(SystemExit) as info:

@@ -1,0 +1,255 @@
+"""The stored route's count verdicts, same-work and peak memory (issue 22, items 2 and 5), on synthetic records.
+
+On main a step that ran one more matmul per call, timed within the noise, passed as unchanged with nothing
+said; a busy slowdown with every count identical failed as unattributed; a peak memory 1 byte higher was
+not compared at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.cli import main
+from pytest_gpuperf.gate import MemoryChange, Policy, Verdict, compare_memory, compare_runs, gate_lines
+from pytest_gpuperf.gate._render import github_annotations, github_summary
+from pytest_gpuperf.measuring import (
+    CpuBackend,
+    CudaBackend,
+    Measurement,
+    MeasureSettings,
+    OpStat,
+    WorkProfile,
+    measure_on,
+)
+from pytest_gpuperf.results import Record
+from tests.measuring.fake_cuda_memory import FakeCudaMemory, SmallCnnStep
+from tests.measuring.fake_gpu import FakeGpu
+from tests.synthetic import BUSY, make_record, make_run
+
+MiB = 1 << 20
+FAST = MeasureSettings(max_time=0.02, min_time=0.005, warmup_time=0.005, min_samples=5, profile="off")
+CUDA_PEAK = "torch.cuda.max_memory_allocated"
+CPU_TRANSIENT = "torch.profiler CPU allocator events"
+
+
+def step_profile(mm: int = 1, flops: int = 2 * MiB, **fields: Any) -> WorkProfile:
+    ops = (OpStat("aten::mm", 2 * mm), OpStat("aten::add", 2), OpStat("aten::relu", 2))
+    return WorkProfile(level="counts", calls=2, ops=ops, flops=flops, bytes_allocated=2 * MiB, **fields)
+
+
+def record(median: float, profile: WorkProfile | None = None, /, *, load: Any = None, **memory: Any) -> Record:
+    rec = make_record(median, **({"load": load} if load is not None else {}))
+    return dataclasses.replace(rec, measurement=dataclasses.replace(rec.measurement, profile=profile, **memory))
+
+
+def test_one_more_matmul_within_the_noise_is_a_count_change_that_fails_by_default() -> None:
+    base = [make_run(record(10e-3, step_profile())) for _ in range(3)]
+    head = [make_run(record(10.05e-3, step_profile(mm=2, flops=3 * MiB)))]
+    result = compare_runs(base, head)
+    (row,) = result.rows
+    assert row.verdict is Verdict.UNCHANGED  # the clock cannot tell
+    assert row.work is not None and row.work.verdict == "more"
+    assert row.work.failing(result.fail_on) == ["ops", "flops"]
+    assert result.failed and result.failing == [row]
+    lines = gate_lines(result)
+    assert lines[:3] == [
+        "test_step [cpu]: counts more (ops more, flops more; failing on ops,flops)",
+        "  aten::mm 1 -> 2/call (+1)",
+        "  flops 2.1e+06 -> 3.15e+06/call (+50.0%)",
+    ]
+    assert lines[-1] == (
+        "gpuperf gate: FAILED (1 unchanged; failing on slower,unattributed + more work (any count, memory)): "
+        "test_step [cpu]"
+    )
+    lenient = compare_runs(base, head, Policy(fail_on=frozenset({"slower"})))
+    assert not lenient.failed
+    assert gate_lines(lenient)[:2] == [
+        "test_step [cpu]: counts more (ops more, flops more)",
+        "  aten::mm 1 -> 2/call (+1)",
+    ]
+    assert gate_lines(lenient)[-1] == "gpuperf gate: passed (1 unchanged; failing on slower)"
+
+
+def test_counts_that_vary_between_baseline_records_are_never_reported() -> None:
+    """A data-dependent op (``nonzero``) ran 1 or 3 times in the baseline's runs: 2 now is no change."""
+    base = [make_run(record(10e-3, step_profile(kernels=(OpStat("nz", n),)))) for n in (2, 6)]
+    head = [make_run(record(10e-3, step_profile(kernels=(OpStat("nz", 4),))))]
+    result = compare_runs(base, head)
+    (row,) = result.rows
+    assert row.work is not None and row.work.verdict == "same" and row.work.varying == ("kernel:nz",)
+    assert not result.failed and not any("counts" in line for line in gate_lines(result))
+
+
+def test_a_busy_slowdown_with_every_count_identical_is_same_work() -> None:
+    base = [make_run(record(10e-3, step_profile()))]
+    head = [make_run(record(18.6e-3, step_profile(), load=BUSY))]
+    result = compare_runs(base, head)
+    (row,) = result.rows
+    # On main: UNATTRIBUTED +86.0%, failing by default.
+    assert row.verdict is Verdict.SAME_WORK and row.cause == "busy"
+    assert row.reason.startswith(
+        "the step did the same work (every count identical, 5 counts compared), the machine changed: +86.0%: "
+        "significant and over the 5% tolerance, but measured while busy (other processes used 1.0 of 2 CPUs)"
+    )
+    assert not result.failed
+    assert gate_lines(result)[-1].startswith("gpuperf gate: 1 significant slowdown(s) with the same work")
+    strict = compare_runs(base, head, Policy(fail_on=frozenset({"slower", "unattributed", "same-work"})))
+    assert strict.failed
+    without = compare_runs([make_run(record(10e-3))], [make_run(record(18.6e-3, load=BUSY))])
+    assert without.rows[0].verdict is Verdict.UNATTRIBUTED and without.failed  # no profile: as before
+
+
+def test_a_busy_slowdown_that_also_does_more_work_stays_unattributed_and_shows_the_counts() -> None:
+    base = [make_run(record(10e-3, step_profile()))]
+    head = [make_run(record(18.6e-3, step_profile(mm=2), load=BUSY))]
+    result = compare_runs(base, head)
+    (row,) = result.rows
+    assert row.verdict is Verdict.UNATTRIBUTED and row.work is not None and row.work.verdict == "more"
+    assert "test_step [cpu]: counts more (ops more; failing on ops)" in gate_lines(result)
+
+
+def test_a_planted_extra_activation_on_cuda_raises_the_peak_and_fails_every_time() -> None:
+    """The CUDA allocator's high-water mark is exact: one more tensor of 1 MiB kept for backward is caught."""
+    cuda = {"memory_method": CUDA_PEAK, "device": "cuda:0"}
+    base = [make_run(record(10e-3, peak_memory=51 * MiB, **cuda)) for _ in range(3)]
+    head = [make_run(record(10e-3, peak_memory=52 * MiB, **cuda))]
+    result = compare_runs(base, head)
+    (row,) = result.rows
+    assert row.memory is not None
+    assert (row.memory.base_bytes, row.memory.head_bytes, row.memory.change) == (51 * MiB, 52 * MiB, "more")
+    assert row.memory.kind == "cuda allocator peak"
+    assert result.failed
+    assert "test_step [cpu]: peak memory more: 51 MiB -> 52 MiB (+1 MiB, cuda allocator peak) (failing on memory)" in (
+        gate_lines(result)
+    )
+    assert not compare_runs(base, head, Policy(fail_on=frozenset({"slower"}))).failed
+    same = compare_runs(base, [make_run(record(10e-3, peak_memory=51 * MiB, **cuda))])
+    assert same.rows[0].memory is not None and same.rows[0].memory.change == "same" and not same.failed
+
+
+def test_on_a_cpu_the_allocators_transient_is_gated_not_the_processs_rss() -> None:
+    rss = {"memory_method": "process RSS high-water mark (VmHWM)", "transient_method": CPU_TRANSIENT}
+    base = [make_run(record(10e-3, peak_memory=300 * MiB, memory_transient=196616, **rss))]
+    moved = [make_run(record(10e-3, peak_memory=302 * MiB, memory_transient=196616, **rss))]
+    row = compare_runs(base, moved).rows[0]
+    assert row.memory is not None and row.memory.change == "same"  # the RSS moved 2 MiB: not gated
+    assert row.memory.kind == "cpu allocator peak above the call's start"
+    grown = [make_run(record(10e-3, peak_memory=300 * MiB, memory_transient=196616 + 262144, **rss))]
+    assert compare_runs(base, grown).rows[0].memory.change == "more"  # type: ignore[union-attr]
+    unknown = {**rss, "transient_method": "unknown: consecutive calls peaked at 1 MiB and 2 MiB"}
+    assert compare_runs(base, [make_run(record(10e-3, memory_transient=1, **unknown))]).rows[0].memory is None
+
+
+def test_an_annotation_names_the_count_change_of_a_row_the_clock_passed(tmp_path: Path) -> None:
+    base = [make_run(record(10e-3, step_profile())) for _ in range(3)]
+    head = [make_run(record(10e-3, step_profile(mm=2)))]
+    (line,) = github_annotations(compare_runs(base, head), tmp_path)
+    assert line.startswith("::error file=test_x.py,title=gpuperf gate%3A test_step [cpu] unchanged::")
+    assert "%0Acounts more (ops more)%0Aaten::mm 1 -> 2/call (+1)" in line
+
+
+def _cuda_measurement(activations: int) -> Measurement:
+    """A small CNN step measured on the GPU stand-in, its allocator's statistics simulated."""
+    memory = FakeCudaMemory()
+    gpu = FakeGpu()
+    backend = CudaBackend(0, torch_module=memory.install(gpu.torch()), clock=gpu.clock)
+    step = SmallCnnStep(memory, zero_grad_first=True, activations=activations)
+
+    def call() -> None:
+        gpu.kernel("step", 1e-3)
+        step()
+
+    return measure_on(call, backend, FAST, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
+
+
+def test_a_planted_extra_activation_is_caught_every_time_through_the_cuda_probe() -> None:
+    """One more activation of 64 KiB kept for backward, on the stand-in's allocator statistics: 10 of 10 runs read
+    more, 10 of 10 A/A runs the same (figures of the stand-in, not of a GPU)."""
+    activations = int(26.0 * MiB)
+    base = _cuda_measurement(activations)
+    planted: list[str] = []
+    same: list[str] = []
+    for _ in range(10):
+        for out, extra in ((planted, 64 << 10), (same, 0)):
+            change = compare_memory([base], [_cuda_measurement(activations + extra)])
+            assert change is not None and change.kind == "cuda allocator peak"
+            out.append(change.change)
+    assert planted == ["more"] * 10 and same == ["same"] * 10
+    head = _cuda_measurement(activations + (64 << 10))
+    assert compare_memory([base], [head]) == MemoryChange(
+        base.peak_memory or 0, (base.peak_memory or 0) + (64 << 10), "more", "cuda allocator peak"
+    )
+
+
+def _mlp_step(extra: bool) -> Callable[[], None]:
+    """A training step of a small MLP on real torch; ``extra``: one more activation (1 MiB) kept for backward."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 128, generator=generator)
+    w1 = torch.randn(128, 256, generator=generator, requires_grad=True)
+    w2 = torch.randn(256, 64, generator=generator, requires_grad=True)
+
+    def step() -> None:
+        a = torch.tanh(x @ w1)
+        if extra:
+            a = torch.tanh(a)  # tanh keeps its output for backward
+        (a @ w2).sum().backward()  # type: ignore[no-untyped-call]
+        w1.grad = w2.grad = None
+
+    return step
+
+
+def test_on_a_real_cpu_step_the_allocators_peak_is_exact_and_an_extra_activation_is_caught() -> None:
+    """A/A: the same bytes in 5 of 5 measurements (3211272), while the process's RSS high-water mark moved by
+    about 1 MiB between them; the planted activation reads exactly 1 MiB more, 5 of 5 times."""
+    cpu = MeasureSettings(max_time=0.02, min_time=0.005, warmup_time=0.005, min_samples=5, profile="off")
+    sides = {
+        extra: [measure_on(_mlp_step(extra), CpuBackend(), cpu, name="mlp", device="cpu", work={}) for _ in range(5)]
+        for extra in (False, True)
+    }
+    base, head = sides[False], sides[True]
+    assert len({m.memory_transient for m in base}) == 1 and len({m.memory_transient for m in head}) == 1
+    kind = "cpu allocator peak above the call's start"
+    figure = base[0].memory_transient or 0
+    assert [compare_memory(base[:1], [m]) for m in head] == [MemoryChange(figure, figure + (1 << 20), "more", kind)] * 5
+    assert [compare_memory(base[:1], [m]) for m in base] == [MemoryChange(figure, figure, "same", kind)] * 5
+
+
+def test_the_job_summary_has_the_count_lines_and_a_passing_same_work_row_a_warning(tmp_path: Path) -> None:
+    base = [make_run(record(10e-3, step_profile())) for _ in range(3)]
+    summary = github_summary(compare_runs(base, [make_run(record(10e-3, step_profile(mm=2)))]), title="gate")
+    # user text (op names) escaped as Markdown, as the why's lines are
+    assert "- test\\_step \\[cpu\\]: counts more \\(ops more; failing on ops\\)\n" in summary
+    assert "-   aten::mm 1 \\-&gt; 2/call \\(\\+1\\)\n" in summary
+    same = compare_runs(base[:1], [make_run(record(18.6e-3, step_profile(), load=BUSY))])
+    (line,) = github_annotations(same, tmp_path)
+    assert line.startswith("::warning file=test_x.py,title=gpuperf gate%3A test_step [cpu] same-work::")
+
+
+def test_ab_refuses_an_unknown_fail_on_name_listing_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["ab", "--fail-on", "slower,opz"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --fail-on: 'opz' is not a verdict or a work category" in err
+    assert "(ops, kernels, runtime, syncs, flops, allocated, copied, compiles, memory), or none" in err
+
+
+def test_a_same_work_row_says_where_the_time_went() -> None:
+    """The same work, slower on a busy machine: the why still ranks the op whose time grew (here every op's)."""
+
+    def timed(mm_seconds: float, wall: float) -> WorkProfile:
+        ops = (OpStat("aten::mm", 2, mm_seconds), OpStat("aten::add", 2, 2e-3))
+        return WorkProfile(level="full", calls=2, ops=ops, flops=2 * MiB, bytes_allocated=2 * MiB, call_seconds=wall)
+
+    base = [make_run(record(10e-3, timed(16e-3, 20e-3)))]
+    head = [make_run(record(18.6e-3, timed(33.2e-3, 37.2e-3), load=BUSY))]
+    (row,) = compare_runs(base, head).rows
+    assert row.verdict is Verdict.SAME_WORK
+    assert row.why is not None and row.why.lines[0].name == "aten::mm"
