@@ -1,11 +1,12 @@
 """Proof that the gate explains itself: ten planted regressions, each an ``ab`` pair of commits (issue 22, item 6).
 
-    python bench/planted.py                  # quiet: 10 planted pairs, 100 A/A comparisons, ~8 min
-    python bench/planted.py --busy           # the same with one vCPU kept busy by a spin loop, ~10 min
-    python bench/planted.py --busy --aa 0    # busy, the planted pairs only, ~3 min
-    python bench/planted.py --quick          # 1 s of rounds a pair, 20 A/A comparisons, ~3 min
+    python bench/planted.py                  # quiet: 10 planted pairs, 100 A/A comparisons, 2.5 min
+    python bench/planted.py --busy           # the same with one vCPU kept busy by a spin loop, 3.7 min
+    python bench/planted.py --busy --aa 0    # busy, the planted pairs only, ~1.5 min
+    python bench/planted.py --quick          # 1 s of rounds a pair, 20 A/A comparisons, ~1.5 min
 
-(Run times on this project's 2-vCPU machine, torch 2.13.0+cpu, 2026-11-26.)
+(Wall times on this project's 2-vCPU machine, torch 2.13.0+cpu, 2026-11-26, at a load average of 1 to 3; on a
+machine loaded by other work (load average 4 to 5) the quiet run took 3.5 min. Results: docs/evidence.md.)
 
 A scratch git repository is built in a temporary directory. Its first commit (tag ``a``)
 holds a workloads module (``perf/workloads.py``) of ten small CPU steps, a few ms each at
