@@ -2,8 +2,8 @@
 
     python bench/planted.py                  # quiet: 10 planted pairs, 100 A/A comparisons, 2.5 min
     python bench/planted.py --busy           # the same with one vCPU kept busy by a spin loop, 3.7 min
-    python bench/planted.py --busy --aa 0    # busy, the planted pairs only, ~1.5 min
-    python bench/planted.py --quick          # 1 s of rounds a pair, 20 A/A comparisons, ~1.5 min
+    python bench/planted.py --busy --aa 0    # busy, the planted pairs only, 1.2 min
+    python bench/planted.py --quick          # 1 s of rounds a pair, 20 A/A comparisons, 50 s
 
 (Wall times on this project's 2-vCPU machine, torch 2.13.0+cpu, 2026-11-26, at a load average of 1 to 3; on a
 machine loaded by other work (load average 4 to 5) the quiet run took 3.5 min. Results: docs/evidence.md.)
