@@ -281,11 +281,11 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
     A CUDA kernel is an event on the device (its ``device_type`` is CUDA) that is no memory copy or set; a
     runtime call is a host event named ``cuda*``; a device-to-host copy is a device event ``Memcpy DtoH ...``;
     an allocation is a ``[memory]`` event of positive size. An op's self time is its span less its children's on
-    its thread. Times are kept in seconds (dropped at level ``counts``); over two calls or more, every time is
-    the quickest call's (its ops', its wall time, its time outside ops) times the number of calls: a call
-    preempted on a busy machine only adds time (one such call made an op of unchanged count rank above a planted
-    matmul), and the times of one call add up (each op's quickest call, from different calls, summed to less than
-    any call, and the rest read as time outside any op)."""
+    its thread. Times are kept in seconds (dropped at level ``counts``); over two calls or more, each op's time,
+    the time outside ops and the calls' wall time are their least over the calls (``_least``): a call preempted on
+    a busy machine only adds time (one such call made an op of unchanged count rank above a planted matmul), and
+    the parts add up to the wall time (scaled by the quickest whole call instead, the ops' minima left the rest to
+    the time outside ops)."""
     ops: dict[str, list[float]] = {}
     kernels: dict[str, list[float]] = {}
     runtime: dict[str, int] = {}
@@ -336,9 +336,7 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
         while stack:
             _close(stack.pop(), ops, spans, per_call_ns)
     timed = level == "full"
-    quickest = _quickest(ops, calls, spans, per_call_ns)
-    call_seconds = (quickest.end - quickest.start) * len(calls) * 1e-9 if quickest else None
-    outside = (quickest.end - quickest.start - quickest.children) * len(calls) * 1e-9 if quickest else None
+    call_seconds, outside = _least(ops, calls, spans, per_call_ns)
     keys = {k for counts in per_call for k in counts}
     varying = tuple(sorted(k for k in keys if len({counts.get(k, 0) for counts in per_call}) > 1))
     return EventSummary(
@@ -378,21 +376,39 @@ def _count_in_call(spans: list[tuple[int, int]], per_call: list[dict[str, int]],
         per_call[at][key] = per_call[at].get(key, 0) + 1
 
 
-def _quickest(
+def _least(
     ops: dict[str, list[float]], calls: list[_Host], spans: list[tuple[int, int]], per_call_ns: list[dict[str, int]]
-) -> _Host | None:
-    """The quickest call range (None without one); over two calls or more, each op that ran in it takes its time
-    there, times the calls (an op that ran only in other calls keeps its total: work that varies)."""
+) -> tuple[float | None, float | None]:
+    """The calls' wall time and their time outside ops, in seconds (None, None without a call range).
+
+    Over two calls or more, each part takes its least time over the calls, times the calls: each op that ran in
+    every call (its time in ``ops`` is replaced), the time outside ops, and the rest of a call (the own time of
+    host events that are no aten op: autograd's and the optimizer's ranges). The wall time is the sum of those
+    parts and of the ops that ran in some calls only (their totals: work that varies), so that the parts add up
+    to it: a call preempted in one op on a busy machine makes no part grow."""
     if not calls:
-        return None
-    quickest = min(calls, key=lambda c: c.end - c.start)
-    at = _call_of(spans, quickest.start)
-    if len(calls) >= 2 and at is not None:
-        for name, entry in ops.items():
-            own = per_call_ns[at].get(name)
-            if own is not None:
-                entry[1] = float(own * len(calls))
-    return quickest
+        return None, None
+    n = len(calls)
+    if n == 1:
+        only = calls[0]
+        return (only.end - only.start) * 1e-9, (only.end - only.start - only.children) * 1e-9
+    outside = min(c.end - c.start - c.children for c in calls)
+    indexed = [(c, _call_of(spans, c.start)) for c in calls]
+    rest = min(
+        (c.children - sum(per_call_ns[at].values()) for c, at in indexed if at is not None),
+        default=0,
+    )
+    every = some = 0.0
+    for name, entry in ops.items():
+        times = [call.get(name) for call in per_call_ns]
+        if all(t is not None for t in times):
+            least = min(t for t in times if t is not None)
+            entry[1] = float(least * n)
+            every += least
+        else:
+            some += sum(t for t in times if t is not None)
+    wall = (every + outside + max(rest, 0)) * n + some
+    return wall * 1e-9, outside * n * 1e-9
 
 
 def _add(table: dict[str, list[float]], name: str, nanoseconds: float, count: int) -> None:

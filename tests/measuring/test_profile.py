@@ -185,19 +185,19 @@ def test_call_ranges_give_the_calls_time_their_time_outside_ops_and_what_varied_
         Event("aten::relu", 400_000, 1_000),  # outside every call: counted, in no call
     ]
     read = read_events(events, level="full")
-    assert read.call_seconds == pytest.approx(200e-6)
-    # the times of one call, the quickest (of two as quick, the first): 100 us less its 30 of ops, times the calls
-    assert read.outside_seconds == pytest.approx(2 * (100 - 30) * 1e-6)
-    assert read.varying == ("op:aten::fill_", "op:aten::mm")
-    # an op of that call: its time there, times the calls; an op only of other calls: its total
+    # each part's least over the calls, times the calls: mm 10 us (the second call's), 70 us outside ops (the
+    # first's); the fill that ran in one call only, its total; the wall time, the sum of those
     seconds = {op.name: op.seconds for op in read.ops}
-    assert seconds == pytest.approx({"aten::mm": 2 * 30e-6, "aten::fill_": 15e-6, "aten::relu": 1e-6})
+    assert seconds == pytest.approx({"aten::mm": 2 * 10e-6, "aten::fill_": 15e-6, "aten::relu": 1e-6})
+    assert read.outside_seconds == pytest.approx(2 * 70e-6)
+    assert read.call_seconds == pytest.approx(2 * (10 + 70) * 1e-6 + 15e-6)
+    assert read.varying == ("op:aten::fill_", "op:aten::mm")
     assert read_events(events, level="counts").call_seconds is None  # no times at level counts
 
 
 def test_a_call_preempted_on_a_busy_machine_adds_nothing_to_an_ops_time() -> None:
     """Two calls of one mm: the second was preempted in it (50 us instead of 10): the op reads 10 us per call, and
-    the times of the quickest call add up (its 10 us of mm and 10 us outside ops make its 20 us)."""
+    the parts add up (10 us of mm and 10 us outside ops make a call's 20 us)."""
     events = [
         call(0, 20_000),
         Event("aten::mm", 5_000, 10_000),
@@ -208,6 +208,17 @@ def test_a_call_preempted_on_a_busy_machine_adds_nothing_to_an_ops_time() -> Non
     assert [(op.name, op.count) for op in read.ops] == [("aten::mm", 2)]
     assert read.ops[0].seconds == pytest.approx(20e-6)
     assert read.call_seconds == pytest.approx(40e-6) and read.outside_seconds == pytest.approx(20e-6)
+
+
+def test_the_own_time_of_ranges_that_are_no_op_stays_in_the_calls_wall_time() -> None:
+    """Two calls of 100 us, each with a 50 us autograd range around a 20 us mm: 30 us of the range's own, 50 outside."""
+    events: list[Event] = []
+    for start in (0, 200_000):
+        events += [call(start, 100_000), Event("autograd::engine", start + 10_000, 50_000)]
+        events += [Event("aten::mm", start + 20_000, 20_000)]
+    read = read_events(events, level="full")
+    assert read.ops[0].seconds == pytest.approx(2 * 20e-6) and read.outside_seconds == pytest.approx(2 * 50e-6)
+    assert read.call_seconds == pytest.approx(2 * 100e-6)
 
 
 def test_two_calls_of_the_same_work_vary_in_nothing() -> None:
