@@ -300,7 +300,7 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
             if name.startswith("Memcpy DtoH"):
                 syncs["dtoh_copy"] += 1
             if not name.startswith(("Memcpy", "Memset")):
-                _add(kernels, name, float(event.duration_ns()), 1)
+                _add(kernels, name, float(event.duration_ns()))
         else:
             host.append((int(event.start_thread_id()), event))
     spans = sorted(
@@ -356,7 +356,7 @@ def _close(
 ) -> None:
     if node.name.startswith("aten::"):
         own = node.end - node.start - node.children
-        _add(ops, node.name, float(own), 1)
+        _add(ops, node.name, float(own))
         call = _call_of(spans, node.start)
         if call is not None:
             per_call_ns[call][node.name] = per_call_ns[call].get(node.name, 0) + own
@@ -411,9 +411,9 @@ def _least(
     return wall * 1e-9, outside * n * 1e-9
 
 
-def _add(table: dict[str, list[float]], name: str, nanoseconds: float, count: int) -> None:
+def _add(table: dict[str, list[float]], name: str, nanoseconds: float) -> None:
     entry = table.setdefault(name, [0.0, 0.0])
-    entry[0] += count
+    entry[0] += 1
     entry[1] += nanoseconds
 
 
@@ -440,7 +440,11 @@ def compile_counters() -> CompileCounters | None:
 
 def _counting_pass(fn: Callable[[], object]) -> tuple[int | None, dict[str, int]]:
     """FLOPs and host-device bytes of one call (None, {} where the counters fail on the step: an op that
-    Python's dispatch cannot run must not fail a test whose timing went through)."""
+    Python's dispatch cannot run must not fail a test whose timing went through). It comes before the profiled
+    calls, so it also opens the process's first call range: that one costs most of a millisecond (its op is
+    looked up), which stays out of the profiled calls."""
+    with _call_range():
+        pass
     counter = _WorkCounter()
     try:
         with counter:
@@ -537,17 +541,10 @@ class ProbeCalls:
     def settle(self, fn: Callable[[], object]) -> None:
         """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
         probe needs the call, and the profile then has no FLOPs)."""
-        with _call_range():
-            pass  # the first range in a process costs most of a millisecond (its op is looked up): not in a window
         start = self._clock()
-        counter = _WorkCounter()
-        try:
-            with counter:
-                fn()
-        except Exception:  # noqa: BLE001 - the counters failed on the step, not the step: run it as it is
-            fn()
-        else:
-            self.flops, self.copied = counter.flops, counter.moved
+        self.flops, self.copied = _counting_pass(fn)
+        if self.flops is None:
+            fn()  # the counters failed on the step, not the step: run it as it is
         self.counted = True
         self.settle_seconds = self._clock() - start
 
@@ -616,8 +613,6 @@ def profile_step(
         return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
-    with _call_range():
-        pass  # as in ``ProbeCalls.settle``: the first range's cost stays out of the profiled calls
     flops, copied = _counting_pass(fn)
     calls = 0
     try:

@@ -218,9 +218,10 @@ def peak_memory(
     if not settings.memory:
         return MemoryReading()
     with torch_threads(settings.threads_for(device)), gc_paused(), backend.track_memory() as probe:
-        riding = work if getattr(probe, "settle_calls", 0) else None
+        settle = int(getattr(probe, "settle_calls", 0))
+        riding = work if settle else None
         for index in probe.calls():
-            if riding is not None and index < getattr(probe, "settle_calls", 0):
+            if riding is not None and index < settle:
                 riding.settle(fn)
             else:
                 with riding.call_range() if riding is not None else nullcontext():
