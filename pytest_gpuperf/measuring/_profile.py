@@ -137,6 +137,11 @@ class WorkProfile:
     #: varies from call to call (caching, autotuning, data-dependent shapes), never a change between two runs
     varying: tuple[str, ...] = ()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its trace writer: that holds the profiler's results, which cannot leave the process (a
+        spawned rank's measurement is pickled back to its parent)."""
+        return {**self.__dict__, "write_trace": None}
+
     def per_call_counts(self) -> dict[str, Fraction]:
         """Every count per call, as an exact fraction, keyed ``op:NAME``, ``kernel:NAME``, ``runtime:NAME``,
         ``sync:KIND``; with ``flops``, ``bytes_allocated`` and ``bytes_copied:DIR`` (per call already or over the

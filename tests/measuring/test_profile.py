@@ -329,3 +329,13 @@ def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_
     _, own = memory_and_profile(step, CpuBackend(), MeasureSettings(profile="full", memory=False), "cpu", result)
     assert own is not None and own.per_call_counts() == profile.per_call_counts()
     assert len(calls) == 1 + own.calls
+
+
+def test_a_profile_pickles_without_its_trace_writer() -> None:
+    """A spawned rank sends its measurement to its parent pickled: the profiler's results stay behind."""
+    import pickle
+
+    m = measure(two_matmuls, **FAST)
+    assert m.profile is not None and m.profile.write_trace is not None
+    back = pickle.loads(pickle.dumps(m))
+    assert back.profile == m.profile and back.profile is not None and back.profile.write_trace is None
