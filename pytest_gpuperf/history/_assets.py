@@ -8,14 +8,19 @@ npm registry with the ordinary ``npm pack`` (so npm's own configuration, such as
 company registry mirror in ``.npmrc``, applies), keeps the tarballs in a cache
 directory, copies the files into ``<html>/vendor/`` and points the page at them.
 
-A tarball already in the cache is used as it is: without npm, or without any
+A tarball already in the cache is used (once its files match their pins): without npm, or without any
 network, put the tarballs there by hand (``npm pack jquery@3.3.1`` on any machine
 that reaches a registry makes ``jquery-3.3.1.tgz``).
 
-An integrity attribute is kept when the local file has that hash (jquery,
-bootstrap, blueimp-md5 and flot-orderbars are byte-identical on npm) and dropped
-when it has not: npm's flot 0.8.3 ships unminified files, and npm has
-stupid-table-plugin 1.1.3, not the CDN's stupidtable 1.0.1 (same plugin API).
+Every file placed is pinned to a sha256 (``Asset.sha256``, ``_FONTS``), taken from
+the tarballs npm's registry serves (their ``dist.shasum`` checked on 2026-11-26): a
+cached tarball whose file differs is refused, naming the tarball and the fix, before
+anything is written. Each tag keeps an ``integrity`` attribute, the pinned file's
+``sha256-...``, so the browser checks the file as well. That is the CDN's own hash for
+jquery, bootstrap, blueimp-md5 and flot-orderbars (byte-identical on npm); npm's
+flot 0.8.3 ships unminified files, and npm has stupid-table-plugin 1.1.3, not the
+CDN's stupidtable 1.0.1 (same plugin API), so those five get our pin in place of the
+CDN's hash, which their files cannot match.
 
     pytest-gpuperf history offline .asv/html [--cache DIR]
 """
@@ -46,6 +51,7 @@ class Asset:
     package: str  # npm name
     version: str
     member: str  # path inside the npm tarball, below package/
+    sha256: str  # hex digest of that file, as npm's registry serves it
 
     @property
     def tarball(self) -> str:
@@ -60,34 +66,87 @@ class Asset:
 _CDNJS: Final = "https://cdnjs.cloudflare.com/ajax/libs"
 #: asv 0.6.6's external assets and their npm sources.
 ASSETS: Final[tuple[Asset, ...]] = (
-    Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery", "3.3.1", "dist/jquery.min.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js", "flot", "0.8.3", "jquery.flot.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js", "flot", "0.8.3", "jquery.flot.time.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js", "flot", "0.8.3", "jquery.flot.selection.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js", "flot", "0.8.3", "jquery.flot.categories.js"),
+    Asset(
+        "https://code.jquery.com/jquery-3.3.1.min.js",
+        "jquery",
+        "3.3.1",
+        "dist/jquery.min.js",
+        "160a426ff2894252cd7cebbdd6d6b7da8fcd319c65b70468f10b6690c45d02ef",
+    ),
+    Asset(
+        f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js",
+        "flot",
+        "0.8.3",
+        "jquery.flot.js",
+        "b7b931f273c38b1277b9c6c1f4e05c4ec09885a487bddaf3279e2d7e49a38e12",
+    ),
+    Asset(
+        f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js",
+        "flot",
+        "0.8.3",
+        "jquery.flot.time.js",
+        "a582c832adc7138a6b05aaf61f16ebac274701f1be4afea77e739a1c34b9c41a",
+    ),
+    Asset(
+        f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js",
+        "flot",
+        "0.8.3",
+        "jquery.flot.selection.js",
+        "e6c85f6c1ebe4b4da29d8ae238c7c5060283f05f7ef054f6b91817d02c092918",
+    ),
+    Asset(
+        f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js",
+        "flot",
+        "0.8.3",
+        "jquery.flot.categories.js",
+        "6e81664b28ea795c734906f4aa15614640a75ac7fbd399a7fb9084040698351a",
+    ),
     Asset(
         "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js",
         "flot-orderbars",
         "1.0.0",
         "js/jquery.flot.orderBars.js",
+        "39735b4f46f96ff4e082572401f47c55a2767b366fd1d1e821e44a8d830a12bf",
     ),
-    Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin", "1.1.3", "stupidtable.min.js"),
-    Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5", "2.19.0", "js/md5.min.js"),
+    Asset(
+        f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js",
+        "stupid-table-plugin",
+        "1.1.3",
+        "stupidtable.min.js",
+        "4642380f28ebe9ed7cac251793b281ef8620c4386205d92788f9b12f5cceb4e0",
+    ),
+    Asset(
+        f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js",
+        "blueimp-md5",
+        "2.19.0",
+        "js/md5.min.js",
+        "64d7ded388c562e4bde9e58ce205e5fa01b9734fcd434d496eb7b4fbfe9b927d",
+    ),
     Asset(
         "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js",
         "bootstrap",
         "3.1.1",
         "dist/js/bootstrap.min.js",
+        "898d05a17f2cfc5120ddcdba47a885c378c0b466f30f0700e502757e24b403a1",
     ),
     Asset(
         "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css",
         "bootstrap",
         "3.1.1",
         "dist/css/bootstrap.min.css",
+        "e9503448692b738dd260fbd7f7cabf2e11f09b600fa97e6eb3a56eba5b1a7e9b",
     ),
 )
-#: Files a stylesheet refers to by relative path: bootstrap's icon fonts.
-_COMPANIONS: Final = {"bootstrap": "dist/fonts/"}
+#: Files bootstrap's stylesheet refers to by relative path (its icon fonts), pinned like ASSETS.
+_FONTS: Final[tuple[Asset, ...]] = tuple(
+    Asset("", "bootstrap", "3.1.1", f"dist/fonts/glyphicons-halflings-regular.{ext}", digest)
+    for ext, digest in (
+        ("eot", "f495f34e4f177cf0115af995bbbfeb3fcabc88502876e76fc51a4ab439bc8431"),
+        ("svg", "d168d50a88c730b4e6830dc0da2a2b51dae4658a77d9619943c27b8ecfc19d1a"),
+        ("ttf", "bd18efd3efd70fec8ad09611a20cdbf99440b2c1d40085c29be036f891d65358"),
+        ("woff", "fc969dc1c6ff531abcf368089dcbaf5775133b0626ff56b52301a059fc0f9e1e"),
+    )
+)
 _TAG: Final = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
 _ATTR_INTEGRITY: Final = re.compile(r'\s+integrity="([^"]*)"')
 _REMOTE: Final = re.compile(r'(?:src|href)="(https?://[^"]+)"')
@@ -137,22 +196,25 @@ def _npm_pack(spec: str, cache: Path, npm: str | None) -> None:
 
 
 def localize(html_dir: Path, cache: Path, *, npm: str | None = None) -> list[str]:
-    """Copy the assets into ``html_dir/vendor`` and point ``index.html`` at them; return notes on what changed."""
+    """Copy the pinned assets into ``html_dir/vendor`` and point ``index.html`` at them.
+
+    Every file is read and checked against its pin before any is written, so a tampered
+    cache leaves the page as it was. Returns notes that need the user's attention: none
+    on a normal run.
+    """
     index = html_dir / "index.html"
     if not index.is_file():
         raise OfflineError(f"{index} does not exist; run `asv publish` first and give its html_dir")
     tarballs = fetch(cache, npm=npm)
-    for asset in ASSETS:
-        _extract(tarballs[asset.tarball], asset.member, html_dir / asset.local)
-    for package, folder in _COMPANIONS.items():
-        first = next(a for a in ASSETS if a.package == package)
-        _extract_tree(tarballs[first.tarball], folder, html_dir / f"vendor/{package}-{first.version}/{folder}")
-    text, notes = _rewrite(index.read_text(encoding="utf-8"), html_dir)
-    index.write_text(text, encoding="utf-8")
+    files = {asset.local: _pinned(tarballs[asset.tarball], asset) for asset in ASSETS + _FONTS}
+    for local, data in files.items():
+        _write(html_dir / local, data)
+    text = _rewrite(index.read_text(encoding="utf-8"))
+    _write(index, text.encode("utf-8"))
     left = remote_urls(text)
     if left:
-        notes.append("still loaded from the internet (unknown to pytest-gpuperf history offline): " + ", ".join(left))
-    return notes
+        return ["still loaded from the internet (unknown to pytest-gpuperf history offline): " + ", ".join(left)]
+    return []
 
 
 def remote_urls(html: str) -> list[str]:
@@ -160,8 +222,13 @@ def remote_urls(html: str) -> list[str]:
     return [m.group(1) for tag in _TAG.finditer(html) for m in [_REMOTE.search(tag.group(0))] if m]
 
 
-def _rewrite(html: str, html_dir: Path) -> tuple[str, list[str]]:
-    notes: list[str] = []
+def _integrity(asset: Asset) -> str:
+    """The subresource-integrity value of the file we serve: its pinned sha256."""
+    return "sha256-" + base64.b64encode(bytes.fromhex(asset.sha256)).decode()
+
+
+def _rewrite(html: str) -> str:
+    """Point each known tag at the local copy, with the pin as its integrity (added where the tag had none)."""
     by_url = {a.url: a for a in ASSETS}
 
     def replace(tag: re.Match[str]) -> str:
@@ -170,25 +237,11 @@ def _rewrite(html: str, html_dir: Path) -> tuple[str, list[str]]:
         asset = by_url.get(found.group(1)) if found else None
         if asset is None:
             return text
-        text = text.replace(asset.url, asset.local)
-        integrity = _ATTR_INTEGRITY.search(text)
-        if integrity and not _matches(integrity.group(1), (html_dir / asset.local).read_bytes()):
-            text = _ATTR_INTEGRITY.sub("", text)
-            notes.append(f"{asset.url}: served {asset.package}@{asset.version}/{asset.member} without integrity check")
-        return text
+        text = _ATTR_INTEGRITY.sub("", text.replace(asset.url, asset.local))
+        closing = "/>" if text.endswith("/>") else ">"
+        return f'{text[: -len(closing)].rstrip()} integrity="{_integrity(asset)}"{closing}'
 
-    return _TAG.sub(replace, html), notes
-
-
-def _matches(integrity: str, data: bytes) -> bool:
-    """Subresource integrity: any ``alg-base64`` token that equals the file's digest."""
-    for token in integrity.split():
-        alg, _, expected = token.partition("-")
-        if alg in ("sha256", "sha384", "sha512"):
-            digest = base64.b64encode(hashlib.new(alg, data).digest()).decode()
-            if digest == expected:
-                return True
-    return False
+    return _TAG.sub(replace, html)
 
 
 def _open(tarball: Path) -> tarfile.TarFile:
@@ -200,25 +253,29 @@ def _open(tarball: Path) -> tarfile.TarFile:
         ) from None
 
 
-def _extract(tarball: Path, member: str, target: Path) -> None:
+def _pinned(tarball: Path, asset: Asset) -> bytes:
+    """``asset``'s file from ``tarball``, refused unless its sha256 is the pinned one."""
     with _open(tarball) as tar:
         try:
-            source = tar.extractfile(f"package/{member}")
+            source = tar.extractfile(f"package/{asset.member}")
         except KeyError:
             source = None
         if source is None:
-            raise OfflineError(f"{tarball} has no package/{member}; delete it so the right version is fetched")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(source.read())
+            raise OfflineError(f"{tarball} has no package/{asset.member}; delete it so the right version is fetched")
+        data = source.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != asset.sha256:
+        raise OfflineError(
+            f"{tarball}: package/{asset.member} has sha256 {digest}, not the pinned {asset.sha256} of "
+            f"{asset.package}@{asset.version} as npm's registry serves it; the cached tarball was altered or is "
+            f"another build. Nothing was written. Delete {tarball} and run again, so `npm pack "
+            f"{asset.package}@{asset.version}` fetches it anew"
+        )
+    return data
 
 
-def _extract_tree(tarball: Path, folder: str, target: Path) -> None:
-    prefix = f"package/{folder}"
-    with _open(tarball) as tar:
-        for info in tar.getmembers():
-            if info.isfile() and info.name.startswith(prefix) and ".." not in info.name:
-                source = tar.extractfile(info)
-                if source is not None:
-                    path = target / info.name[len(prefix) :]
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(source.read())
+def _write(target: Path, data: bytes) -> None:
+    """Write ``data`` as a new file: a link planted at ``target`` is replaced, never followed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    target.write_bytes(data)

@@ -110,7 +110,8 @@ def _offline(args: argparse.Namespace) -> int:
     notes = localize(args.html_dir, args.cache or default_cache())
     for note in notes:
         print(f"offline: {note}")
-    print(f"offline: {args.html_dir / 'index.html'} now loads its scripts from {args.html_dir / 'vendor'}")
+    index, vendor = args.html_dir / "index.html", args.html_dir / "vendor"
+    print(f"offline: {index} now loads its scripts from {vendor}, each pinned to its sha256")
     return 0
 
 

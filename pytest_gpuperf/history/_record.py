@@ -212,4 +212,6 @@ def publish(layout: Layout, branch: str, *, offline: bool, cache: Path | None) -
                 print(f"offline: {note}")
         except OfflineError as exc:
             raise HistoryError(str(exc)) from None
-    print(f"published {layout.html / 'index.html'}; view it with: python -m http.server -d {layout.html}")
+    print(
+        f"published {layout.html / 'index.html'}; view it with: python -m http.server --bind 127.0.0.1 -d {layout.html}"
+    )
