@@ -12,7 +12,17 @@ from .._progress import Progress
 from ._assets import OfflineError, default_cache, localize
 from ._asv import machine_name
 from ._asv_files import AsvError
-from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, current_branch, last_commits, publish, record
+from ._record import (
+    DEFAULT_OUT,
+    HistoryError,
+    Layout,
+    Recipe,
+    current_branch,
+    exclusive,
+    last_commits,
+    publish,
+    record,
+)
 
 __all__ = ["add_parser"]
 
@@ -123,13 +133,16 @@ def run(args: argparse.Namespace) -> int:
         layout = _layout(args)
         branch = args.branch or current_branch(layout.repo)
         if args.history_command == "publish":
-            publish(layout, branch, offline=args.offline, cache=args.asset_cache)
+            with exclusive(layout, "publish"):
+                publish(layout, branch, offline=args.offline, cache=args.asset_cache)
             return 0
         recipe = Recipe(tuple(args.tests), args.python, args.install, tuple(args.pytest_args), args.timeout)
         quiet = Progress(None) if args.quiet else None
-        outcomes = record(layout, _commits(args, layout, branch), recipe, force=args.force, progress=quiet)
-        if not args.no_publish:
-            publish(layout, branch, offline=args.offline, cache=args.asset_cache)
+        commits = _commits(args, layout, branch)
+        with exclusive(layout, "record"):
+            outcomes = record(layout, commits, recipe, force=args.force, progress=quiet)
+            if not args.no_publish:
+                publish(layout, branch, offline=args.offline, cache=args.asset_cache)
         failed = [o for o in outcomes if "nothing recorded" in o or "install failed" in o]
         return 1 if failed else 0
     except (HistoryError, GitError, OfflineError) as exc:

@@ -26,20 +26,35 @@ gate with measured power; ``docs/gating.md`` says which route to use where).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from .._git import git, worktree
 from .._progress import Progress
+from ..results import LockHeld, ResultsError, locked
 from ._assets import OfflineError, default_cache, localize
 
-__all__ = ["DEFAULT_OUT", "HistoryError", "Layout", "Recipe", "current_branch", "last_commits", "publish", "record"]
+__all__ = [
+    "DEFAULT_OUT",
+    "HistoryError",
+    "Layout",
+    "Recipe",
+    "current_branch",
+    "exclusive",
+    "last_commits",
+    "publish",
+    "record",
+]
 
 DEFAULT_OUT: Final = ".asv/pytest"
 #: pytest without the worktree first on sys.path (what ``python -m`` would do), so the measuring
@@ -77,6 +92,32 @@ class Layout:
 
     def recorded(self, commit: str) -> bool:
         return any((self.results / self.machine).glob(f"{commit[:8]}-*.json"))
+
+
+@contextlib.contextmanager
+def exclusive(layout: Layout, command: str) -> Iterator[None]:
+    """Hold the output folder for one whole record and publish, or refuse at once, naming who holds it.
+
+    Two history commands on one folder would measure the same commits on the same cores at
+    once (each disturbing the other's figures) and race in ``asv publish``. The lock is
+    ``results.locked`` on ``<out>/history.lock`` without waiting (a wait could be hours); the
+    kernel drops it when its holder dies, so a killed run never blocks the next.
+    """
+    layout.out.mkdir(parents=True, exist_ok=True)
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    holder = f"pid {os.getpid()} on {socket.gethostname()}: pytest-gpuperf history {command}, since {when}"
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(locked(layout.out / "history", timeout=0, holder=holder))
+        except LockHeld as exc:
+            raise HistoryError(
+                f"{layout.out} is in use by another history command ({exc.holder or 'holder unknown'}): two at "
+                f"once would measure on the same cores and race in asv publish; wait for it to end, or give "
+                f"this one another --out"
+            ) from None
+        except ResultsError as exc:
+            raise HistoryError(str(exc)) from None
+        yield
 
 
 # ---------------------------------------------------------------- git

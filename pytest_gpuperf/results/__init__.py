@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         parse_mismatch_keys,
     )
     from ._files import (
+        LockHeld,
         ResultsError,
         atomic_export,
         atomic_write_text,
@@ -106,6 +107,7 @@ __all__ = [
     "Fingerprint",
     "GitState",
     "Incomparable",
+    "LockHeld",
     "MeasuredTest",
     "Nvml",
     "NvmlGpu",

@@ -33,6 +33,7 @@ if sys.platform != "win32":
 
 __all__ = [
     "LOCK_TIMEOUT",
+    "LockHeld",
     "ResultsError",
     "atomic_export",
     "atomic_write_text",
@@ -52,6 +53,14 @@ _CANNOT_LOCK: Final = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL})
 
 class ResultsError(Exception):
     """A results file that cannot be read or written; the message names the file and the fix."""
+
+
+class LockHeld(ResultsError):
+    """Another process held a lock past the wait ``locked`` was given; ``holder`` is what it wrote there."""
+
+    def __init__(self, message: str, lock: Path, holder: str) -> None:
+        super().__init__(message)
+        self.lock, self.holder = lock, holder
 
 
 def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
@@ -173,13 +182,15 @@ def _publish_new(tmp: Path, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, holder: str = "") -> Iterator[None]:
     """Hold an exclusive lock for writing ``path``, against other processes, for the ``with`` block.
 
     The lock is ``flock`` on a sibling file ``<name>.lock``, removed again on release. The
     kernel releases a flock when its holder dies, so a crashed session never blocks the
     next; its leftover lock file is harmless and the next holder removes it. A holder stuck
-    for ``timeout`` seconds raises ResultsError naming the lock file. Where there is no flock
+    for ``timeout`` seconds raises LockHeld (a ResultsError) naming the lock file; ``timeout=0``
+    does not wait at all. ``holder`` (who holds it, for a person) is written into the lock
+    file, and a LockHeld carries the text the other holder wrote. Where there is no flock
     (Windows, file systems that cannot lock), the block runs unlocked.
     """
     if sys.platform == "win32":
@@ -187,6 +198,9 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         return
     lock = path.with_name(path.name + ".lock")
     fd = _lock(lock, time.monotonic() + timeout, timeout)
+    if fd is not None and holder:
+        os.ftruncate(fd, 0)
+        os.write(fd, holder.encode("utf-8", "replace"))
     try:
         yield
     finally:
@@ -201,7 +215,7 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
 def _lock(lock: Path, deadline: float, timeout: float) -> int | None:
     """Lock ``lock`` (created if absent) and return its descriptor; None where it cannot be locked."""
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(lock)
         try:
             if not _flock(fd, lock, deadline, timeout):
                 os.close(fd)
@@ -221,6 +235,16 @@ def _lock(lock: Path, deadline: float, timeout: float) -> int | None:
         os.close(fd)  # the previous holder removed the file we opened: lock the current one
 
 
+def _open_lock(lock: Path) -> int:
+    """Open (or create) the lock file itself: a link planted at its name is refused, never followed."""
+    try:
+        return os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsError(f"{lock} is a symbolic link, not a lock file of ours; remove it") from None
+        raise
+
+
 def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:
     pause = 0.005
     while True:
@@ -234,9 +258,11 @@ def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:
                 return False
             raise
         if time.monotonic() >= deadline:
-            raise ResultsError(
+            raise LockHeld(
                 f"another process has held {lock} for over {timeout:g} s, while a save holds it only for a moment; "
-                f"find it with: fuser {lock} (or lsof), and end it if it is stuck"
+                f"find it with: fuser {lock} (or lsof), and end it if it is stuck",
+                lock,
+                os.pread(fd, 4096, 0).decode("utf-8", "replace").strip(),
             )
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
