@@ -22,7 +22,7 @@ from pytest_gpuperf.cli import main
 from pytest_gpuperf.history import _assets
 from pytest_gpuperf.history._assets import ASSETS, Asset, OfflineError, default_cache
 
-ASV_INDEX = Path(__import__("asv").__file__).parent / "www" / "index.html"
+ASV_INDEX = Path(str(__import__("asv").__file__)).parent / "www" / "index.html"
 
 
 def _content(asset: Asset) -> bytes:
