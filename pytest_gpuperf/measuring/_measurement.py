@@ -116,6 +116,9 @@ class Measurement:
     #: what the step did, read after timing outside the samples (``_profile.py``; None: off, not read, or the
     #: profiler could not start)
     profile: WorkProfile | None = None
+    #: why the measurement could not keep to ``max_time`` (one call longer than what was left of it), and what
+    #: it left out for that; "" where it kept to it
+    over_time: str = ""
 
     # ------------------------------------------------------------ statistics
 
@@ -465,6 +468,7 @@ class Measurement:
             "latency": self.latency,
             **({"legacy_device_time": True} if self.legacy_device_time else {}),
             "profile": None if self.profile is None else self.profile.to_dict(),
+            **({"over_time": self.over_time} if self.over_time else {}),
         }
 
     @classmethod
@@ -507,6 +511,7 @@ class Measurement:
                 data.get("legacy_device_time", "latency" not in data and data.get("timer") == CUDA_EVENT_TIMER)
             ),
             profile=WorkProfile.from_dict(data.get("profile")),
+            over_time=str(data.get("over_time", "")),
         )
 
     def __str__(self) -> str:

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ._backends import Backend, MemoryProbe, block_timer
 from ._clocks import ClockSummary, clock_monitor, monitored
@@ -372,17 +372,51 @@ def measure_on(
             result = sample(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
-    memory, profile = memory_and_profile(
-        fn, backend, settings, device, result, compiled_before, distributed=coordinator is not None
-    )
+    over_time = over_time_of(result, settings)
+    if over_time:
+        memory, profile = MemoryReading(method="off: over max_time"), None
+    else:
+        memory, profile = memory_and_profile(
+            fn, backend, settings, device, result, compiled_before, distributed=coordinator is not None
+        )
     clocks = None if monitor is None else monitor.summary(len(result.samples))
     energy_summary = trace.summary(len(result.samples)) if trace is not None else EnergySummary("", note=str(energy))
-    return measurement_of(
+    measurement = measurement_of(
         result,
         backend,
         settings,
         Subject(name, device, work, observer),
         host.readings(threads, memory, clocks, energy_summary, profile),
+    )
+    return dataclasses.replace(measurement, over_time=over_time) if over_time else measurement
+
+
+#: How far past ``max_time`` the reads after timing (memory probe, work profile) may take a measurement, as a share
+#: of it: they run where their calls fit, so a fast step's are never left out.
+AFTER_SHARE: Final = 0.5
+#: Calls the reads after timing may run: the CPU's memory probe (4, the work profile riding on them) and one more.
+AFTER_CALLS: Final = 5
+
+
+def over_time_of(result: SamplingResult, settings: MeasureSettings) -> str:
+    """Why a measurement could not keep to ``max_time``, and what it left out; "" where it could.
+
+    The time counts from the first call's end (``_sampling.py``). Where one call was longer than
+    ``max_time``, the sampler took the fewest calls that give a figure (the first and one sample); the
+    memory probe and the work profile run only where their calls fit within ``AFTER_SHARE`` past the cap.
+    """
+    if not result.samples or settings.max_time <= 0:
+        return ""
+    first = result.warmup.block_times[0] if result.warmup.block_times else 0.0
+    spent = result.seconds + max(result.warmup.seconds - first, 0.0)
+    call = median(result.samples)
+    after = AFTER_CALLS * call if settings.memory or settings.profile != "off" else 0.0
+    if call < settings.max_time and spent + after <= settings.max_time * (1 + AFTER_SHARE):
+        return ""
+    return (
+        f"one call takes {format_duration(call)}, max_time {settings.max_time:g} s; measured "
+        f"{len(result.samples)} x {result.iterations} calls after {result.warmup.calls} warmup "
+        f"({spent:.3g} s after the first call); memory and work profile not read"
     )
 
 

@@ -23,6 +23,14 @@ wall clock as ``clock() -> seconds``, so a fake clock drives every path in tests
    ``target`` (relative half-width), after ``min_samples`` and ``min_time``, or at
    ``max_time`` (then the result says the target was not reached).
 
+The time caps count from the end of the first call (which nothing can shorten): the
+warmup after it and the samples share ``max_time``, the warmup at most
+``WARMUP_SHARE`` of it. A first call longer than ``max_time`` ends the warmup at once,
+and a warmup block that would pass its cap is not started, so a step that cannot fit
+gets the fewest calls that still give a figure: the first call and one sample. Each
+phase overruns its cap by at most the block in flight (a block is at most
+``max_block_fraction`` of ``max_time``, or one call where one call is longer).
+
 A plan may instead carry a ``FixedBudget`` (pytest-benchmark's ``pedantic``): the loop then
 keeps it exactly, with ``warmup_rounds`` blocks untimed as samples (no warmup until
 steady), ``rounds`` samples after them, every block of the budget's ``iterations`` calls (no
@@ -62,6 +70,8 @@ __all__ = [
 RESIZE_AFTER: Final = 5
 #: Re-sizes allowed after warmup; each restarts sampling.
 MAX_RESIZES: Final = 3
+#: The most of ``max_time`` the warmup after the first call may take, so that samples get the rest.
+WARMUP_SHARE: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -235,14 +245,17 @@ def sample(
     cost = _cost_of(host_time)
     budget = plan.budget
     if budget is None:
-        warmup, iterations = _warm_up(run_block, plan, clock, agree, cost)
+        warmup, iterations, origin = _warm_up(run_block, plan, clock, agree, cost)
     else:
         warmup, iterations = _fixed_warm_up(run_block, budget, clock)
+        origin = None
     rule = stop_rule if stop_rule is not None else stop_rule_for(plan)
     samples: list[float] = []
     costs: list[float] = []
     resizes = 0
     start = clock()
+    # The rule's time counts from the first call's end: the warmup after it spends max_time too.
+    counted_from = start if origin is None else origin
     while True:
         elapsed_block = run_block(iterations)
         samples.append(elapsed_block / iterations)
@@ -255,7 +268,7 @@ def sample(
                 iterations, samples, costs, resizes = resized, [], [], resizes + 1
                 start = clock()
                 continue
-        stop, converged, reason = rule(samples, clock() - start)
+        stop, converged, reason = rule(samples, clock() - counted_from)
         if agree(stop):
             if not stop:
                 converged, reason = False, "stopped with the other ranks"
@@ -314,8 +327,10 @@ def _warm_up(
     clock: Callable[[], float],
     agree: Callable[[bool], bool],
     cost: Callable[[float], float],
-) -> tuple[Warmup, int]:
+) -> tuple[Warmup, int, float]:
+    """The warmup, the block size it chose, and the clock at the first call's end (where the time caps start)."""
     began = start = clock()
+    limit = min(plan.warmup_time, plan.max_time * WARMUP_SHARE)
     iterations = 1
     calls = 0
     best = cheapest = math.inf
@@ -348,7 +363,13 @@ def _warm_up(
             quiet = 0  # a much larger block is a new regime: check steadiness again at that size
         iterations = max(iterations, resized)
         steady = quiet >= plan.steady_blocks
-        out_of_time = clock() - start >= plan.warmup_time
+        spent = clock() - start
+        if len(history) == 1:
+            # One call longer than the whole time cap: more warmup calls cannot fit; go straight to one sample.
+            out_of_time = per_iteration >= plan.max_time
+        else:
+            # Do not start a block that would end past the cap (its time estimated from this one's).
+            out_of_time = spent >= limit or spent + per_iteration * iterations > limit
         if agree(steady or out_of_time):
             break
-    return Warmup(len(history), calls, clock() - began, steady, tuple(history)), iterations
+    return Warmup(len(history), calls, clock() - began, steady, tuple(history)), iterations, start

@@ -114,21 +114,22 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "min_time",
         "0.1",
         MEASURE_FIELDS["min_time"],
-        "minimum sampling time per measurement, after warmup (default: 0.1 s)",
+        "minimum measuring time per measurement, from the first call's end (default: 0.1 s)",
         "TIME",
     ),
     OptionSpec(
         "max_time",
         "5",
         MEASURE_FIELDS["max_time"],
-        "sampling time cap per measurement; a measurement that hits it is flagged as not converged (default: 5 s)",
+        "time cap per measurement from its first call's end: warmup, samples, memory probe (default: 5 s)",
         "TIME",
     ),
     OptionSpec(
         "warmup_time",
         "1",
         MEASURE_FIELDS["warmup_time"],
-        "warmup time cap per measurement; warmup stops earlier once block times stop falling (default: 1 s)",
+        "warmup time cap per measurement, at most half of max-time; warmup stops earlier once block times stop "
+        "falling (default: 1 s)",
         "TIME",
     ),
     OptionSpec(

@@ -38,6 +38,8 @@ def flags(record: Record) -> str:
     out: list[str] = [starved] if starved else []
     if not m.converged:
         out.append("not converged")
+    if m.over_time:
+        out.append("over max_time")
     if not m.warmup.steady:
         out.append("warmup capped")
     if m.mode != "warm":
@@ -198,9 +200,10 @@ def results_table(
 
 
 def table_notes(records: Sequence[Record], peaks: Mapping[str, Ceiling]) -> list[str]:
-    """The lines under a results table: why records have no energy figure (``energy_lines``), and what each
-    device's "% peak" is a fraction of (``Ceiling.line``)."""
-    return energy_lines(records) + [ceiling.line(device) for device, ceiling in peaks.items()]
+    """The lines under a results table: why records have no energy figure (``energy_lines``), what each
+    device's "% peak" is a fraction of (``Ceiling.line``), and why a record went over its max_time."""
+    over = [f"{r.key}: over max_time: {r.measurement.over_time}" for r in records if r.measurement.over_time]
+    return energy_lines(records) + [ceiling.line(device) for device, ceiling in peaks.items()] + over
 
 
 def peaks_of(run: Run) -> dict[str, Ceiling]:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import FixedBudget, SamplingPlan, sample
+from pytest_gpuperf.measuring import FixedBudget, SamplingPlan, SamplingResult, sample
 from pytest_gpuperf.measuring._sampling import CiStopRule, FixedStopRule, block_size, stop_rule_for
 
 
@@ -42,6 +42,11 @@ class FakeDevice:
         elapsed += self.overhead
         self.now += elapsed + 2e-6  # the host's own loop overhead
         return elapsed
+
+
+def counted(result: SamplingResult) -> float:
+    """The seconds the time caps count: from the first call's end (the warmup after it, and the samples)."""
+    return result.seconds + result.warmup.seconds - result.warmup.block_times[0]
 
 
 def test_warmup_waits_until_block_times_stop_falling() -> None:
@@ -110,7 +115,7 @@ def test_stops_when_the_median_ci_reaches_the_target() -> None:
     median = float(np.median(result.samples))
     # Checked at geometric steps, so the interval met the target when the rule fired.
     assert ci.relative_half_width(median) <= 0.0105
-    assert len(result.samples) >= 10 and result.seconds >= 0.05
+    assert len(result.samples) >= 10 and counted(result) >= 0.05
 
 
 def test_tighter_targets_take_more_samples() -> None:
@@ -129,7 +134,7 @@ def test_time_cap_says_the_target_was_not_reached() -> None:
     result = sample(dev.run_block, plan, clock=dev.clock)
     assert not result.converged
     assert result.stop_reason.startswith("time cap 0.5 s reached before the 0.10% target")
-    assert 0.5 <= result.seconds < 0.6
+    assert 0.5 <= counted(result) < 0.6  # the warmup after the first call counts too
 
 
 def test_minimum_samples_and_time_are_respected() -> None:
@@ -138,15 +143,15 @@ def test_minimum_samples_and_time_are_respected() -> None:
     result = sample(dev.run_block, plan, clock=dev.clock)
     assert result.converged
     assert len(result.samples) >= 25
-    assert result.seconds >= 0.2
+    assert counted(result) >= 0.2
 
 
 def test_warmup_cap_when_times_keep_falling() -> None:
     dev = FakeDevice(lambda k: 1e-2 * 0.97**k)  # never steady
-    plan = SamplingPlan(warmup_time=0.3, max_time=0.2)
+    plan = SamplingPlan(warmup_time=0.3, max_time=1.0)
     result = sample(dev.run_block, plan, clock=dev.clock)
     assert not result.warmup.steady
-    assert result.warmup.seconds >= 0.3
+    assert 0.28 <= result.warmup.seconds - result.warmup.block_times[0] <= 0.3  # no block started past the cap
     assert list(result.warmup.block_times) == sorted(result.warmup.block_times, reverse=True)
 
 
@@ -271,3 +276,29 @@ def test_the_fixed_stop_rule_converges_only_when_its_interval_reaches_the_target
 def test_a_bad_fixed_budget_is_refused_with_pytest_benchmarks_messages(budget: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         FixedBudget(**budget)
+
+
+def test_the_warmup_takes_at_most_half_of_max_time() -> None:
+    dev = FakeDevice(lambda k: 1e-2 * 0.97**k)  # never steady
+    result = sample(dev.run_block, SamplingPlan(warmup_time=1.0, max_time=0.2), clock=dev.clock)
+    assert result.warmup.seconds - result.warmup.block_times[0] <= 0.1
+    assert 0.2 <= counted(result) <= 0.2 + 0.01  # past the cap by one block at most
+
+
+def test_a_step_longer_than_max_time_gets_the_first_call_and_one_sample() -> None:
+    """Issue 23: max_time=1 on a 5 s step; main ran 2 warmup calls and 1 sample (15 s here, 32.6 s with memory)."""
+    dev = FakeDevice(lambda k: 5.0)
+    result = sample(dev.run_block, SamplingPlan(max_time=1.0), clock=dev.clock)
+    assert dev.blocks == [1, 1] and len(result.samples) == 1
+    assert not result.converged and result.stop_reason.startswith("time cap 1 s reached")
+    assert dev.now < 10.01
+
+
+@pytest.mark.parametrize("seconds", [0.3, 0.04, 2e-3])
+def test_warmup_and_samples_keep_to_max_time_plus_one_block(seconds: float) -> None:
+    dev = FakeDevice(lambda k: seconds * (3.0 if k == 0 else 1.0), noise=0.3, seed=5)  # a slow first call
+    result = sample(dev.run_block, SamplingPlan(target=1e-4, max_time=1.0), clock=dev.clock)
+    block = max(result.samples) * result.iterations  # the longest block: the most one can run past the cap
+    assert not result.converged
+    assert 1.0 <= counted(result) <= 1.0 + block + 1e-3
+    assert dev.now - result.warmup.block_times[0] <= 1.0 + block + 1e-3

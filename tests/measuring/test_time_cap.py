@@ -1,0 +1,47 @@
+"""A test's measuring time keeps to the max_time its user set, and says so where one call cannot fit.
+
+Issue 23: ``@pytest.mark.gpuperf(max_time=1)`` on a 5 s step took 32.6 s (two warmup calls, a
+sample, four memory-probe calls and more). The steps here sleep, so their calls dominate every
+figure whatever the machine's load; the bounds are counts of calls and generous wall times.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pytest_gpuperf.measuring import measure
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest_gpuperf.measuring.NoDeviceWorkWarning")
+
+STEP = 0.5  # seconds per call, far above max_time below
+
+
+class Sleeper:
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.calls = seconds, 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        time.sleep(self.seconds)
+
+
+def test_a_step_longer_than_max_time_runs_twice_and_says_why() -> None:
+    step = Sleeper(STEP)
+    began = time.perf_counter()
+    m = measure(step, device="cpu", max_time=0.2, warmup_time=0.2)
+    wall = time.perf_counter() - began
+    # The fewest calls that give a figure: the first call (lazy init, never a sample) and one sample.
+    assert step.calls == 2 and len(m.samples) == 1 and m.iterations == 1
+    assert wall < 2 * STEP + 1.0  # main: 7 calls, 3.5 s and more
+    assert m.over_time.startswith("one call takes 500") and "memory and work profile not read" in m.over_time
+    assert m.memory_method == "off: over max_time" and m.profile is None and not m.converged
+    assert m.to_dict()["over_time"] == m.over_time
+
+
+def test_a_fast_step_keeps_its_memory_probe_and_no_over_time_label() -> None:
+    step = Sleeper(1e-3)
+    m = measure(step, device="cpu", max_time=0.2, warmup_time=0.05, min_time=0.01)
+    assert m.over_time == "" and "over_time" not in m.to_dict()
+    assert m.memory_method != "off: over max_time" and m.peak_memory is not None
