@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +27,18 @@ def scripts(node: Any) -> list[str]:
     if isinstance(node, dict):
         for key, value in node.items():
             if key in SCRIPT_KEYS:
-                out += [value] if isinstance(value, str) else [str(v) for v in value]
+                out += [value] if isinstance(value, str) else [str(v) for v in _flat(value)]
             else:
                 out += scripts(value)
     elif isinstance(node, list):
         for item in node:
             out += scripts(item)
     return out
+
+
+def _flat(items: list[Any]) -> list[Any]:
+    """GitLab flattens nested script lists (a YAML anchor's list inside ``before_script``)."""
+    return [leaf for item in items for leaf in (_flat(item) if isinstance(item, list) else [item])]
 
 
 def commands(path: Path) -> list[list[str]]:
@@ -80,16 +88,119 @@ def test_every_asv_command_parses(name: str) -> None:
             pytest.fail(f"{name}: `{shlex.join(words)}` is not a valid asv command")
 
 
+def _github() -> dict[Any, Any]:
+    workflow: dict[Any, Any] = yaml.safe_load((CI / "github-workflow.yml").read_text(encoding="utf-8"))
+    return workflow
+
+
+def _gitlab() -> dict[str, Any]:
+    pipeline: dict[str, Any] = yaml.safe_load((CI / "gitlab-ci.yml").read_text(encoding="utf-8"))
+    return pipeline
+
+
 def test_the_github_workflow_gates_pull_requests_and_publishes_main() -> None:
-    workflow = yaml.safe_load((CI / "github-workflow.yml").read_text(encoding="utf-8"))
+    workflow = _github()
     triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
     assert "pull_request" in triggers and triggers["push"]["branches"] == ["main"]
-    gate, history = workflow["jobs"]["gate"], workflow["jobs"]["history"]
-    assert "self-hosted" in gate["runs-on"] and "gpu" in gate["runs-on"]
+    gate, history, deploy = (workflow["jobs"][name] for name in ("gate", "history", "deploy"))
+    assert "self-hosted" in gate["runs-on"] and "gpu-pr" in gate["runs-on"]
     assert any("pytest-gpuperf ab" in s for s in scripts(gate))
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in gate["steps"])
-    assert any(step.get("uses", "").startswith("actions/deploy-pages") for step in history["steps"])
-    assert history["permissions"]["pages"] == "write"
+    assert any(step.get("uses", "").startswith("actions/upload-pages-artifact") for step in history["steps"])
+    assert any(step.get("uses", "").startswith("actions/deploy-pages") for step in deploy["steps"])
+    assert deploy["needs"] == "history" and deploy["permissions"]["pages"] == "write"
+
+
+# ---------------------------------------------------------------- untrusted code on a self-hosted runner (issue 23)
+
+#: Triggers that run with the base repository's token and secrets, on code a pull request may control.
+PRIVILEGED_TRIGGERS = frozenset({"pull_request_target", "workflow_run"})
+#: Labels every self-hosted runner has: they say nothing about which runner a job gets.
+COMMON_LABELS = frozenset({"self-hosted", "linux", "x64"})
+
+
+def _text(node: Any) -> str:
+    return str(yaml.safe_dump(node))
+
+
+def test_no_github_job_runs_with_credentials_on_pull_request_code() -> None:
+    workflow = _github()
+    assert PRIVILEGED_TRIGGERS.isdisjoint(workflow[True])
+    assert workflow["permissions"] == {}  # nothing by default; each job asks for its own
+    jobs = workflow["jobs"]
+    for name, job in jobs.items():
+        assert "permissions" in job, name
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout"):
+                assert step["with"]["persist-credentials"] is False, name
+    writers = {name for name, job in jobs.items() if set(job["permissions"].values()) - {"read"}}
+    assert writers == {"deploy"}
+    deploy = jobs["deploy"]
+    assert deploy["runs-on"] == "ubuntu-latest" and deploy["environment"]["name"] == "github-pages"
+    assert [step["uses"].split("@")[0] for step in deploy["steps"]] == ["actions/deploy-pages"]  # no repo code
+
+
+def test_the_github_publishing_jobs_never_run_on_a_pull_request() -> None:
+    jobs = _github()["jobs"]
+    assert jobs["gate"]["if"] == "github.event_name == 'pull_request'"
+    assert jobs["history"]["if"] == "github.event_name == 'push' && github.ref == 'refs/heads/main'"
+    assert jobs["deploy"]["needs"] == "history" and "if" not in jobs["deploy"]
+
+
+def test_the_github_pull_request_job_shares_no_runner_environment_or_folder_with_publishing() -> None:
+    jobs = _github()["jobs"]
+    gate, history = jobs["gate"], jobs["history"]
+    assert set(gate["runs-on"]) & set(history["runs-on"]) <= COMMON_LABELS
+    text = _text(gate)
+    assert "GPUPERF_HOME" not in text and "/srv/" not in text and "secrets." not in text
+    assert "environment" not in gate
+    for job in (gate, history):
+        installs = [words for words in _job_commands(job) if "install" in words]
+        assert installs and all(words[0] == "$JOB_DIR/venv/bin/python" for words in installs)
+        assert any('rm -rf "$RUNNER_TEMP/gpuperf"' in s for s in scripts(job))  # removed after the job
+    for script in scripts(gate):  # values from the event reach scripts through env, never pasted in
+        assert "${{" not in script, script
+
+
+def test_the_gitlab_merge_request_job_shares_no_runner_environment_or_folder_with_pages() -> None:
+    pipeline = _gitlab()
+    gate, pages = pipeline["gate"], pipeline["pages"]
+    assert [rule["if"] for rule in gate["rules"]] == ['$CI_PIPELINE_SOURCE == "merge_request_event"']
+    assert [rule["if"] for rule in pages["rules"]] == [
+        '$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH'
+    ]
+    assert set(gate["tags"]).isdisjoint(pages["tags"]) and pages["tags"] == ["gpu-protected"]
+    assert "default" not in pipeline  # nothing shared by default
+    assert "GPUPERF_HOME" not in _text(gate) and "GPUPERF_HOME" not in _text(pipeline["variables"])
+    for job in (gate, pages):
+        installs = [words for words in _job_commands(job) if "install" in words]
+        assert installs and all(words[:3] == ["python", "-m", "pip"] for words in installs)
+        before = [s for s in scripts({"before_script": job["before_script"]})]
+        assert 'export PATH="$JOB_DIR/venv/bin:$PATH"' in before
+        assert before.index('export PATH="$JOB_DIR/venv/bin:$PATH"') < before.index(
+            next(s for s in before if "pip install" in s)
+        )
+        assert 'rm -rf "$JOB_DIR"' in scripts({"after_script": job["after_script"]})
+
+
+def _job_commands(job: Any) -> list[list[str]]:
+    out = []
+    for script in scripts(job):
+        for line in script.splitlines():
+            if line.strip() and not line.strip().startswith("#"):
+                out.append(shlex.split(line, comments=True))
+    return out
+
+
+def test_the_venv_a_job_makes_sees_the_runners_torch(tmp_path: Path) -> None:
+    """The GitLab jobs' own-venv lines (GitHub's are the same), run with this interpreter as the runner's."""
+    lines = [line for line in _gitlab()[".own-venv"] if "cuda" not in line]
+    lines.append('python -c "import sys, torch; print(sys.prefix)"')
+    env = {**os.environ, "GPUPERF_TORCH_PYTHON": sys.executable, "JOB_DIR": str(tmp_path / "job")}
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run(["bash", "-ec", "\n".join(lines)], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "job" / "venv")
 
 
 def test_no_file_installs_torch() -> None:

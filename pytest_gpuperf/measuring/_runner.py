@@ -36,7 +36,7 @@ from ._profile import (
 )
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
-from ._stats import median
+from ._stats import counted_as, median
 from ._units import format_duration
 
 __all__ = [
@@ -413,10 +413,11 @@ def over_time_of(result: SamplingResult, settings: MeasureSettings) -> str:
     after = AFTER_CALLS * call if settings.memory or settings.profile != "off" else 0.0
     if call < settings.max_time and spent + after <= settings.max_time * (1 + AFTER_SHARE):
         return ""
+    samples, warmup = counted_as(len(result.samples), "samples"), counted_as(result.warmup.calls, "calls")
     return (
-        f"one call takes {format_duration(call)}, max_time {settings.max_time:g} s; measured "
-        f"{len(result.samples)} x {result.iterations} calls after {result.warmup.calls} warmup "
-        f"({spent:.3g} s after the first call); memory and work profile not read"
+        f"one call takes {format_duration(call)}, max_time {settings.max_time:g} s: {samples} of "
+        f"{counted_as(result.iterations, 'calls')} after {warmup} of warmup, {spent:.3g} s from the first call's "
+        f"end; memory and work profile not read"
     )
 
 
