@@ -373,6 +373,9 @@ def measure_on(
                 block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
             )
     over_time = over_time_of(result, settings)
+    if coordinator is not None and coordinator.agree(bool(over_time)) and not over_time:
+        # Every rank reads memory and profile, or none does: the profiled call's collectives must meet.
+        over_time = "another rank's calls did not fit max_time; memory and work profile not read"
     if over_time:
         memory, profile = MemoryReading(method="off: over max_time"), None
     else:
@@ -391,33 +394,41 @@ def measure_on(
     return dataclasses.replace(measurement, over_time=over_time) if over_time else measurement
 
 
-#: How far past ``max_time`` the reads after timing (memory probe, work profile) may take a measurement, as a share
-#: of it: they run where their calls fit, so a fast step's are never left out.
-AFTER_SHARE: Final = 0.5
-#: Calls the reads after timing may run: the CPU's memory probe (4, the work profile riding on them) and one more.
-AFTER_CALLS: Final = 5
+#: The most calls the reads after timing run: the CPU's memory probe (4, the work profile riding on them) and one.
+READ_CALLS: Final = 5
+#: The reads after timing run where ``READ_CALLS`` of the step's quickest calls fit in this many times ``max_time``;
+#: the quickest, so that a busy machine does not drop a fast step's memory figure.
+READS_SHARE: Final = 2.0
 
 
 def over_time_of(result: SamplingResult, settings: MeasureSettings) -> str:
     """Why a measurement could not keep to ``max_time``, and what it left out; "" where it could.
 
-    The time counts from the first call's end (``_sampling.py``). Where one call was longer than
-    ``max_time``, the sampler took the fewest calls that give a figure (the first and one sample); the
-    memory probe and the work profile run only where their calls fit within ``AFTER_SHARE`` past the cap.
+    The warmup after the first call and the samples keep to ``max_time`` (``_sampling.py``); where one
+    call was longer than that, the sampler took the fewest calls that give a figure (the first and one
+    sample). The memory probe and the work profile run only where ``READ_CALLS`` calls fit in
+    ``READS_SHARE`` times ``max_time``.
     """
-    if not result.samples or settings.max_time <= 0:
+    if not result.samples:
         return ""
+    quickest, call = min(result.samples), median(result.samples)
+    reads = settings.memory or settings.profile != "off"
+    longer = quickest >= settings.max_time
+    if not longer and not (reads and READ_CALLS * quickest > READS_SHARE * settings.max_time):
+        return ""
+    left_out = "; memory and work profile not read" if reads else ""
+    if not longer:
+        return (
+            f"one call takes {format_duration(call)}: the memory probe and work profile ({READ_CALLS} calls) "
+            f"would take over {READS_SHARE:g} x max_time {settings.max_time:g} s{left_out}"
+        )
     first = result.warmup.block_times[0] if result.warmup.block_times else 0.0
     spent = result.seconds + max(result.warmup.seconds - first, 0.0)
-    call = median(result.samples)
-    after = AFTER_CALLS * call if settings.memory or settings.profile != "off" else 0.0
-    if call < settings.max_time and spent + after <= settings.max_time * (1 + AFTER_SHARE):
-        return ""
     samples, warmup = counted_as(len(result.samples), "samples"), counted_as(result.warmup.calls, "calls")
     return (
-        f"one call takes {format_duration(call)}, max_time {settings.max_time:g} s: {samples} of "
+        f"one call takes {format_duration(call)}, longer than max_time {settings.max_time:g} s: {samples} of "
         f"{counted_as(result.iterations, 'calls')} after {warmup} of warmup, {spent:.3g} s from the first call's "
-        f"end; memory and work profile not read"
+        f"end{left_out}"
     )
 
 

@@ -7,11 +7,13 @@ figure whatever the machine's load; the bounds are counts of calls and generous 
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 
 import pytest
 
-from pytest_gpuperf.measuring import measure
+from pytest_gpuperf.measuring import CpuBackend, MeasureSettings, measure, measure_on
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_gpuperf.measuring.NoDeviceWorkWarning")
 
@@ -35,7 +37,10 @@ def test_a_step_longer_than_max_time_runs_twice_and_says_why() -> None:
     # The fewest calls that give a figure: the first call (lazy init, never a sample) and one sample.
     assert step.calls == 2 and len(m.samples) == 1 and m.iterations == 1
     assert wall < 2 * STEP + 1.0  # main: 7 calls, 3.5 s and more
-    assert m.over_time.startswith("one call takes 500") and "memory and work profile not read" in m.over_time
+    assert re.match(
+        r"one call takes 5\d\d(\.\d)? ms, longer than max_time 0.2 s: 1 sample of 1 call after 1 call ", m.over_time
+    )
+    assert m.over_time.endswith("; memory and work profile not read")
     assert m.memory_method == "off: over max_time" and m.profile is None and not m.converged
     assert m.to_dict()["over_time"] == m.over_time
 
@@ -45,3 +50,36 @@ def test_a_fast_step_keeps_its_memory_probe_and_no_over_time_label() -> None:
     m = measure(step, device="cpu", max_time=0.2, warmup_time=0.05, min_time=0.01)
     assert m.over_time == "" and "over_time" not in m.to_dict()
     assert m.memory_method != "off: over max_time" and m.peak_memory is not None
+
+
+class _OtherRankOverTime:
+    """A world whose other rank says yes to every question: stop warming up, stop sampling, over time."""
+
+    def wrap_block(self, run_block: Callable[[int], float]) -> Callable[[int], float]:
+        return run_block
+
+    def agree(self, flag: bool) -> bool:
+        return True  # any rank's flag: the other rank's
+
+
+def test_every_rank_skips_memory_and_profile_when_one_rank_is_over_time() -> None:
+    """The profiled call of a distributed step runs its collectives: all ranks profile it, or none."""
+    settings = MeasureSettings(max_time=0.2, warmup_time=0.05, min_time=0.01)
+    step = Sleeper(1e-3)
+    m = measure_on(step, CpuBackend(), settings, name="s", device="cpu", work={}, coordinator=_OtherRankOverTime())
+    assert m.over_time.startswith("another rank's calls did not fit max_time")
+    assert m.memory_method == "off: over max_time" and m.profile is None
+    assert step.calls == 2  # the first call and one sample: no memory-probe or profile call
+
+
+def test_a_step_whose_reads_would_take_over_twice_max_time_skips_them_and_says_so() -> None:
+    step = Sleeper(0.1)  # 5 reading calls: 0.5 s, over 2 x 0.2 s
+    m = measure(step, device="cpu", max_time=0.2, warmup_time=0.05, min_time=0.01)
+    assert m.over_time.startswith("one call takes 10")
+    assert "the memory probe and work profile (5 calls) would take over 2 x max_time 0.2 s" in m.over_time
+    assert m.memory_method == "off: over max_time"
+
+
+def test_without_memory_and_profile_a_step_longer_than_max_time_is_still_labelled() -> None:
+    m = measure(Sleeper(STEP), device="cpu", max_time=0.2, warmup_time=0.2, memory=False, profile="off")
+    assert "longer than max_time 0.2 s" in m.over_time and "not read" not in m.over_time
