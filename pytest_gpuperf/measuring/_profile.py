@@ -44,6 +44,7 @@ __all__ = [
     "compile_counters",
     "profile_of_probe",
     "profile_step",
+    "python_tracing",
     "read_events",
 ]
 
@@ -729,8 +730,7 @@ def profile_step(
     try:
         # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
         # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
-        # At level ``full``, Python's tracer names the built-ins that hold time outside ops (``WorkProfile.python``).
-        traced = level == "full"
+        traced = python_tracing(level)
         with profile(
             use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True, with_stack=traced
         ) as prof:
@@ -796,6 +796,13 @@ def _profile_from(
         varying=read.varying,
         python=read.python,
     )
+
+
+def python_tracing(level: str) -> bool:
+    """Whether profiled calls run under Python's tracer too, which names the built-ins that hold time outside ops
+    (``WorkProfile.python``): at level ``full``, unless a profile function is set (``sys.setprofile``: cProfile,
+    yappi), which the tracer would replace for good (torch's tracer clears it when it stops)."""
+    return level == "full" and sys.getprofile() is None
 
 
 def _call_range() -> Any:

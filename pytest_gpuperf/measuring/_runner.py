@@ -33,6 +33,7 @@ from ._profile import (
     compile_counters,
     profile_of_probe,
     profile_step,
+    python_tracing,
 )
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
@@ -402,7 +403,7 @@ def memory_and_profile(
     """What is read of ``fn`` after timing: its memory (``peak_memory``), then its work profile (``work_profile``),
     which rides on the memory probe's calls where it can. Every rank of a distributed run profiles the same calls
     (one), so that their collectives meet."""
-    probe = ProbeCalls(python=settings.profile == "full") if settings.profile != "off" else None
+    probe = ProbeCalls(python=python_tracing(settings.profile)) if settings.profile != "off" else None
     memory = peak_memory(fn, backend, settings, device, probe)
     profile = work_profile(
         fn,

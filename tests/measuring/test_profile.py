@@ -3,6 +3,7 @@ event list for what only CUDA shows (kernels, runtime calls, host-device synchro
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -278,6 +279,26 @@ def test_a_profile_names_a_python_loop_of_item_calls_and_a_sleep() -> None:
     assert again is not None and again.python == profile.python
     counted = profile_step(step, level="counts", step_seconds=1e-3, budget=10.0, on_cuda=False)
     assert counted is not None and counted.python == ()
+
+
+def test_a_profile_function_the_user_set_is_kept_and_no_python_is_traced() -> None:
+    """torch's Python tracer clears ``sys.setprofile``'s function when it stops: under cProfile or yappi the profile
+    runs without it."""
+    seen: list[str] = []
+
+    def user_profile(frame: object, event: str, arg: object) -> None:
+        seen.append(event)
+
+    sys.setprofile(user_profile)
+    try:
+        profile = profile_step(
+            lambda: torch.ones(3).sum().item(), level="full", step_seconds=1e-3, budget=1.0, on_cuda=False
+        )
+        kept = sys.getprofile()
+    finally:
+        sys.setprofile(None)
+    assert kept is user_profile
+    assert profile is not None and profile.python == () and profile.ops
 
 
 def test_two_calls_of_the_same_work_vary_in_nothing() -> None:
