@@ -523,8 +523,31 @@ class GpuperfSession:
         if not self.is_reporter or not wanted:
             return
         run = self.run(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
-        self.gate.finish(session, run)
-        self._write_results(session, run)
+        self._save(session, run)
+
+    def _save(self, session: pytest.Session, run: Run) -> None:
+        """Every output, with Ctrl-C and SIGTERM held until done (``interrupts_deferred``): a first one lets the save
+        complete, a second abandons it, each file left whole as it was (written atomically); either way the
+        session ends as interrupted (exit 2) with one line, not a traceback and the "tests failed" exit 1."""
+        from .._signals import interrupts_deferred
+
+        try:
+            with interrupts_deferred("saving the results") as held:
+                self.gate.finish(session, run)
+                self._write_results(session, run)
+        except KeyboardInterrupt:
+            line = (
+                "gpuperf: interrupted twice while saving: the save was abandoned; "
+                "each file being written was left as it was"
+            )
+        else:
+            if held.signal is None:
+                return
+            line = (
+                f"gpuperf: {held.signal} received while saving: the save was completed first, then the session stopped"
+            )
+        _say(session, line)
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _end_process_group(self) -> None:
         if self._group_started:
