@@ -95,7 +95,7 @@ def head_bytes(path: Path, limit: int) -> bytes | None:
     """The first ``limit`` bytes of ``path`` if it is a regular file we can read, else None; a FIFO or a device is
     never read (opened without blocking, then refused by its type)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     try:

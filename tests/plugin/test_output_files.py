@@ -146,19 +146,27 @@ def test_a_second_signal_abandons_the_save_leaving_every_file_as_it_was(project:
     assert litter(project) == []
 
 
-def test_a_killed_writers_temporary_file_is_removed_by_the_next_session(project: Path) -> None:
+@pytest.mark.parametrize("then", ["session", "read"])
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_session_or_read(project: Path, then: str) -> None:
     """A SIGKILL inside the ``--gpuperf-json`` write leaves its temporary file; the next session removes it at its
-    start (its writer is dead), and never another program's."""
+    start, and so does the next read of that file (its writer is dead), never another program's."""
     foreign = project / ".x.12345.y.tmp"
     foreign.write_text("another program's")
+    done = session(project, "--gpuperf-json=out.json")
+    out = done.communicate(timeout=300)[0]
+    assert done.returncode == 0, out
     proc = session(project, "--gpuperf-json=out.json", slow=30.0)
     when_writing(project, proc, ".out.json.")
     proc.kill()
     proc.communicate(timeout=60)
     left = [p for p in project.iterdir() if p.name.startswith(".out.json.")]
-    assert len(left) == 1 and not (project / "out.json").exists()
+    assert len(left) == 1
     (project / "writing").unlink()
-    proc = session(project, "--gpuperf-json=out.json", "--collect-only")
+    if then == "session":
+        proc = session(project, "--gpuperf-json=out.json", "--collect-only")
+    else:
+        command = [sys.executable, "-m", "pytest_gpuperf", "export", "out.json", "--format", "bencher"]
+        proc = subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out
     assert not left[0].exists() and foreign.exists()
