@@ -80,7 +80,7 @@ class OutputKind:
     @property
     def a_name(self) -> str:
         """The name with its article: "a results file", "an HTML report"."""
-        vowel = self.name[:1].lower() in "aeiou" or self.name.startswith(("HTML", "SVG"))
+        vowel = self.name[:1].lower() in "aeiou" or self.name.startswith("HTML")
         return f"{'an' if vowel else 'a'} {self.name}"
 
 
