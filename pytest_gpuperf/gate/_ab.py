@@ -38,7 +38,16 @@ from ..measuring import (
     open_device,
     resolve_size,
 )
-from ..results import DEFAULT_RESULTS_DIR, ResultsDir, ResultsError, atomic_write_text, collect, output_path_problem
+from ..results import (
+    DEFAULT_RESULTS_DIR,
+    OutputKind,
+    ResultsDir,
+    ResultsError,
+    atomic_write_text,
+    collect,
+    json_of,
+    output_problem,
+)
 from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
@@ -50,6 +59,15 @@ __all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOpti
 
 SCHEMA: Final = "pytest-gpuperf/ab"
 SCHEMA_VERSION: Final = 1
+
+
+def _is_ab_result(path: Path) -> bool:
+    data = json_of(path)
+    return isinstance(data, dict) and data.get("schema") == SCHEMA
+
+
+#: ``ab --json``: replaces only an ab result of ours (its ``"schema": "pytest-gpuperf/ab"``).
+AB_OUTPUT: Final = OutputKind("ab result", "ab.json", _is_ab_result)
 #: The suites' workloads package; a revision where it is still the module ``suites/workloads.py`` is found too.
 DEFAULT_WORKLOADS: Final = Path("suites/workloads")
 DEFAULT_MAX_TIME: Final = 5.0
@@ -182,7 +200,7 @@ def _workloads_path(repo: Path, given: Path) -> Path:
 def _check_json(path: Path | None) -> None:
     if path is None:
         return
-    problem = output_path_problem(path, "ab.json")
+    problem = output_problem(path, AB_OUTPUT)
     if problem:
         raise AbError(f"--json {path}: {problem}")
 
@@ -265,6 +283,6 @@ def _write_traces(result: AbResult, options: AbOptions) -> None:
 
 def write_json(result: AbResult, path: Path) -> None:
     try:
-        atomic_write_text(path, json.dumps(result.to_dict(), indent=1) + "\n")
+        atomic_write_text(path, json.dumps(result.to_dict(), indent=1) + "\n", kind=AB_OUTPUT)
     except ResultsError as exc:
         raise AbError(str(exc)) from None

@@ -110,9 +110,10 @@ class GatePlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self._active and self.settings.html:
-            from ..results import output_path_problem
+            from ..report import REPORT_OUTPUT
+            from ..results import output_problem
 
-            problem = output_path_problem(Path(self.settings.html), "report.html")
+            problem = output_problem(Path(self.settings.html), REPORT_OUTPUT)
             if problem:
                 raise pytest.UsageError(f"--gpuperf-html={self.settings.html}: {problem}")
         if not self._active or not (self.settings.save or self.settings.compare):

@@ -523,8 +523,31 @@ class GpuperfSession:
         if not self.is_reporter or not wanted:
             return
         run = self.run(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
-        self.gate.finish(session, run)
-        self._write_results(session, run)
+        self._save(session, run)
+
+    def _save(self, session: pytest.Session, run: Run) -> None:
+        """Every output, with Ctrl-C and SIGTERM held until done (``interrupts_deferred``): a first one lets the save
+        complete, a second abandons it, each file left whole as it was (written atomically); either way the
+        session ends as interrupted (exit 2) with one line, not a traceback and the "tests failed" exit 1."""
+        from .._signals import interrupts_deferred
+
+        try:
+            with interrupts_deferred("saving the results") as held:
+                self.gate.finish(session, run)
+                self._write_results(session, run)
+        except KeyboardInterrupt:
+            line = (
+                "gpuperf: interrupted twice while saving: the save was abandoned; "
+                "each file being written was left as it was"
+            )
+        else:
+            if held.signal is None:
+                return
+            line = (
+                f"gpuperf: {held.signal} received while saving: the save was completed first, then the session stopped"
+            )
+        _say(session, line)
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _end_process_group(self) -> None:
         if self._group_started:
@@ -547,31 +570,31 @@ class GpuperfSession:
             if self._asv is not None and run.records:
                 self._asv_note = self._asv.write(run)
         except ResultsError as exc:
-            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.ensure_newline()  # not on the end of pytest's progress line
-                reporter.write_line(f"gpuperf: ERROR: {exc}", red=True)
-            else:
-                session.config.get_terminal_writer().line(f"gpuperf: ERROR: {exc}", red=True)
+            _say(session, f"gpuperf: ERROR: {exc}")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _say(session: pytest.Session, line: str) -> None:
+    """One red line at the end of the session, on a line of its own (not on the end of pytest's progress line)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(line, red=True)
+    else:
+        session.config.get_terminal_writer().line(line, red=True)
 
 
 def _check_writable(path: Path, option: str) -> None:
     """Refuse at start, before anything is measured, a results path that cannot be written, or that holds a file
-    that is not a results file of ours."""
-    from ..results import file_kind, output_path_problem
+    that is not a results file of ours; and remove what a killed writer of that folder left (a SIGKILLed
+    session's temporary file), so that it does not wait for the end of this session."""
+    from ..results import RESULTS_OUTPUT, output_problem, remove_stale_temporaries
 
-    problem = output_path_problem(path, "results.json")
+    problem = output_problem(path, RESULTS_OUTPUT)
     if problem:
         raise pytest.UsageError(f"{option}={path}: {problem}")
-    if path.is_file():
-        kind = file_kind(path)
-        if kind != "results":
-            what = "a pytest-gpuperf baseline" if kind == "baseline" else "not a pytest-gpuperf results file"
-            raise pytest.UsageError(
-                f"{option}={path}: that file exists and is {what}, so writing the results there would destroy it; "
-                "choose another path (an existing results file of ours is replaced)"
-            )
+    if path.parent.is_dir():
+        remove_stale_temporaries(path.parent)
 
 
 SESSION_KEY = pytest.StashKey[GpuperfSession]()

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..results import ResultsDir, ResultsError, add_results_dir_argument
-from ._html import compare, render, write
+from ..results import ResultsDir, ResultsError, add_results_dir_argument, output_problem
+from ._html import REPORT_OUTPUT, compare, render, write
 
 __all__ = ["DEFAULT_OUTPUT", "add_parser"]
 
@@ -51,6 +51,10 @@ def add_parser(commands: Any) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    problem = output_problem(args.output, REPORT_OUTPUT)
+    if problem:  # before reading anything: only a page of ours is ever replaced
+        print(f"error: -o {args.output}: {problem}", file=sys.stderr)
+        return 2
     store = ResultsDir(args.results_dir)
     try:
         source = store.load(args.run, Path.cwd())

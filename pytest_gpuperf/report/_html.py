@@ -41,10 +41,12 @@ from ..measuring import Measurement, format_bytes, format_duration
 from ..results import (
     Baseline,
     Ceiling,
+    OutputKind,
     Record,
     Run,
     atomic_write_text,
     flags,
+    head_bytes,
     peak_memory_cell,
     peaks_of,
     per_joule_cell,
@@ -53,9 +55,25 @@ from ..results import (
 )
 from ._svg import Lane, dots_of, strip_plot
 
-__all__ = ["Comparison", "compare", "policy_of", "render", "write"]
+__all__ = ["REPORT_OUTPUT", "Comparison", "compare", "policy_of", "render", "write"]
 
 TITLE: Final = "pytest-gpuperf report"
+#: In the head of every page, so that ``--gpuperf-html`` and ``report -o`` replace only a page of ours.
+GENERATOR: Final = '<meta name="generator" content="pytest-gpuperf">'
+#: Pages written before GENERATOR was added start with this title; either mark makes a page ours.
+_OLD_MARK: Final = f"<title>{TITLE}: "
+
+
+def _is_report(path: Path) -> bool:
+    head = head_bytes(path, 1024)
+    if head is None:
+        return False
+    text = head.decode("utf-8", errors="replace")
+    return text.startswith("<!DOCTYPE html>") and (GENERATOR in text or _OLD_MARK in text)
+
+
+#: ``--gpuperf-html`` and ``pytest-gpuperf report -o``.
+REPORT_OUTPUT: Final = OutputKind("HTML report", "report.html", _is_report)
 
 
 @dataclass(frozen=True)
@@ -104,8 +122,9 @@ def compare(baseline: Baseline, run: Run, policy: Policy | None = None, result: 
 
 
 def write(path: Path, text: str) -> None:
-    """Write the page atomically (a reader sees the old file or the new one); ResultsError names the fix."""
-    atomic_write_text(Path(path), text)
+    """Write the page atomically (a reader sees the old file or the new one), replacing only a page of ours;
+    ResultsError names the fix."""
+    atomic_write_text(Path(path), text, kind=REPORT_OUTPUT)
 
 
 # ------------------------------------------------------------------ the page
@@ -131,6 +150,7 @@ def render(run: Run, comparison: Comparison | None = None, *, source: str = "") 
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"{GENERATOR}"
         f"<title>{escape(TITLE)}: {escape(run.created)}</title><style>{_CSS}</style></head>"
         f'<body data-records="{len(records)}">' + "\n".join(part for part in body if part) + "</body></html>\n"
     )

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._export import FORMATS, export
-from ._files import ResultsError, atomic_write_text
+from ._export import EXPORT_OUTPUTS, FORMATS, export
+from ._files import ResultsError, atomic_write_text, output_problem
 from ._store import ResultsDir, add_results_dir_argument
 
 __all__ = ["add_parser"]
@@ -43,11 +43,16 @@ def add_parser(commands: Any) -> None:
 
 
 def export_command(args: argparse.Namespace) -> int:
+    kind = EXPORT_OUTPUTS[args.fmt]
+    problem = None if args.output is None else output_problem(args.output, kind)
+    if problem:
+        print(f"error: -o {args.output}: {problem}", file=sys.stderr)
+        return 2
     try:
         source = ResultsDir(args.results_dir).load(args.source, Path.cwd())
         text = export(source.runs[-1], args.fmt)
         if args.output is not None:
-            atomic_write_text(args.output, text)
+            atomic_write_text(args.output, text, kind=kind)
     except ResultsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -14,19 +14,27 @@ uses, so that a chart follows one test across commits.
   "upper_value"}}}``, in nanoseconds (Bencher's built-in ``latency`` measure).
 
 A record with too few samples for an interval (fewer than 6 at 95%) gets its median alone.
+
+``export -o`` replaces only an export of the same format that this tool wrote (``EXPORT_OUTPUTS``): a
+pytest-benchmark export by its ``machine_info.gpuperf`` entry, which pytest-benchmark itself never writes;
+the other two formats have no room for a mark their readers would not take for data (a Bencher key is a
+benchmark), so they are recognised by their exact shape and by the layout ``export`` writes (2-space JSON,
+one trailing newline): a file another tool wrote or a person edited is refused.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, format_duration
+from ._files import RECOGNISE_LIMIT, OutputKind, head_bytes
 from ._pytest_benchmark import to_pytest_benchmark
 from ._record import Record, Run
 
-__all__ = ["FORMATS", "bencher", "export", "github_action_benchmark"]
+__all__ = ["EXPORT_OUTPUTS", "FORMATS", "bencher", "export", "github_action_benchmark"]
 
 _NS: Final = 1e9
 
@@ -86,3 +94,63 @@ def export(run: Run, fmt: str) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"{fmt!r} is not an export format; use one of {', '.join(FORMATS)}")
     return json.dumps(FORMATS[fmt](run), indent=2) + "\n"
+
+
+# ------------------------------------------------------------------ recognising our own exports (export -o)
+
+
+def _as_written(path: Path) -> Any:
+    """The JSON value of ``path`` if its text is exactly what ``export`` writes for that value, else None."""
+    data = head_bytes(path, RECOGNISE_LIMIT + 1)
+    if data is None or len(data) > RECOGNISE_LIMIT:
+        return None
+    try:
+        text = data.decode("utf-8")
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if json.dumps(value, indent=2) + "\n" == text else None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_pytest_benchmark_export(path: Path) -> bool:
+    data = _as_written(path)
+    info = data.get("machine_info") if isinstance(data, Mapping) else None
+    return isinstance(info, Mapping) and isinstance(info.get("gpuperf"), Mapping)
+
+
+def _is_github_action_benchmark_export(path: Path) -> bool:
+    data = _as_written(path)
+    return isinstance(data, list) and all(
+        isinstance(entry, Mapping)
+        and {"name", "unit", "value", "extra"} <= entry.keys() <= {"name", "unit", "value", "range", "extra"}
+        and entry["unit"] == "ns"
+        and _is_number(entry["value"])
+        for entry in data
+    )
+
+
+def _is_bencher_export(path: Path) -> bool:
+    data = _as_written(path)
+    return isinstance(data, Mapping) and all(
+        isinstance(measures, Mapping)
+        and measures.keys() == {"latency"}
+        and isinstance(metric := measures["latency"], Mapping)
+        and "value" in metric
+        and metric.keys() <= {"value", "lower_value", "upper_value"}
+        and all(_is_number(v) for v in metric.values())
+        for measures in data.values()
+    )
+
+
+#: Format name -> the kind of file ``export -o`` writes in it, and how one it wrote is recognised.
+EXPORT_OUTPUTS: Final[dict[str, OutputKind]] = {
+    "pytest-benchmark": OutputKind("pytest-benchmark export", "benchmark.json", _is_pytest_benchmark_export),
+    "github-action-benchmark": OutputKind(
+        "github-action-benchmark export", "benchmark.json", _is_github_action_benchmark_export
+    ),
+    "bencher": OutputKind("bencher export", "bmf.json", _is_bencher_export),
+}

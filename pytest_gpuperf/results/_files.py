@@ -6,6 +6,11 @@ reads a pytest-benchmark JSON file as one run too (``_pytest_benchmark.py``). A 
 old file or the new one, never half of one; a file that cannot be read is reported and left as it is.
 
 ``locked(path)`` serialises the writers of one file across processes (see its docstring).
+
+Every output path (``--gpuperf-json``, ``--gpuperf-html``, ``report -o``, ``export -o``, ``ab --json``) replaces
+only a file this tool wrote, of the same kind: each output names its ``OutputKind``, whose ``recognise`` tells
+one of ours from anything else; ``output_problem`` refuses the path before any work is done, and
+``atomic_write_text(..., kind=)`` checks again at the moment of replacing.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,13 +41,16 @@ if sys.platform != "win32":
 
 __all__ = [
     "LOCK_TIMEOUT",
+    "RESULTS_OUTPUT",
     "LockHeld",
+    "OutputKind",
     "ResultsError",
     "atomic_export",
     "atomic_write_text",
     "load_run",
     "load_runs",
     "locked",
+    "output_problem",
     "save_baseline_file",
     "save_run",
 ]
@@ -63,11 +74,113 @@ class LockHeld(ResultsError):
         self.lock, self.holder = lock, holder
 
 
-def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
+@dataclass(frozen=True)
+class OutputKind:
+    """A kind of file this tool writes, and how to tell one it wrote from anything else at that path.
+
+    ``recognise`` is given an existing regular file and says whether it is one of ours of this kind: it reads
+    at most ``RECOGNISE_LIMIT`` bytes and never raises. Only such a file is ever replaced.
+    """
+
+    name: str  # as the error says it: "results file", "HTML report", "bencher export"
+    example: str  # the file name the fix suggests when the path given is a directory
+    recognise: Callable[[Path], bool]
+
+    @property
+    def a_name(self) -> str:
+        """The name with its article: "a results file", "an HTML report"."""
+        vowel = self.name[:1].lower() in "aeiou" or self.name.startswith("HTML")
+        return f"{'an' if vowel else 'a'} {self.name}"
+
+
+#: The most bytes read to recognise an existing output as ours; a bigger file is not replaced.
+RECOGNISE_LIMIT: Final = 256 * 2**20
+#: Our temporary files: ``.<name>.gpuperf-<pid>-<mkstemp's 8 characters>.tmp``, so that they can never be taken
+#: for another program's (``.x.<number>.y.tmp`` is someone else's) and a killed writer's can be told by its pid.
+_TEMPORARY: Final = re.compile(r"\..+\.gpuperf-(?P<pid>[0-9]+)-[a-z0-9_]{8}\.tmp")
+
+
+def head_bytes(path: Path, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of ``path`` if it is a regular file we can read, else None; a FIFO or a device is
+    never read (opened without blocking, then refused by its type)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def json_of(path: Path) -> Any:
+    """The JSON value of the regular file ``path``, or None where it is none or is over ``RECOGNISE_LIMIT`` bytes
+    (for an ``OutputKind``'s ``recognise``)."""
+    data = head_bytes(path, RECOGNISE_LIMIT + 1)
+    if data is None or len(data) > RECOGNISE_LIMIT:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _schema_of(path: Path) -> object:
+    data = json_of(path)
+    return data.get("schema") if isinstance(data, dict) else None
+
+
+def _is_results(path: Path) -> bool:
+    return _schema_of(path) == SCHEMA
+
+
+#: ``--gpuperf-json`` and the run files of the results directory.
+RESULTS_OUTPUT: Final = OutputKind("results file", "results.json", _is_results)
+
+
+def output_problem(path: Path, kind: OutputKind) -> str | None:
+    """Why ``kind`` cannot be written at ``path`` (told before any work is done), or None: the place cannot be
+    written, or an existing file there is not a ``kind`` this tool wrote. Callers add their option's name."""
+    problem = output_path_problem(path, kind.example)
+    if problem or not os.path.lexists(path):
+        return problem
+    return _not_ours(path, kind)
+
+
+def _not_ours(path: Path, kind: OutputKind) -> str | None:
+    """Why the existing ``path`` must not be replaced by a ``kind`` (None when it is one of ours)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0  # a dangling symbolic link: replacing it would destroy the link
+    if not stat.S_ISREG(mode):
+        return f"that is not a regular file; give the path of a new file, or of {kind.a_name} written by pytest-gpuperf"
+    if kind.recognise(path):
+        return None
+    schema = _schema_of(path)
+    if schema == BASELINE_SCHEMA:
+        what = "a pytest-gpuperf baseline"
+    elif schema == SCHEMA:
+        what = "a pytest-gpuperf results file"
+    else:
+        what = f"not {kind.a_name} written by pytest-gpuperf"
+    return (
+        f"that file exists and is {what}, so writing the {kind.name} there would destroy it; "
+        f"choose another path ({kind.a_name} written by pytest-gpuperf is replaced)"
+    )
+
+
+def atomic_write_text(path: Path, text: str, *, new: bool = False, kind: OutputKind | None = None) -> None:
     """Write ``text`` to ``path`` so a reader sees the old file or the new one, never half of one.
 
     ``new=True`` never replaces a file: if ``path`` exists (another process just wrote it),
-    FileExistsError is raised and nothing is written.
+    FileExistsError is raised and nothing is written. With ``kind``, an existing file is replaced only
+    if it is a ``kind`` this tool wrote (checked again here: one may have appeared since the start).
     """
     path = Path(path)
     fd, tmp = _temporary(path)
@@ -79,6 +192,9 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
         if new:
             _publish_new(Path(tmp), path)
         else:
+            problem = None if kind is None or not os.path.lexists(path) else _not_ours(path, kind)
+            if problem:
+                raise ResultsError(f"did not write {path}: {problem}")
             os.replace(tmp, path)
     except FileExistsError:
         Path(tmp).unlink(missing_ok=True)
@@ -86,7 +202,7 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
-    except BaseException:
+    except BaseException:  # ResultsError above, or an interruption: nothing half-written is left
         Path(tmp).unlink(missing_ok=True)
         raise
 
@@ -97,8 +213,9 @@ def _temporary(path: Path) -> tuple[int, str]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(path.parent)
-        # The writer's pid is in the name, so that what a killed writer leaves can be told from a live one's.
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        # The writer's pid is in the name, so that what a killed writer leaves can be told from a live one's;
+        # "gpuperf-" makes the name ours alone (see _TEMPORARY).
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.gpuperf-{os.getpid()}-", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a results file follows the umask like any other
     except OSError as exc:
         raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
@@ -154,13 +271,14 @@ def _umask() -> int:
 
 def remove_stale_temporaries(directory: Path) -> list[Path]:
     """Remove the temporary files of ``atomic_write_text`` in ``directory`` whose writer is gone (SIGKILLed in the
-    middle of a write); a live writer's are kept. Returns what was removed."""
+    middle of a write); a live writer's are kept, and so is every file not named as ours (``_TEMPORARY``): another
+    program's ``.x.123.y.tmp`` is its own business. Returns what was removed."""
     removed = []
-    for tmp in directory.glob(".*.tmp"):
-        parts = tmp.name[1 : -len(".tmp")].rsplit(".", 2)
-        if len(parts) != 3 or not parts[1].isdigit():
-            continue  # not ours, or from before the pid was in the name
-        pid = int(parts[1])
+    for tmp in directory.glob(".*.gpuperf-*.tmp"):
+        match = _TEMPORARY.fullmatch(tmp.name)
+        if match is None or not tmp.is_file() or tmp.is_symlink():
+            continue
+        pid = int(match["pid"])
         if pid != os.getpid() and not alive(pid):
             with contextlib.suppress(OSError):
                 tmp.unlink()
@@ -236,13 +354,17 @@ def _lock(lock: Path, deadline: float, timeout: float) -> int | None:
 
 
 def _open_lock(lock: Path) -> int:
-    """Open (or create) the lock file itself: a link planted at its name is refused, never followed."""
+    """Open (or create) the lock file itself, never what a symbolic link in its place points at: a planted or
+    dangling ``NAME.json.lock`` link would have us create or truncate a file anywhere."""
     try:
-        return os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ResultsError(f"{lock} is a symbolic link, not a lock file of ours; remove it") from None
-        raise
+        if exc.errno == errno.ELOOP or lock.is_symlink():
+            raise ResultsError(
+                f"{lock} is a symbolic link, and a lock file of ours never is, so it was not followed; "
+                f"remove it (rm {lock}) and run again"
+            ) from None
+        raise ResultsError(f"cannot write {lock}: {exc.strerror or exc}; choose a writable location") from None
 
 
 def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:
@@ -269,8 +391,10 @@ def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:
 
 
 def save_run(path: Path, run: Run, *, new: bool = False) -> None:
-    """Write one run; ``new=True`` raises FileExistsError rather than replace an existing file."""
-    atomic_write_text(path, json.dumps(run.to_dict(), indent=1, sort_keys=False) + "\n", new=new)
+    """Write one run; ``new=True`` raises FileExistsError rather than replace an existing file, and an existing file
+    is replaced only if it is a results file (``RESULTS_OUTPUT``)."""
+    text = json.dumps(run.to_dict(), indent=1, sort_keys=False) + "\n"
+    atomic_write_text(path, text, new=new, kind=RESULTS_OUTPUT)
 
 
 def save_baseline_file(path: Path, name: str, runs: Sequence[Run]) -> None:

@@ -41,7 +41,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._comparable import blocking_differences
-from ._files import ResultsError, atomic_write_text, load_runs, locked, save_baseline_file, save_run
+from ._files import (
+    ResultsError,
+    atomic_write_text,
+    load_runs,
+    locked,
+    remove_stale_temporaries,
+    save_baseline_file,
+    save_run,
+)
 from ._fingerprint import Fingerprint
 from ._record import Run
 
@@ -309,7 +317,11 @@ class ResultsDir:
                 f"record one on the base commit with: pytest --gpuperf-save={name}, "
                 "or give the path of a results file"
             )
-        return Baseline(path, load_runs(path), name)
+        baseline = Baseline(path, load_runs(path), name)
+        # What a writer of this file left when it was SIGKILLed mid-write goes when the file is next read, not
+        # only when it is next written (which may never come): only our own, and only a dead writer's.
+        remove_stale_temporaries(path.parent)
+        return baseline
 
     def existing(self, name: str) -> list[Run]:
         """The runs baseline ``name`` holds now ([] if none); an unreadable file raises, and is left alone.

@@ -22,8 +22,10 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.results import save_run
 from tests.exact_timing import INSTALL, exact_time_block
 from tests.history.repo import commit, git
+from tests.synthetic import make_record, make_run
 
 # Exact times converge after the first ten rounds: the cap only stops a hang, never a run.
 FAST = ("--max-time", "30", "--device", "cpu", "--workloads", "perf/workloads.py")
@@ -371,6 +373,19 @@ def test_bad_device_json_and_options(repo: Path, tmp_path: Path, capsys: pytest.
         with pytest.raises(SystemExit) as info:
             main(["ab", "--base", "base", *args])
         assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_json_never_replaces_a_file_that_is_not_an_ab_result(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23, item 1: ``--json`` overwrote the workloads module, pytest.ini, a test file and a baseline, exit 0."""
+    save_run(repo / "run.json", make_run(make_record(1e-3)))
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    (repo / "test_x.py").write_text("def test_x():\n    pass\n")
+    for name in ("perf/workloads.py", "pytest.ini", "test_x.py", "run.json"):
+        before = (repo / name).read_bytes()
+        err = bad(capsys, "--base", "base", *FAST, "--json", name)
+        assert err.startswith(f"error: --json {name}: that file exists and is ") and err.count("\n") == 1
+        assert "so writing the ab result there would destroy it" in err
+        assert (repo / name).read_bytes() == before
 
 
 # ---------------------------------------------------------------- counts that noise cannot move (issue 22, item 2)

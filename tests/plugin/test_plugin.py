@@ -448,7 +448,7 @@ def test_json_never_overwrites_a_file_that_is_not_our_results(matmul: pytest.Pyt
     result = matmul.runpytest("--gpuperf-device=cpu", "--gpuperf-json=pytest.ini", *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: --gpuperf-json=pytest.ini: that file exists and is not a pytest-gpuperf results file, so writing*"]
+        ["ERROR: --gpuperf-json=pytest.ini: that file exists and is not a results file written by pytest-gpuperf, so*"]
     )
     assert (matmul.path / "pytest.ini").read_text() == ini
     (matmul.path / "pytest.ini").unlink()

@@ -50,4 +50,4 @@ def test_an_unknown_baseline_is_bad_input(results: Path, capsys: pytest.CaptureF
 def test_an_unwritable_output_is_bad_input(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (results / "taken").write_text("a file, not a directory")
     assert main(["report", "head.json", "-o", "taken/report.html"]) == 2
-    assert capsys.readouterr().err.startswith("error: cannot write taken/report.html")
+    assert capsys.readouterr().err.startswith("error: -o taken/report.html: ")

@@ -17,9 +17,9 @@ def dead_pid() -> int:
 
 
 def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path: Path) -> None:
-    stale = tmp_path / f".run-a.json.{dead_pid()}.x1y2.tmp"  # what a SIGKILL in the middle of a write leaves
+    stale = tmp_path / f".run-a.json.gpuperf-{dead_pid()}-x1y2z3w4.tmp"  # what a SIGKILL inside a write leaves
     stale.write_text("{half")
-    live = tmp_path / f".run-b.json.{os.getppid()}.k3j4.tmp"  # another process writing right now
+    live = tmp_path / f".run-b.json.gpuperf-{os.getppid()}-k3j4l5m6.tmp"  # another process writing right now
     live.write_text("{")
     foreign = tmp_path / ".editor-swap.tmp"  # not ours: left alone
     foreign.write_text("")
