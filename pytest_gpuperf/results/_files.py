@@ -22,8 +22,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
+from .._jsonfile import JsonFileError, read_json
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
 from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Run
@@ -46,6 +47,9 @@ __all__ = [
 #: Seconds to wait for another process's lock. A holder keeps it for one read-merge-write
 #: (milliseconds), so a wait this long means that process is stuck, not busy.
 LOCK_TIMEOUT: Final = 60.0
+#: The most records a file may hold, all its runs together: a 135 MB baseline (the largest seen in use) holds about
+#: 60,000, read in 4 s; 250,000 takes some 20 s. More is not a file this tool wrote (a million took 100 s and 5.5 GB).
+MAX_RECORDS: Final = 250_000
 #: flock errors that mean "this file system cannot lock" (some network file systems), not "held".
 _CANNOT_LOCK: Final = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL})
 
@@ -263,6 +267,7 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     data = _read_json(path)
     _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
+    _check_count(path, [data])
     return _parse_run(path, data)
 
 
@@ -283,8 +288,10 @@ def load_runs(path: Path) -> list[Run]:
             raise ResultsError(f'{path} is damaged: its "runs" list is missing or empty; save the baseline again')
         for i, run in enumerate(runs):
             _check_schema(path, run, SCHEMA, READABLE_VERSIONS, where=f"run {i + 1} of ")
+        _check_count(path, runs)
         return [_parse_run(path, run) for run in runs]
     _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
+    _check_count(path, [data])
     return [_parse_run(path, data)]
 
 
@@ -299,30 +306,29 @@ def file_kind(path: Path) -> str:
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON in ``path``, read through ``_jsonfile`` (bounded: a regular file of at most MAX_BYTES)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{path} is a directory; give the path of a results or baseline .json file") from None
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ResultsError(
-            f"{path} is not a text file, so not a results file; point at one written by pytest-gpuperf"
-        ) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        if path.suffix != ".json":  # someone's source or config file: no advice to delete it
-            raise ResultsError(
-                f"{path} is not a results file (not JSON); point at a .json file written by --gpuperf-json, "
-                "--gpuperf-save or the results directory"
-            ) from None
-        raise ResultsError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
-            "delete or restore it, or save a new baseline under another name"
-        ) from None
+        return read_json(path, precheck=lambda text: _check_count_in_text(path, text))
+    except JsonFileError as exc:
+        raise ResultsError(_unreadable(path, exc)) from None
+
+
+def _unreadable(path: Path, exc: JsonFileError) -> str:
+    """Why ``path`` cannot be read as a results file, with the fix."""
+    point = "point at a .json file written by --gpuperf-json, --gpuperf-save or the results directory"
+    if exc.problem == "missing":
+        return f"{path}: no such results file"
+    if exc.problem == "directory":
+        return f"{path} is a directory; give the path of a results or baseline .json file"
+    if exc.problem == "unreadable":
+        return f"{path}: {exc.detail}"
+    if exc.problem in ("special", "too large", "too deep"):
+        return f"{exc}, so it is not a results file; {point}"
+    if exc.problem == "not text":
+        return f"{path} is not a text file, so not a results file; point at one written by pytest-gpuperf"
+    if path.suffix != ".json":  # someone's source or config file: no advice to delete it
+        return f"{path} is not a results file (not JSON); {point}"
+    return f"{exc}; it was left as it is: delete or restore it, or save a new baseline under another name"
 
 
 def _check_schema(path: Path, data: Any, schema: str, versions: tuple[int, ...], where: str = "") -> None:
@@ -340,6 +346,29 @@ def _check_schema(path: Path, data: Any, schema: str, versions: tuple[int, ...],
             f"version{'s' if len(versions) > 1 else ''} {reads}; "
             "re-record it with this version, or read it with the pytest-gpuperf that wrote it"
         )
+
+
+def _check_count_in_text(path: Path, text: str) -> None:
+    """Refuse a file of far more than MAX_RECORDS records before the JSON is parsed: each record has one
+    ``"measurement"`` key, and counting them is quick where parsing a million records is not."""
+    count = text.count('"measurement"')
+    if count > MAX_RECORDS:
+        _too_many(path, count)
+
+
+def _check_count(path: Path, runs: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a file of more than MAX_RECORDS records before any is parsed into a Run (which is slower still)."""
+    count = sum(len(run.get("records") or ()) for run in runs if isinstance(run.get("records"), list))
+    if count > MAX_RECORDS:
+        _too_many(path, count)
+
+
+def _too_many(path: Path, count: int) -> NoReturn:
+    raise ResultsError(
+        f"{path} holds {count:,} records, over the {MAX_RECORDS:,} that pytest-gpuperf reads in one file, "
+        "so it was not written by this tool; point at a results or baseline file written by --gpuperf-json or "
+        "--gpuperf-save"
+    )
 
 
 def _parse_run(path: Path, data: Mapping[str, Any]) -> Run:
