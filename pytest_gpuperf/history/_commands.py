@@ -9,6 +9,7 @@ from typing import Any
 
 from .._git import GitError, repo_root, resolve
 from .._progress import Progress
+from ..measuring import values
 from ._assets import OfflineError, default_cache, localize
 from ._asv import machine_name
 from ._asv_files import AsvError
@@ -19,9 +20,14 @@ __all__ = ["add_parser"]
 
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: .)")
     common.add_argument(
-        "--out", type=Path, default=None, help=f"where results, html and logs go (default: {DEFAULT_OUT} in the repo)"
+        "--repo", type=values.argtype(values.given_path), default=Path("."), help="the git repository (default: .)"
+    )
+    common.add_argument(
+        "--out",
+        type=values.argtype(values.given_path),
+        default=None,
+        help=f"where results, html and logs go (default: {DEFAULT_OUT} in the repo)",
     )
     common.add_argument("--machine", default=None, help="asv machine name (default: this host's name)")
     common.add_argument("--branch", default=None, help="branch whose history is shown (default: the current one)")
@@ -57,7 +63,9 @@ def _publishing() -> argparse.ArgumentParser:
     publishing.add_argument(
         "--offline", action="store_true", help="serve the page's scripts from the page itself (fetched from npm)"
     )
-    publishing.add_argument("--asset-cache", type=Path, default=None, help="npm tarball cache for --offline")
+    publishing.add_argument(
+        "--asset-cache", type=values.argtype(values.given_path), default=None, help="npm tarball cache for --offline"
+    )
     return publishing
 
 
@@ -81,8 +89,13 @@ def add_parser(commands: Any) -> None:
     offline = sub.add_parser(
         "offline", help="serve the JavaScript and CSS of a page published by asv from the page itself (no CDN)"
     )
-    offline.add_argument("html_dir", type=Path, help="asv's html_dir, after asv publish")
-    offline.add_argument("--cache", type=Path, default=None, help=f"tarball cache (default: {default_cache()})")
+    offline.add_argument("html_dir", type=values.argtype(values.given_path), help="asv's html_dir, after asv publish")
+    offline.add_argument(
+        "--cache",
+        type=values.argtype(values.given_path),
+        default=None,
+        help=f"tarball cache (default: {default_cache()})",
+    )
     history.set_defaults(handler=run)
 
 

@@ -27,7 +27,7 @@ from typing import Any, Final, NoReturn
 from .._jsonfile import JsonFileError, read_json
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
-from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Run
+from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Record, Run
 
 if sys.platform != "win32":
     import fcntl
@@ -278,9 +278,11 @@ def load_runs(path: Path) -> list[Run]:
     data = _read_json(path)
     if is_pytest_benchmark(data):
         try:
-            return [from_pytest_benchmark(path, data)]
+            run = from_pytest_benchmark(path, data)
         except PytestBenchmarkError as exc:
             raise ResultsError(f"{path} is a pytest-benchmark file, but {exc}") from None
+        _check_records(path, run)
+        return [run]
     if isinstance(data, dict) and data.get("schema") == BASELINE_SCHEMA:
         _check_schema(path, data, BASELINE_SCHEMA, (BASELINE_SCHEMA_VERSION,))
         runs = data.get("runs")
@@ -376,16 +378,36 @@ def _parse_run(path: Path, data: Mapping[str, Any]) -> Run:
         run = Run.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"{path} is damaged: a record lacks or mangles {exc}; re-record it") from None
-    for record in run.records:
-        samples = record.measurement.samples
-        if not samples:
-            problem = "no samples"
-        elif not all(math.isfinite(x) and x > 0 for x in samples):
-            problem = "samples that are not positive finite times (NaN, infinite, zero or negative)"
-        else:
-            continue
-        raise ResultsError(
-            f"{path} is damaged: record {record.key} has {problem}; it was left as it is: re-record it, or restore "
-            "the file from a copy"
-        )
+    _check_records(path, run)
     return run
+
+
+def _check_records(path: Path, run: Run) -> None:
+    """Refuse a run holding a value no measurement can have (issue 23: ``"iterations": 0`` was merged into a
+    baseline); the error names the file and the record."""
+    for record in run.records:
+        problem = _impossible(record)
+        if problem:
+            raise ResultsError(
+                f"{path} is damaged: record {record.key} has {problem}; it was left as it is: re-record it, or "
+                "restore the file from a copy"
+            )
+
+
+def _impossible(record: Record) -> str:
+    """What in ``record`` no measurement can have, or ""."""
+    measurement = record.measurement
+    if measurement.iterations < 1:
+        return f'"iterations": {measurement.iterations} (each sample times 1 call or more)'
+    rounds = [("", measurement.samples)]
+    rounds += [(f"round {i + 2}'s ", r.samples) for i, r in enumerate(record.evidence.rounds)]
+    rounds += [(f"confirmation run {i + 1}'s ", r.rounds[0].samples) for i, r in enumerate(record.evidence.runs)]
+    for where, samples in rounds:
+        if not samples:
+            return f"{where}no samples"
+        if not all(math.isfinite(x) and x > 0 for x in samples):
+            return f"{where}samples that are not positive finite times (NaN, infinite, zero or negative)"
+    for name, amount in measurement.work.items():
+        if not (math.isfinite(amount) and amount >= 0):
+            return f"a work amount {name} of {amount} (work done is a finite amount, 0 or more)"
+    return ""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tabulate import tabulate
+from tabulate import tabulate, tabulate_formats
 
 from .._jsonfile import size_of
 from ._files import ResultsError, load_runs
@@ -231,7 +231,13 @@ def add_parser(commands: Any) -> None:
     sub = runs.add_subparsers(dest="runs_command")
     shw = sub.add_parser("show", parents=[parent], help="print a saved run's results table (a baseline's newest run)")
     shw.add_argument("ident", metavar="ID|NAME", help="a run id (its file's stem, or its unique start) or a baseline")
-    shw.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    shw.add_argument(
+        "--format",
+        default="simple",
+        choices=tabulate_formats,
+        metavar="FORMAT",
+        help="tabulate table format: simple, github, grid ...",
+    )
     shw.set_defaults(handler=show_command)
     prn = sub.add_parser("prune", parents=[parent], help="delete the oldest run files beyond N (never a baseline)")
     prn.add_argument("--keep", type=_keep, required=True, metavar="N", help="how many of the newest runs to keep")

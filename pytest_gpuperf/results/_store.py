@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..measuring import values
 from ._comparable import blocking_differences
 from ._files import ResultsError, atomic_write_text, load_runs, locked, save_baseline_file, save_run
 from ._fingerprint import Fingerprint
@@ -68,7 +69,7 @@ def add_results_dir_argument(parser: argparse.ArgumentParser, default: Any = DEF
     already gives it)."""
     parser.add_argument(
         "--results-dir",
-        type=Path,
+        type=values.argtype(values.given_path),
         default=default,
         help=f"the results directory, where names are looked up (default: {DEFAULT_RESULTS_DIR})",
     )
