@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from .._escape import printable
 from .._jsonfile import JsonFileError, read_json
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
@@ -389,8 +390,8 @@ def _check_records(path: Path, run: Run) -> None:
         problem = _impossible(record)
         if problem:
             raise ResultsError(
-                f"{path} is damaged: record {record.key} has {problem}; it was left as it is: re-record it, or "
-                "restore the file from a copy"
+                f"{path} is damaged: record {printable(record.key)} has {problem}; it was left as it is: re-record "
+                "it, or restore the file from a copy"
             )
 
 

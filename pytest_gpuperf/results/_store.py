@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._escape import printable
 from ..measuring import values
 from ._comparable import blocking_differences
 from ._files import ResultsError, atomic_write_text, load_runs, locked, save_baseline_file, save_run
@@ -175,7 +176,7 @@ class Baseline:
         what = f"baseline {self.name!r}" if self.name else f"{self.foreign} file" if self.foreign else "results file"
         newest = self.runs[-1]
         runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
-        return f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})"
+        return printable(f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})")
 
 
 @dataclass(frozen=True)
