@@ -51,6 +51,10 @@ def test_the_plugin_refuses_an_empty_fail_on_before_measuring(pytester: pytest.P
         (["export", "x.json", "--format", "bencher", "-o", ""], "argument -o/--output: '': is empty; give a path"),
         (["report", "x.json", "-o", ""], "argument -o/--output: '': is empty; give a path"),
         (["history", "publish", "--out="], "argument --out: '': is empty; give a path"),
+        (["history", "publish", "--machine="], "argument --machine: '': is empty; give a value"),
+        (["history", "record", "--install="], "argument --install: '': is empty; give a value"),
+        (["history", "record", "--timeout=0"], "argument --timeout: '0': must be a positive time"),
+        (["history", "record", "--last=0"], "argument --last: '0': must be at least 1"),
     ],
 )
 def test_the_command_line_refuses_values_that_mean_nothing(

@@ -29,8 +29,18 @@ def _common() -> argparse.ArgumentParser:
         default=None,
         help=f"where results, html and logs go (default: {DEFAULT_OUT} in the repo)",
     )
-    common.add_argument("--machine", default=None, help="asv machine name (default: this host's name)")
-    common.add_argument("--branch", default=None, help="branch whose history is shown (default: the current one)")
+    common.add_argument(
+        "--machine",
+        type=values.argtype(values.given_word),
+        default=None,
+        help="asv machine name (default: this host's name)",
+    )
+    common.add_argument(
+        "--branch",
+        type=values.argtype(values.given_word),
+        default=None,
+        help="branch whose history is shown (default: the current one)",
+    )
     return common
 
 
@@ -39,9 +49,15 @@ def _measuring() -> argparse.ArgumentParser:
     measure.add_argument(
         "--tests", nargs="+", default=["suites"], help="test paths to run in each commit (default: suites)"
     )
-    measure.add_argument("--python", default=sys.executable, help="the Python that runs pytest (default: this one)")
+    measure.add_argument(
+        "--python",
+        type=values.argtype(values.given_word),
+        default=sys.executable,
+        help="the Python that runs pytest (default: this one)",
+    )
     measure.add_argument(
         "--install",
+        type=values.argtype(values.given_word),
         default=None,
         help="shell command run in each commit's worktree before measuring, {python} is the --python, "
         "for example '{python} -m pip install --no-deps -e .' for a package that needs building",
@@ -53,7 +69,12 @@ def _measuring() -> argparse.ArgumentParser:
         default=[],
         help="extra pytest argument, repeatable, for example --pytest-arg=--gpuperf-max-time=2",
     )
-    measure.add_argument("--timeout", type=float, default=3600.0, help="seconds per commit (default: 3600)")
+    measure.add_argument(
+        "--timeout",
+        type=values.argtype(values.positive_seconds),
+        default=3600.0,
+        help="seconds per commit (default: 3600)",
+    )
     measure.add_argument("--force", action="store_true", help="measure commits that are already recorded again")
     return measure
 
@@ -82,7 +103,12 @@ def add_parser(commands: Any) -> None:
         help="record the last N commits (or the given ones), then publish",
     )
     rec.add_argument("commits", nargs="*", help="commits to record instead of --last")
-    rec.add_argument("--last", type=int, default=None, help="record the last N first-parent commits of the branch")
+    rec.add_argument(
+        "--last",
+        type=values.argtype(values.positive_int),
+        default=None,
+        help="record the last N first-parent commits of the branch",
+    )
     rec.add_argument("--no-publish", action="store_true", help="record only")
     rec.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only each commit's outcome")
     sub.add_parser("publish", parents=[common, publishing], help="asv publish the recorded history")

@@ -4,6 +4,8 @@ A results file is one Run (``--gpuperf-json``, ``runs/*.json``); a baseline file
 several runs of the same code (see ``_record.py`` for the schema and its history); ``load_runs``
 reads a pytest-benchmark JSON file as one run too (``_pytest_benchmark.py``). A reader sees the
 old file or the new one, never half of one; a file that cannot be read is reported and left as it is.
+Reading is bounded (``_jsonfile.read_json``: a regular file of at most 1 GiB) and a file of more than
+``MAX_RECORDS`` records, or holding a record no measurement can have (``_impossible``), is refused.
 
 ``locked(path)`` serialises the writers of one file across processes (see its docstring).
 """
