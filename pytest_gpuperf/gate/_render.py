@@ -279,7 +279,12 @@ def why_heading(why: Attribution) -> str:
 def why_cells(line: WhyLine) -> tuple[str, str, str, str]:
     """A line's change per call, share of the slowdown, what it is (``op aten::mm``) and its calls per call (every
     renderer's cells: the terminal's, the job summary's, the HTML report's)."""
-    what = line.name + _OUTSIDE_NOTE if line.kind == "outside" else f"{line.kind} {line.name}"
+    if line.kind == "outside":
+        what = line.name + _OUTSIDE_NOTE
+    elif line.kind == "python":
+        what = f"Python call {line.name}"
+    else:
+        what = f"{line.kind} {line.name}"
     return f"{_signed(line.delta_seconds)}/call", f"{line.share:.0%}", what, _calls(line)
 
 

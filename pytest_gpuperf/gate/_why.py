@@ -7,9 +7,15 @@ time per call, head minus base, op and kernel lines together, labelled by kind: 
 kernel's time and the op that launched it are different resources (the device's, the host's) and either can be
 the one that grew.
 
+Python lines name what the profile's Python tracer found in the time outside ops: the built-in functions the step
+calls from Python (``Tensor.item``, ``sleep``), each with its own time outside any op (the Python-to-C++ call and
+its argument parsing, a sleep; ``WorkProfile.python``), ranked with the rest. An added ``.item()`` in a loop costs
+more in that call than in ``aten::item`` itself.
+
 One more line is always there: the time *outside* any op (or, where a side ran kernels, outside any kernel), which
-is the side's measured time per call (the timed samples, not the profiled calls) minus the time of its ops (or its
-kernels). Python, the host's own work, a sleep, a wait for the device, launches: whatever no profiled op holds.
+is the side's measured time per call (the timed samples, not the profiled calls) minus the time of its ops and
+Python lines (or its kernels). The Python code itself, the host's own work, a wait for the device, launches:
+whatever no profiled op or named built-in holds.
 
 A profiled call is slower than a timed one (the profiler records every op), and few calls are profiled (one where
 the budget allows no more), each as noisy as one call is: on this project's shared 2-vCPU machine, calls of a
@@ -40,6 +46,8 @@ __all__ = ["EXPLAINED_VERDICTS", "TOP", "Attribution", "WhyLine", "attribute", "
 EXPLAINED_VERDICTS: Final = frozenset({"slower", "unattributed", "same-work"})
 #: How many lines rank (the outside line is shown as well when it does not rank among them).
 TOP: Final = 5
+#: The lines whose times are the host's (scaled to the timed call): ops, and built-ins called from Python.
+_HOST: Final = frozenset({"op", "python"})
 #: The names of the outside line, by what the side's time is held by.
 OUTSIDE_OPS: Final = "outside any op"
 OUTSIDE_KERNELS: Final = "outside any kernel"
@@ -50,7 +58,7 @@ class WhyLine:
     """One op, kernel, or the time outside them: its time per call on each side (seconds) and its change;
     ``share``: the change over the row's slowdown; counts per call on each side (None for the outside line)."""
 
-    kind: str  # "op", "kernel" or "outside"
+    kind: str  # "op", "kernel", "python" or "outside"
     name: str
     base_seconds: float
     head_seconds: float
@@ -122,7 +130,7 @@ def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
     for profile in timed:
         if profile.call_seconds is not None and profile.call_seconds > 0:
             walls.append(profile.call_seconds / profile.calls)
-        for kind, stats in (("op", profile.ops), ("kernel", profile.kernels)):
+        for kind, stats in (("op", profile.ops), ("kernel", profile.kernels), ("python", profile.python)):
             for stat in stats:
                 key = (kind, stat.name)
                 times[key] = times.get(key, 0.0) + (stat.seconds or 0.0) / profile.calls / len(timed)
@@ -132,9 +140,9 @@ def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
         scale = seconds / (sum(walls) / len(walls))
     else:  # older files: a lower bound of the profiled call's time is its ops' (no call holds more op time)
         scale = min(1.0, seconds / ops) if ops > 0 else 1.0
-    times = {key: t * scale if key[0] == "op" else t for key, t in times.items()}
+    times = {key: t * scale if key[0] in _HOST else t for key, t in times.items()}
     kernels = any(kind == "kernel" for kind, _ in times)
-    held = sum(t for (kind, _), t in times.items() if kind == ("kernel" if kernels else "op"))
+    held = sum(t for (kind, _), t in times.items() if (kind == "kernel" if kernels else kind in _HOST))
     outside = seconds - held
     if abs(outside) <= 1e-9 * seconds:  # ops scaled to the whole call: nothing outside, not a rounding residue
         outside = 0.0

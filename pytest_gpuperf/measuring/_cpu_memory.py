@@ -191,6 +191,9 @@ class AllocatorProbe:
         self._rss = RssHighWater() if rss is None else rss
         self._windows: list[list[tuple[int, int]]] = []
         self._profile: Any = None
+        #: whether the windows started from now on run Python's tracer too (the work profile's, at level ``full``:
+        #: it names the built-ins called from Python, ``.item()`` or a sleep, that hold time outside any op)
+        self.trace_python = False
         #: the profiler of each window, in order: the work profile reads the measured calls' (``windows``)
         self._profilers: list[Any] = []
 
@@ -221,7 +224,7 @@ class AllocatorProbe:
             # The profiler's own warnings are no business of the test (and fail it under
             # filterwarnings=error); the test's code runs outside this block.
             warnings.simplefilter("ignore")
-            self._profile = profile(use_kineto=True, use_cpu=True, profile_memory=True)
+            self._profile = profile(use_kineto=True, use_cpu=True, profile_memory=True, with_stack=self.trace_python)
             self._profile.__enter__()
 
     def _stop(self) -> None:

@@ -23,6 +23,7 @@ counts still compare exactly. Times are kept as totals in seconds too, and are d
 from __future__ import annotations
 
 import bisect
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,6 +44,7 @@ __all__ = [
     "compile_counters",
     "profile_of_probe",
     "profile_step",
+    "python_tracing",
     "read_events",
 ]
 
@@ -136,6 +138,11 @@ class WorkProfile:
     #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls: work that
     #: varies from call to call (caching, autotuning, data-dependent shapes), never a change between two runs
     varying: tuple[str, ...] = ()
+    #: the Python calls of built-in functions made from the step's own code (``Tensor.item``, ``sleep``): count,
+    #: and their own time outside any op (the Python-to-C++ call, the argument parsing, a sleep), in seconds: a
+    #: part of ``outside_seconds`` (``read_events``); empty at level ``counts`` and in older files. Never a count
+    #: that is compared (the Python tracer's view differs between Python versions)
+    python: tuple[OpStat, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without its trace writer: that holds the profiler's results, which cannot leave the process (a
@@ -189,6 +196,7 @@ class WorkProfile:
             "call_seconds": self.call_seconds,
             "outside_seconds": self.outside_seconds,
             "varying": list(self.varying),
+            "python": [s.to_dict() for s in self.python],
         }
 
     @classmethod
@@ -220,6 +228,7 @@ class WorkProfile:
             call_seconds=_float_or_none(data.get("call_seconds")),
             outside_seconds=_float_or_none(data.get("outside_seconds")),
             varying=tuple(str(k) for k in data.get("varying") or ()),
+            python=tuple(OpStat.from_dict(s) for s in data.get("python") or ()),
         )
 
 
@@ -245,6 +254,8 @@ class ProfilerEvent(Protocol):
 
     def is_user_annotation(self) -> bool: ...
 
+    def is_python_function(self) -> bool: ...
+
 
 #: The name of the range each profiled call runs in (``record_function``): it splits the events by call, and its
 #: own time outside any op is the step's time outside ops (Python, the host).
@@ -266,6 +277,8 @@ class EventSummary:
     outside_seconds: float | None = None
     #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls
     varying: tuple[str, ...] = ()
+    #: the step's calls of built-in Python functions: count, and own time outside any op (``_python_calls``)
+    python: tuple[OpStat, ...] = ()
 
 
 @dataclass
@@ -297,6 +310,7 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
     syncs = dict.fromkeys(SYNC_KINDS, 0)
     allocated = 0
     host: list[tuple[int, ProfilerEvent]] = []
+    builtins: list[tuple[int, int, int, str]] = []
     for event in events:
         name = event.name()
         if name == "[memory]":
@@ -306,6 +320,10 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
                 syncs["dtoh_copy"] += 1
             if not name.startswith(("Memcpy", "Memset")):
                 _add(kernels, name, float(event.duration_ns()))
+        elif event.is_python_function():
+            if name.startswith("<built-in"):
+                start = int(event.start_ns())
+                builtins.append((int(event.start_thread_id()), start, start + int(event.duration_ns()), name))
         else:
             host.append((int(event.start_thread_id()), event))
     spans = sorted(
@@ -316,6 +334,7 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
     per_call: list[dict[str, int]] = [{} for _ in spans]
     per_call_ns: list[dict[str, int]] = [{} for _ in spans]
     calls: list[_Host] = []
+    tops: dict[int, list[tuple[int, int]]] = {}  # per thread, the spans of the host events right in a call range
     for thread in sorted({t for t, _ in host}):
         stack: list[_Host] = []
         ordered = sorted((e for t, e in host if t == thread), key=lambda e: (int(e.start_ns()), -int(e.duration_ns())))
@@ -328,6 +347,8 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
                 _close(stack.pop(), ops, spans, per_call_ns)
             if stack:
                 stack[-1].children += node.end - node.start
+                if stack[-1].call:
+                    tops.setdefault(thread, []).append((node.start, node.end))
             stack.append(node)
             if node.call:
                 calls.append(node)
@@ -353,7 +374,70 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
         call_seconds if timed else None,
         outside if timed else None,
         varying,
+        _python_calls(builtins, tops, spans) if timed else (),
     )
+
+
+#: A built-in function's or method's name as Python's tracer gives it: ``<built-in method item of Tensor object at
+#: 0x7f...>``, ``<built-in function sleep>``.
+_BUILTIN: Final = re.compile(r"<built-in (?:method|function) (?P<name>[^\s>]*)(?: ?of (?P<owner>[\w.]+) object)?")
+
+
+def _python_name(raw: str) -> str:
+    """``Tensor.item`` for a method of a Tensor object, ``sleep`` for a function (or a method of a type object,
+    whose type the tracer does not name): the address each name carries differs between processes."""
+    found = _BUILTIN.match(raw)
+    if found is None:
+        return re.sub(r" at 0x[0-9a-fA-F]+", "", raw)
+    name, owner = found.group("name"), found.group("owner")
+    if owner and owner != "type":
+        return f"{owner}.{name}" if name else owner  # a pybind11 function, whose method has no name
+    return name or raw
+
+
+def _python_calls(
+    builtins: list[tuple[int, int, int, str]], tops: Mapping[int, list[tuple[int, int]]], spans: list[tuple[int, int]]
+) -> tuple[OpStat, ...]:
+    """The step's calls of built-in Python functions (``Tensor.item``, ``sleep``, ``dot``), from the Python tracer's
+    events (``thread, start, end, raw name``): count, and own time outside any op.
+
+    A built-in counts where it runs right in a call range, outside any host event there (``tops``: an op,
+    autograd's range) and outside another built-in (that one holds its time); its own time is its span, cut at
+    its call's end, less the host events it holds. That time lies in the call's time outside any op, which is
+    how ``.item()``'s Python-to-C++ call or a sleep gets a name. Over two calls or more, a built-in that ran in
+    every call takes its least time over them, times the calls, as ops do (``_least``): so the built-ins' times
+    never add up to more than the time outside ops."""
+    per_call: list[dict[str, int]] = [{} for _ in spans]
+    counts: dict[str, int] = {}
+    for thread in sorted({b[0] for b in builtins}):
+        held_by = sorted(tops.get(thread, ()))
+        starts = [start for start, _ in held_by]
+        outer_end = -1
+        for _, start, end, raw in sorted((b for b in builtins if b[0] == thread), key=lambda b: (b[1], -b[2])):
+            at = _call_of(spans, start)
+            if start < outer_end or at is None:
+                continue
+            first = bisect.bisect_right(starts, start) - 1
+            if first >= 0 and held_by[first][1] > start:
+                continue  # called from inside an op (a Python hook under autograd): the op holds its time
+            end = min(end, spans[at][1])
+            outer_end = end
+            held, index = 0, first + 1
+            while index < len(held_by) and held_by[index][0] < end:
+                held += min(held_by[index][1], end) - held_by[index][0]
+                index += 1
+            name = _python_name(raw)
+            counts[name] = counts.get(name, 0) + 1
+            per_call[at][name] = per_call[at].get(name, 0) + max(end - start - held, 0)
+    out = []
+    for name in sorted(counts):
+        times = [call.get(name) for call in per_call]
+        if len(times) > 1 and all(t is not None for t in times):
+            total = min(t for t in times if t is not None) * len(times)
+        else:
+            total = sum(t for t in times if t is not None)
+        out.append(OpStat(name, counts[name], total * 1e-9))
+    return tuple(out)
 
 
 def _close(
@@ -533,7 +617,11 @@ class ProbeCalls:
     The settle call runs under the counting mode (FLOPs and copies), each measured call in a call range; the
     profile then reads the probe's windows, and costs no call of its own. ``peak_memory`` drives it."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, *, python: bool = False) -> None:
+        #: whether the measured calls run under Python's tracer too (level ``full``: ``WorkProfile.python``)
+        self.python = python
+        #: the measured calls' wall time, in seconds
+        self.call_times: list[float] = []
         self.flops: int | None = None
         self.copied: dict[str, int] = {}
         self.counted = False
@@ -553,9 +641,25 @@ class ProbeCalls:
         self.counted = True
         self.settle_seconds = self._clock() - start
 
-    @staticmethod
-    def call_range() -> Any:
-        return _call_range()
+    def call_range(self) -> _TimedRange:
+        return _TimedRange(self.call_times, self._clock)
+
+
+class _TimedRange:
+    """A call range (``_call_range``) that adds its wall time to ``times``. No generator-based context manager: its
+    ``__exit__`` calls the built-in ``next`` inside the range, which Python's tracer would name as the step's."""
+
+    def __init__(self, times: list[float], clock: Callable[[], float]) -> None:
+        self._times, self._clock, self._range = times, clock, _call_range()
+        self._start = 0.0
+
+    def __enter__(self) -> None:
+        self._start = self._clock()
+        self._range.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._range.__exit__(*exc)
+        self._times.append(self._clock() - self._start)
 
 
 def profile_of_probe(
@@ -577,6 +681,9 @@ def profile_of_probe(
     if any(events is None for events in results):
         return None
     events = [event for window in results if window is not None for event in window]
+    # Python's tracer slows the measured calls, which the probe would otherwise run under its profiler alone:
+    # their time beyond a timed call's is counted, the profiler's share of it too (an upper bound)
+    traced = sum(max(t - step_seconds, 0.0) for t in probe.call_times) if probe.python else 0.0
     return _profile_from(
         read_events(events, level=level),
         level=level,
@@ -584,7 +691,7 @@ def profile_of_probe(
         flops=probe.flops,
         copied=probe.copied,
         compiled=compiled,
-        seconds=clock() - start + max(probe.settle_seconds - step_seconds, 0.0),
+        seconds=clock() - start + max(probe.settle_seconds - step_seconds, 0.0) + traced,
         budget=budget,
         on_cuda=False,
         write_trace=probe.windows[-1].export_chrome_trace,
@@ -623,7 +730,10 @@ def profile_step(
     try:
         # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
         # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
-        with profile(use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True) as prof:
+        traced = python_tracing(level)
+        with profile(
+            use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True, with_stack=traced
+        ) as prof:
             first = clock()
             with _call_range():
                 fn()
@@ -684,7 +794,15 @@ def _profile_from(
         call_seconds=read.call_seconds,
         outside_seconds=read.outside_seconds,
         varying=read.varying,
+        python=read.python,
     )
+
+
+def python_tracing(level: str) -> bool:
+    """Whether profiled calls run under Python's tracer too, which names the built-ins that hold time outside ops
+    (``WorkProfile.python``): at level ``full``, unless a profile function is set (``sys.setprofile``: cProfile,
+    yappi), which the tracer would replace for good (torch's tracer clears it when it stops)."""
+    return level == "full" and sys.getprofile() is None
 
 
 def _call_range() -> Any:

@@ -33,6 +33,7 @@ from ._profile import (
     compile_counters,
     profile_of_probe,
     profile_step,
+    python_tracing,
 )
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
@@ -220,6 +221,8 @@ def peak_memory(
     with torch_threads(settings.threads_for(device)), gc_paused(), backend.track_memory() as probe:
         settle = int(getattr(probe, "settle_calls", 0))
         riding = work if settle else None
+        if riding is not None and riding.python:
+            probe.trace_python = True  # type: ignore[attr-defined]  # a probe with settle_calls has it
         for index in probe.calls():
             if riding is not None and index < settle:
                 riding.settle(fn)
@@ -400,7 +403,7 @@ def memory_and_profile(
     """What is read of ``fn`` after timing: its memory (``peak_memory``), then its work profile (``work_profile``),
     which rides on the memory probe's calls where it can. Every rank of a distributed run profiles the same calls
     (one), so that their collectives meet."""
-    probe = ProbeCalls() if settings.profile != "off" else None
+    probe = ProbeCalls(python=python_tracing(settings.profile)) if settings.profile != "off" else None
     memory = peak_memory(fn, backend, settings, device, probe)
     profile = work_profile(
         fn,

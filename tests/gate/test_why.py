@@ -64,6 +64,30 @@ def test_time_outside_any_op_is_a_line_of_its_own() -> None:
     assert why.explained == pytest.approx(1.0)
 
 
+def test_python_calls_rank_with_the_ops_and_leave_the_rest_outside() -> None:
+    # An added .item() in a loop: 400 calls of aten::item (0.4 ms) whose Python calls hold 0.8 ms more outside ops;
+    # 5 ms measured per call on the base (4 ms of mm, 1 ms outside), 6.3 ms on the head (0.1 ms more Python code).
+    base = of(1, {"mm": (1, 4 * MS)})
+    head = WorkProfile(
+        level="full",
+        calls=1,
+        ops=(OpStat("aten::mm", 1, 4 * MS), OpStat("aten::item", 400, 0.4 * MS)),
+        python=(OpStat("Tensor.item", 400, 0.8 * MS),),
+    )
+    why = attribute([base], [head], 5 * MS, 6.3 * MS)
+    assert why is not None
+    assert [(line.kind, line.name) for line in why.lines] == [
+        ("python", "Tensor.item"),
+        ("op", "aten::item"),
+        ("outside", OUTSIDE_OPS),
+    ]
+    first = why.lines[0]
+    assert (first.base_count, first.head_count) == (0.0, 400.0)
+    assert first.delta_seconds == pytest.approx(0.8 * MS) and first.share == pytest.approx(0.8 / 1.3)
+    assert why.outside.base_seconds == pytest.approx(1 * MS) and why.outside.head_seconds == pytest.approx(1.1 * MS)
+    assert why.explained == pytest.approx(1.0)
+
+
 def test_shares_are_honest_when_a_line_got_faster() -> None:
     # mm +3 ms, add -2 ms: a 1 ms slowdown, of which mm is 300%; the faster add is not shown.
     base = profile(1, mm=(1, 1 * MS), add=(1, 3 * MS))

@@ -59,6 +59,16 @@ def test_the_terminal_lines() -> None:
     assert lines[2] == "  +500 us/call   17%  outside any op (Python, the host, waits)"
 
 
+def test_a_python_call_is_named_as_one() -> None:
+    base = profiled(10 * MS, OpStat("aten::mm", 1, 8 * MS))
+    head = make_record(13 * MS, test="t.py::test_step[cpu]")
+    ops, python = (OpStat("aten::mm", 1, 8 * MS),), (OpStat("Tensor.item", 400, 2.5 * MS),)
+    profile = WorkProfile(level="full", calls=1, ops=ops, python=python)
+    head = dataclasses.replace(head, measurement=dataclasses.replace(head.measurement, profile=profile))
+    lines = why_lines(compare_runs([make_run(base)] * 3, [make_run(head)]))
+    assert lines[1] == "  +2.5 ms/call   83%  Python call Tensor.item, 0 -> 400 calls/call"
+
+
 def test_the_job_summary_escapes_names() -> None:
     summary = github_summary(result_of(CRAFTED), title="t")
     assert "<script>" not in summary and "&lt;script&gt;" in summary

@@ -3,6 +3,8 @@ event list for what only CUDA shows (kernels, runtime calls, host-device synchro
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -104,6 +106,7 @@ class Event:
     size: int = 0
     thread: int = 1
     annotation: bool = False
+    python: bool = False
 
     def name(self) -> str:
         return self.label
@@ -126,6 +129,9 @@ class Event:
     def is_user_annotation(self) -> bool:
         return self.annotation
 
+    def is_python_function(self) -> bool:
+        return self.python
+
 
 def cuda(name: str, start: int, ns: int = 0) -> Event:
     return Event(name, start, ns, device="DeviceType.CUDA", thread=7)
@@ -133,6 +139,11 @@ def cuda(name: str, start: int, ns: int = 0) -> Event:
 
 def call(start: int, span: int) -> Event:
     return Event(CALL_RANGE, start, span, annotation=True)
+
+
+def py(name: str, start: int, span: int) -> Event:
+    """A Python tracer's event: a function of the step's (``file.py(3): step``) or a built-in it calls."""
+    return Event(name, start, span, python=True)
 
 
 def test_kernels_runtime_calls_and_each_kind_of_synchronization_are_counted_apart() -> None:
@@ -219,6 +230,75 @@ def test_the_own_time_of_ranges_that_are_no_op_stays_in_the_calls_wall_time() ->
     read = read_events(events, level="full")
     assert read.ops[0].seconds == pytest.approx(2 * 20e-6) and read.outside_seconds == pytest.approx(2 * 50e-6)
     assert read.call_seconds == pytest.approx(2 * 100e-6)
+
+
+def test_python_builtins_get_their_own_time_outside_ops_and_python_frames_keep_theirs_outside() -> None:
+    """Two calls of 100 us. Each: the step's Python frame (90 us) calls ``Tensor.item`` twice (10 us each, 3 of them
+    in aten::item), then ``sleep`` (30 us, the second call's 40); a nested built-in and one called from inside an op
+    hold no time of their own; the Python events are no host events (the ops' self times and the time outside ops
+    are what they are without them)."""
+    events: list[Event] = []
+    for start, slept in ((0, 30_000), (200_000, 40_000)):
+        events += [call(start, 100_000), py("step.py(3): step", start + 5_000, 90_000)]
+        for at in (10_000, 30_000):
+            events += [py("<built-in method item of Tensor object at 0x7f00>", start + at, 10_000)]
+            events += [Event("aten::item", start + at + 5_000, 3_000)]
+        events += [py("<built-in function sleep>", start + 50_000, slept)]
+        events += [py("<built-in method append of list object at 0x7e00>", start + 55_000, 1_000)]  # in the sleep
+        events += [Event("autograd::engine", start + 91_000, 4_000)]
+        events += [py("<built-in method add of type object at 0x7d00>", start + 92_000, 1_000)]  # in autograd's
+    read = read_events(events, level="full")
+    counts = {stat.name: stat.count for stat in read.python}
+    seconds = {stat.name: stat.seconds or 0.0 for stat in read.python}
+    assert counts == {"Tensor.item": 4, "sleep": 2}
+    # each built-in's least over the calls, times the calls: item 2 x 7 us, sleep 30 us (the first call's)
+    assert seconds == pytest.approx({"Tensor.item": 2 * 14e-6, "sleep": 2 * 30e-6})
+    assert {op.name: op.count for op in read.ops} == {"aten::item": 4}
+    assert read.outside_seconds == pytest.approx(2 * (100 - 6 - 4) * 1e-6)  # the Python frames change nothing
+    assert read.outside_seconds is not None and sum(seconds.values()) <= read.outside_seconds
+    assert read_events(events, level="counts").python == ()
+
+
+def test_a_profile_names_a_python_loop_of_item_calls_and_a_sleep() -> None:
+    """Real torch: the Python tracer at level ``full`` finds ``Tensor.item`` 8 times a call and the sleep once."""
+    x = torch.ones(3)
+
+    def step() -> None:
+        for _ in range(8):
+            x.sum().item()
+        time.sleep(0.001)
+
+    profile = profile_step(step, level="full", step_seconds=1e-3, budget=10.0, on_cuda=False)
+    assert profile is not None and profile.outside_seconds is not None
+    python = {stat.name: stat for stat in profile.python}
+    assert python["Tensor.item"].count == 8 * profile.calls
+    assert python["sleep"].count == profile.calls
+    assert python["sleep"].seconds is not None and python["sleep"].seconds >= 0.001 * profile.calls
+    assert sum(stat.seconds or 0.0 for stat in profile.python) <= profile.outside_seconds
+    again = WorkProfile.from_dict(profile.to_dict())
+    assert again is not None and again.python == profile.python
+    counted = profile_step(step, level="counts", step_seconds=1e-3, budget=10.0, on_cuda=False)
+    assert counted is not None and counted.python == ()
+
+
+def test_a_profile_function_the_user_set_is_kept_and_no_python_is_traced() -> None:
+    """torch's Python tracer clears ``sys.setprofile``'s function when it stops: under cProfile or yappi the profile
+    runs without it."""
+    seen: list[str] = []
+
+    def user_profile(frame: object, event: str, arg: object) -> None:
+        seen.append(event)
+
+    sys.setprofile(user_profile)
+    try:
+        profile = profile_step(
+            lambda: torch.ones(3).sum().item(), level="full", step_seconds=1e-3, budget=1.0, on_cuda=False
+        )
+        kept = sys.getprofile()
+    finally:
+        sys.setprofile(None)
+    assert kept is user_profile
+    assert profile is not None and profile.python == () and profile.ops
 
 
 def test_two_calls_of_the_same_work_vary_in_nothing() -> None:
