@@ -15,9 +15,11 @@ error names the input and the fix.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
+from ._escape import EscapedStream
 from ._signals import terminate_as_interrupt
 from .gate import add_gate_commands
 from .history import add_history_command
@@ -50,13 +52,29 @@ EXIT_INTERRUPTED = 130
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    with escaped_output():
+        try:
+            with terminate_as_interrupt():
+                return handler(args)
+        except KeyboardInterrupt as exc:
+            why = f" ({exc})" if str(exc) else ""
+            print(f"pytest-gpuperf {args.command}: interrupted{why}; nothing was judged", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def escaped_output() -> Iterator[None]:
+    """Everything a command prints goes through ``EscapedStream``: text from a results file (a test name, a
+    machine name, an error naming a record) can neither send terminal control codes nor start a line that a CI
+    log runs as a command (``_escape.py``)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapedStream(out), EscapedStream(err)
     try:
-        with terminate_as_interrupt():
-            return handler(args)
-    except KeyboardInterrupt as exc:
-        why = f" ({exc})" if str(exc) else ""
-        print(f"pytest-gpuperf {args.command}: interrupted{why}; nothing was judged", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

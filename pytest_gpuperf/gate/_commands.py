@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tabulate import tabulate_formats
+
 from ..measuring import SIZES, values
 from ..results import (
     TRACE_LEVELS,
@@ -76,7 +78,13 @@ def _compare_parser(commands: Any) -> None:
         metavar="KEYS",
         help="compare across these fingerprint differences anyway, or all",
     )
-    cmp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    cmp.add_argument(
+        "--format",
+        default="simple",
+        choices=tabulate_formats,
+        metavar="FORMAT",
+        help="tabulate table format: simple, github, grid ...",
+    )
     cmp.set_defaults(handler=compare_command)
 
 
@@ -119,26 +127,44 @@ def _ab_parser(commands: Any) -> None:
     )
     abp.add_argument(
         "--workloads",
-        type=Path,
+        type=values.argtype(values.given_path),
         default=_ab.DEFAULT_WORKLOADS,
         metavar="PATH",
         help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions: "
         f"a file (perf/workloads.py) or a package (perf/workloads) (default: {_ab.DEFAULT_WORKLOADS})",
     )
-    abp.add_argument("--repo", type=Path, default=Path("."), help="a directory of the git repository (default: .)")
+    abp.add_argument(
+        "--repo",
+        type=values.argtype(values.given_path),
+        default=Path("."),
+        help="a directory of the git repository (default: .)",
+    )
     _ab_measuring_options(abp)
     abp.add_argument(
         "-k",
         dest="select",
+        type=values.argtype(values.given_word),
         action="append",
         default=[],
         metavar="NAME",
         help="only workloads whose name contains NAME (or matches a glob such as 'matmul_*'); repeatable",
     )
     _fail_on_option(abp)
-    abp.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round's times to PATH")
+    abp.add_argument(
+        "--json",
+        type=values.argtype(values.given_path),
+        default=None,
+        metavar="PATH",
+        help="write every round's times to PATH",
+    )
     _ab_trace_options(abp)
-    abp.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    abp.add_argument(
+        "--format",
+        default="simple",
+        choices=tabulate_formats,
+        metavar="FORMAT",
+        help="tabulate table format: simple, github, grid ...",
+    )
     abp.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines (checkout, each workload): the table and verdict"
     )

@@ -31,6 +31,7 @@ from typing import Final
 
 from tabulate import tabulate
 
+from .._escape import print_command, printable
 from ..measuring import Estimate, format_bytes, format_duration
 from ..results import short_test
 from ._ab_load import module_file
@@ -103,7 +104,7 @@ def verdict_cell(row: Row) -> str:
 def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
     clocked = any(row.clock_estimate is not None for row in result.rows)
     rows = [
-        (
+        _printable_cells(
             short_test(row),
             row.device,
             "-" if row.baseline is None else format_duration(row.baseline),
@@ -120,6 +121,11 @@ def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
     if clocked:
         headers.insert(headers.index("ratio [95% CI]") + 1, CLOCK_HEADER)
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _printable_cells(*cells: str) -> tuple[str, ...]:
+    """A table row's cells, each ``printable``: test names and reasons come from files (``_escape.py``)."""
+    return tuple(printable(cell) for cell in cells)
 
 
 #: Row.cause -> what an unattributed slowdown was measured while.
@@ -148,7 +154,7 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
                 f"passed only because unattributed is not among the verdicts that fail: {names}"
             )
     lines += _same_work_note(result, label)
-    return lines
+    return [printable(line) for line in lines]
 
 
 # ------------------------------------------------------------------ counts and memory (issue 22, items 2 and 5)
@@ -231,7 +237,7 @@ def work_lines(result: GateResult) -> list[str]:
         if memory is not None:
             failing = " (failing on memory)" if "memory" in row.work_failing(result.fail_on) else ""
             lines.append(f"{name}: {memory}{failing}")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def _same_work_note(result: GateResult, label: str) -> list[str]:
@@ -294,7 +300,7 @@ def why_lines(result: GateResult) -> list[str]:
         width = max(len(delta) for delta, *_ in parts)
         for delta, share, what, calls in parts:
             out.append(f"  {delta:>{width}} {share:>5}  {what}" + (f", {calls}" if calls else ""))
-    return out
+    return [printable(line) for line in out]
 
 
 def _markdown(text: str) -> str:
@@ -390,11 +396,14 @@ def github_annotations(
         if not failing and not more_work and row.verdict not in slowdowns:
             continue
         path, line = locate(row.test, root) if workloads is None else locate_workload(row.test, workloads, root)
-        where = f"file={_escape(path, prop=True)}" + (f",line={line}" if line is not None else "")
-        title = _escape(f"{label}: {short_test(row)} [{row.device}] {verdict_cell(row)}", prop=True)
+        # Each value from a file is made printable first (no control codes), then escaped as GitHub's runner
+        # expects, so that it stays inside its annotation.
+        where = f"file={_escape(printable(path), prop=True)}" + (f",line={line}" if line is not None else "")
+        title = _escape(printable(f"{label}: {short_test(row)} [{row.device}] {verdict_cell(row)}"), prop=True)
         ratio = f" (ratio {ratio_cell(row)})" if row.estimate is not None else ""
         ratio += f" (time x clock {clock_ratio_cell(row)})" if row.clock_estimate is not None else ""
-        message = _escape(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}{_work_note(row)}")
+        about = printable(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}")
+        message = _escape(about + _work_note(row))
         out.append(f"::{'error' if failing else 'warning'} {where},title={title}::{message}")
     return out
 
@@ -404,7 +413,7 @@ def _work_note(row: Row) -> str:
     parts = [text for text in (work_head(row, frozenset()), memory_text(row)) if text]
     if row.work is not None and parts and row.work.changes:
         parts.append("; ".join(change_text(c) for c in shown_changes(row.work.changes)))
-    return "".join(f"\n{part}" for part in parts)
+    return "".join(f"\n{printable(part)}" for part in parts)
 
 
 def report_to_github(
@@ -416,7 +425,7 @@ def report_to_github(
     root: Path | None = None,
     workloads: Path | None = None,
     environ: Mapping[str, str] | None = None,
-    out: Callable[[str], None] = print,
+    out: Callable[[str], None] = print_command,
 ) -> list[str]:
     """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set and print the annotations (with ``out``)
     when ``GITHUB_ACTIONS=true``; returns warnings (a summary file that could not be written), else []."""

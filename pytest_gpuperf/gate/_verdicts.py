@@ -62,10 +62,17 @@ def describe_fail_on(fail_on: frozenset[str] | set[str]) -> str:
 
 def parse_verdicts(raw: str) -> tuple[str, ...]:
     """``"slower,missing,ops"`` -> ("slower", "missing", "ops"); ``none`` -> (). Raises ValueError naming a bad one
-    and listing the valid ones."""
+    and listing the valid ones, and for an empty value: given on purpose (``--fail-on ''``, an unset shell
+    variable), it would turn the gate off where only ``none`` says so."""
     text = raw.strip().lower()
-    if text in ("", "none"):
+    if text == "none":
         return ()
+    if not text:
+        raise ValueError(
+            f"is empty, which would turn the gate off; give a comma list of verdicts ({', '.join(VERDICTS)}) "
+            f"and of work categories ({', '.join(WORK_NAMES)}), none to report without failing, or leave the "
+            "option out for the default"
+        )
     out: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if part not in FAIL_ON_NAMES:

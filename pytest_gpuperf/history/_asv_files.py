@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._jsonfile import JsonFileError, read_json
 from ..measuring import Measurement, summarize
 from ..results import ResultsError, atomic_write_text
 
@@ -157,14 +158,11 @@ def read_results(path: Path) -> dict[str, Any]:
 
 def load_json(path: Path, api: int) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AsvError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise AsvError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
-            "delete it, or point --gpuperf-asv at another directory"
-        ) from None
+        data = read_json(Path(path))
+    except JsonFileError as exc:
+        if exc.problem in ("missing", "directory", "unreadable"):
+            raise AsvError(str(exc)) from None
+        raise AsvError(f"{exc}; it was left as it is: delete it, or point --gpuperf-asv at another directory") from None
     found = data.get("version") if isinstance(data, dict) else None
     if not isinstance(data, dict) or found != api:
         raise AsvError(

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._git import GitError, repo_root, resolve
 from .._progress import Progress
+from ..measuring import values
 from ._assets import OfflineError, default_cache, localize
 from ._asv import machine_name
 from ._asv_files import AsvError
@@ -29,12 +30,27 @@ __all__ = ["add_parser"]
 
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: .)")
     common.add_argument(
-        "--out", type=Path, default=None, help=f"where results, html and logs go (default: {DEFAULT_OUT} in the repo)"
+        "--repo", type=values.argtype(values.given_path), default=Path("."), help="the git repository (default: .)"
     )
-    common.add_argument("--machine", default=None, help="asv machine name (default: this host's name)")
-    common.add_argument("--branch", default=None, help="branch whose history is shown (default: the current one)")
+    common.add_argument(
+        "--out",
+        type=values.argtype(values.given_path),
+        default=None,
+        help=f"where results, html and logs go (default: {DEFAULT_OUT} in the repo)",
+    )
+    common.add_argument(
+        "--machine",
+        type=values.argtype(values.given_word),
+        default=None,
+        help="asv machine name (default: this host's name)",
+    )
+    common.add_argument(
+        "--branch",
+        type=values.argtype(values.given_word),
+        default=None,
+        help="branch whose history is shown (default: the current one)",
+    )
     return common
 
 
@@ -43,9 +59,15 @@ def _measuring() -> argparse.ArgumentParser:
     measure.add_argument(
         "--tests", nargs="+", default=["suites"], help="test paths to run in each commit (default: suites)"
     )
-    measure.add_argument("--python", default=sys.executable, help="the Python that runs pytest (default: this one)")
+    measure.add_argument(
+        "--python",
+        type=values.argtype(values.given_word),
+        default=sys.executable,
+        help="the Python that runs pytest (default: this one)",
+    )
     measure.add_argument(
         "--install",
+        type=values.argtype(values.given_word),
         default=None,
         help="shell command run in each commit's worktree before measuring, {python} is the --python, "
         "for example '{python} -m pip install --no-deps -e .' for a package that needs building",
@@ -57,7 +79,12 @@ def _measuring() -> argparse.ArgumentParser:
         default=[],
         help="extra pytest argument, repeatable, for example --pytest-arg=--gpuperf-max-time=2",
     )
-    measure.add_argument("--timeout", type=float, default=3600.0, help="seconds per commit (default: 3600)")
+    measure.add_argument(
+        "--timeout",
+        type=values.argtype(values.positive_seconds),
+        default=3600.0,
+        help="seconds per commit (default: 3600)",
+    )
     measure.add_argument("--force", action="store_true", help="measure commits that are already recorded again")
     return measure
 
@@ -67,7 +94,9 @@ def _publishing() -> argparse.ArgumentParser:
     publishing.add_argument(
         "--offline", action="store_true", help="serve the page's scripts from the page itself (fetched from npm)"
     )
-    publishing.add_argument("--asset-cache", type=Path, default=None, help="npm tarball cache for --offline")
+    publishing.add_argument(
+        "--asset-cache", type=values.argtype(values.given_path), default=None, help="npm tarball cache for --offline"
+    )
     return publishing
 
 
@@ -84,15 +113,25 @@ def add_parser(commands: Any) -> None:
         help="record the last N commits (or the given ones), then publish",
     )
     rec.add_argument("commits", nargs="*", help="commits to record instead of --last")
-    rec.add_argument("--last", type=int, default=None, help="record the last N first-parent commits of the branch")
+    rec.add_argument(
+        "--last",
+        type=values.argtype(values.positive_int),
+        default=None,
+        help="record the last N first-parent commits of the branch",
+    )
     rec.add_argument("--no-publish", action="store_true", help="record only")
     rec.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only each commit's outcome")
     sub.add_parser("publish", parents=[common, publishing], help="asv publish the recorded history")
     offline = sub.add_parser(
         "offline", help="serve the JavaScript and CSS of a page published by asv from the page itself (no CDN)"
     )
-    offline.add_argument("html_dir", type=Path, help="asv's html_dir, after asv publish")
-    offline.add_argument("--cache", type=Path, default=None, help=f"tarball cache (default: {default_cache()})")
+    offline.add_argument("html_dir", type=values.argtype(values.given_path), help="asv's html_dir, after asv publish")
+    offline.add_argument(
+        "--cache",
+        type=values.argtype(values.given_path),
+        default=None,
+        help=f"tarball cache (default: {default_cache()})",
+    )
     history.set_defaults(handler=run)
 
 

@@ -8,13 +8,13 @@ healthy device of that model exceeds, not a target.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._jsonfile import JsonFileError, read_json
 from ._units import Quantity, UnitError, parse_quantity
 
 __all__ = ["DeviceFloors", "Expectations", "ExpectationsError"]
@@ -58,11 +58,11 @@ class Expectations:
         ``floor_fraction`` and ``devices``; ``applies_to`` is for the reader, such as ``"bandwidth"``)."""
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ExpectationsError(f"{path}: no such expectations file") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ExpectationsError(f"{path}: cannot read it as JSON ({exc}); fix or replace the file") from None
+            data = read_json(path)
+        except JsonFileError as exc:
+            if exc.problem == "missing":
+                raise ExpectationsError(f"{path}: no such expectations file") from None
+            raise ExpectationsError(f"{path}: cannot read it as JSON ({exc.detail}); fix or replace the file") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("version") != SCHEMA_VERSION:
             raise ExpectationsError(
                 f'{path}: not a pytest-gpuperf expectations file (needs "schema": "{SCHEMA}", '

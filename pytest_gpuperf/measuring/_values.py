@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal, TypeAlias, TypeVar
 
 from ._units import UnitError, parse_quantity
@@ -22,6 +23,8 @@ __all__ = [
     "choice",
     "count",
     "fraction",
+    "given_path",
+    "given_word",
     "on_off",
     "positive_int",
     "positive_seconds",
@@ -138,6 +141,23 @@ def given_text(example: str) -> Callable[[object], str | None]:
         return text
 
     return parse
+
+
+def given_path(raw: object) -> Path:
+    """A path given on the command line; an empty one (``--results-dir=``, an unset shell variable) is refused,
+    where ``Path("")`` would quietly mean the current directory."""
+    text = str(raw)
+    if not text.strip():
+        raise SettingError("is empty; give a path, or leave the option out")
+    return Path(text)
+
+
+def given_word(raw: object) -> str:
+    """A non-empty text given on the command line (``-k ''`` would select everything)."""
+    text = str(raw)
+    if not text.strip():
+        raise SettingError("is empty; give a value, or leave the option out")
+    return text
 
 
 def on_off(raw: object) -> bool:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
+from .._escape import printable
 from ._processes import local_world_size
 
 #: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
@@ -132,7 +133,7 @@ class GatePlugin:
                 fingerprint = collect(config.rootpath) if self.store.baseline_path(self.settings.save).exists() else {}
                 self.store.check_save(self.settings.save, fingerprint, replace=self.settings.replace)
             except StorageError as exc:
-                raise pytest.UsageError(f"{option}: {exc}") from None
+                raise pytest.UsageError(printable(f"{option}: {exc}")) from None
         if self.settings.compare:
             self.baseline = self._load_baseline(config.invocation_params.dir)
 
@@ -151,14 +152,17 @@ class GatePlugin:
             check_comparable(
                 (r.fingerprint for r in baseline.runs), [self.session.fingerprint()], self.settings.allow_mismatch
             )
-        except ResultsError as exc:
-            raise pytest.UsageError(f"{option}: {exc}") from None
+        except ResultsError as exc:  # its text names what the file holds: printable (``_escape.py``)
+            raise pytest.UsageError(printable(f"{option}: {exc}")) from None
         except Incomparable as exc:
+            where = self.store.resolve(self.settings.compare, cwd)[1]
             raise pytest.UsageError(
-                f"{option}: {self.store.resolve(self.settings.compare, cwd)[1]} was measured on other hardware or "
-                f"software ({exc.what}), so its records cannot be compared with this run. Record a baseline on this "
-                f"machine (pytest --gpuperf-save=NAME on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} "
-                f"to compare anyway{baseline.unrecorded()}"
+                printable(
+                    f"{option}: {where} was measured on other hardware or software ({exc.what}), so its records "
+                    "cannot be compared with this run. Record a baseline on this machine (pytest --gpuperf-save=NAME "
+                    f"on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} to compare "
+                    f"anyway{baseline.unrecorded()}"
+                )
             ) from None
         return baseline
 

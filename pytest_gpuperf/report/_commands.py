@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from ..measuring import values
 from ..results import ResultsDir, ResultsError, add_results_dir_argument, output_problem
 from ._html import REPORT_OUTPUT, compare, render, write
 
@@ -41,7 +42,7 @@ def add_parser(commands: Any) -> None:
     rep.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=values.argtype(values.given_path),
         default=DEFAULT_OUTPUT,
         metavar="PATH",
         help=f"where to write the page (default: {DEFAULT_OUTPUT})",

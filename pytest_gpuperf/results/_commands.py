@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..measuring import values
 from ._export import EXPORT_OUTPUTS, FORMATS, export
 from ._files import ResultsError, atomic_write_text, output_problem
 from ._store import ResultsDir, add_results_dir_argument
@@ -36,7 +37,12 @@ def add_parser(commands: Any) -> None:
         "or bencher (Bencher Metric Format, latency in ns)",
     )
     exp.add_argument(
-        "-o", "--output", type=Path, default=None, metavar="FILE", help="where to write (default: standard output)"
+        "-o",
+        "--output",
+        type=values.argtype(values.given_path),
+        default=None,
+        metavar="FILE",
+        help="where to write (default: standard output)",
     )
     add_results_dir_argument(exp)
     exp.set_defaults(handler=export_command)

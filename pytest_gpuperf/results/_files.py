@@ -4,6 +4,8 @@ A results file is one Run (``--gpuperf-json``, ``runs/*.json``); a baseline file
 several runs of the same code (see ``_record.py`` for the schema and its history); ``load_runs``
 reads a pytest-benchmark JSON file as one run too (``_pytest_benchmark.py``). A reader sees the
 old file or the new one, never half of one; a file that cannot be read is reported and left as it is.
+Reading is bounded (``_jsonfile.read_json``: a regular file of at most 1 GiB) and a file of more than
+``MAX_RECORDS`` records, or holding a record no measurement can have (``_impossible``), is refused.
 
 ``locked(path)`` serialises the writers of one file across processes (see its docstring).
 
@@ -30,11 +32,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
+from .._escape import printable
+from .._jsonfile import JsonFileError, read_json
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
-from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Run
+from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Record, Run
 
 if sys.platform != "win32":
     import fcntl
@@ -58,6 +62,9 @@ __all__ = [
 #: Seconds to wait for another process's lock. A holder keeps it for one read-merge-write
 #: (milliseconds), so a wait this long means that process is stuck, not busy.
 LOCK_TIMEOUT: Final = 60.0
+#: The most records a file may hold, all its runs together: a 135 MB baseline (the largest seen in use) holds about
+#: 60,000, read in 4 s; 250,000 takes some 20 s. More is not a file this tool wrote (a million took 100 s and 5.5 GB).
+MAX_RECORDS: Final = 250_000
 #: flock errors that mean "this file system cannot lock" (some network file systems), not "held".
 _CANNOT_LOCK: Final = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL})
 
@@ -413,6 +420,7 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     data = _read_json(path)
     _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
+    _check_count(path, [data])
     return _parse_run(path, data)
 
 
@@ -423,9 +431,11 @@ def load_runs(path: Path) -> list[Run]:
     data = _read_json(path)
     if is_pytest_benchmark(data):
         try:
-            return [from_pytest_benchmark(path, data)]
+            run = from_pytest_benchmark(path, data)
         except PytestBenchmarkError as exc:
             raise ResultsError(f"{path} is a pytest-benchmark file, but {exc}") from None
+        _check_records(path, run)
+        return [run]
     if isinstance(data, dict) and data.get("schema") == BASELINE_SCHEMA:
         _check_schema(path, data, BASELINE_SCHEMA, (BASELINE_SCHEMA_VERSION,))
         runs = data.get("runs")
@@ -433,8 +443,10 @@ def load_runs(path: Path) -> list[Run]:
             raise ResultsError(f'{path} is damaged: its "runs" list is missing or empty; save the baseline again')
         for i, run in enumerate(runs):
             _check_schema(path, run, SCHEMA, READABLE_VERSIONS, where=f"run {i + 1} of ")
+        _check_count(path, runs)
         return [_parse_run(path, run) for run in runs]
     _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
+    _check_count(path, [data])
     return [_parse_run(path, data)]
 
 
@@ -449,30 +461,29 @@ def file_kind(path: Path) -> str:
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON in ``path``, read through ``_jsonfile`` (bounded: a regular file of at most MAX_BYTES)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{path} is a directory; give the path of a results or baseline .json file") from None
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ResultsError(
-            f"{path} is not a text file, so not a results file; point at one written by pytest-gpuperf"
-        ) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        if path.suffix != ".json":  # someone's source or config file: no advice to delete it
-            raise ResultsError(
-                f"{path} is not a results file (not JSON); point at a .json file written by --gpuperf-json, "
-                "--gpuperf-save or the results directory"
-            ) from None
-        raise ResultsError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); it was left as it is: "
-            "delete or restore it, or save a new baseline under another name"
-        ) from None
+        return read_json(path, precheck=lambda text: _check_count_in_text(path, text))
+    except JsonFileError as exc:
+        raise ResultsError(_unreadable(path, exc)) from None
+
+
+def _unreadable(path: Path, exc: JsonFileError) -> str:
+    """Why ``path`` cannot be read as a results file, with the fix."""
+    point = "point at a .json file written by --gpuperf-json, --gpuperf-save or the results directory"
+    if exc.problem == "missing":
+        return f"{path}: no such results file"
+    if exc.problem == "directory":
+        return f"{path} is a directory; give the path of a results or baseline .json file"
+    if exc.problem == "unreadable":
+        return f"{path}: {exc.detail}"
+    if exc.problem in ("special", "too large", "too deep"):
+        return f"{exc}, so it is not a results file; {point}"
+    if exc.problem == "not text":
+        return f"{path} is not a text file, so not a results file; point at one written by pytest-gpuperf"
+    if path.suffix != ".json":  # someone's source or config file: no advice to delete it
+        return f"{path} is not a results file (not JSON); {point}"
+    return f"{exc}; it was left as it is: delete or restore it, or save a new baseline under another name"
 
 
 def _check_schema(path: Path, data: Any, schema: str, versions: tuple[int, ...], where: str = "") -> None:
@@ -492,21 +503,64 @@ def _check_schema(path: Path, data: Any, schema: str, versions: tuple[int, ...],
         )
 
 
+def _check_count_in_text(path: Path, text: str) -> None:
+    """Refuse a file of far more than MAX_RECORDS records before the JSON is parsed: each record has one
+    ``"measurement"`` key, and counting them is quick where parsing a million records is not."""
+    count = text.count('"measurement"')
+    if count > MAX_RECORDS:
+        _too_many(path, count)
+
+
+def _check_count(path: Path, runs: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a file of more than MAX_RECORDS records before any is parsed into a Run (which is slower still)."""
+    count = sum(len(run.get("records") or ()) for run in runs if isinstance(run.get("records"), list))
+    if count > MAX_RECORDS:
+        _too_many(path, count)
+
+
+def _too_many(path: Path, count: int) -> NoReturn:
+    raise ResultsError(
+        f"{path} holds {count:,} records, over the {MAX_RECORDS:,} that pytest-gpuperf reads in one file, "
+        "so it was not written by this tool; point at a results or baseline file written by --gpuperf-json or "
+        "--gpuperf-save"
+    )
+
+
 def _parse_run(path: Path, data: Mapping[str, Any]) -> Run:
     try:
         run = Run.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"{path} is damaged: a record lacks or mangles {exc}; re-record it") from None
-    for record in run.records:
-        samples = record.measurement.samples
-        if not samples:
-            problem = "no samples"
-        elif not all(math.isfinite(x) and x > 0 for x in samples):
-            problem = "samples that are not positive finite times (NaN, infinite, zero or negative)"
-        else:
-            continue
-        raise ResultsError(
-            f"{path} is damaged: record {record.key} has {problem}; it was left as it is: re-record it, or restore "
-            "the file from a copy"
-        )
+    _check_records(path, run)
     return run
+
+
+def _check_records(path: Path, run: Run) -> None:
+    """Refuse a run holding a value no measurement can have (issue 23: ``"iterations": 0`` was merged into a
+    baseline); the error names the file and the record."""
+    for record in run.records:
+        problem = _impossible(record)
+        if problem:
+            raise ResultsError(
+                f"{path} is damaged: record {printable(record.key)} has {problem}; it was left as it is: re-record "
+                "it, or restore the file from a copy"
+            )
+
+
+def _impossible(record: Record) -> str:
+    """What in ``record`` no measurement can have, or ""."""
+    measurement = record.measurement
+    if measurement.iterations < 1:
+        return f'"iterations": {measurement.iterations} (each sample times 1 call or more)'
+    rounds = [("", measurement.samples)]
+    rounds += [(f"round {i + 2}'s ", r.samples) for i, r in enumerate(record.evidence.rounds)]
+    rounds += [(f"confirmation run {i + 1}'s ", r.rounds[0].samples) for i, r in enumerate(record.evidence.runs)]
+    for where, samples in rounds:
+        if not samples:
+            return f"{where}no samples"
+        if not all(math.isfinite(x) and x > 0 for x in samples):
+            return f"{where}samples that are not positive finite times (NaN, infinite, zero or negative)"
+    for name, amount in measurement.work.items():
+        if not (math.isfinite(amount) and amount >= 0):
+            return f"a work amount {name} of {amount} (work done is a finite amount, 0 or more)"
+    return ""

@@ -6,9 +6,10 @@
                                          baseline)
 
 A run's id is its file's stem (``20261122T023000.123456Z-1a2b3c4d``); a baseline's is its name.
-The listing reads every file and never writes one: a file that cannot be read is listed as
-damaged, with the reason. A baseline holds copies of its runs (``_store.py``), so deleting run
-files never changes one. Exit status: 0 done, 2 bad input (no such directory or id, N < 0).
+The listing reads every file up to ``LIST_READ_BYTES`` (a larger one is listed by its size) and
+never writes one: a file that cannot be read is listed as damaged, with the reason. A baseline
+holds copies of its runs (``_store.py``), so deleting run files never changes one. Exit status: 0 done,
+2 bad input (no such directory or id, N < 0).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tabulate import tabulate
+from tabulate import tabulate, tabulate_formats
 
+from .._jsonfile import size_of
 from ._files import ResultsError, load_runs
 from ._record import Run
 from ._store import ResultsDir, add_results_dir_argument
@@ -33,6 +35,9 @@ from ._table import peaks_of, results_table, table_notes
 __all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+#: The listing reads a file up to 32 MiB (under a second); a larger one is listed by its size, so that one huge
+#: file does not make every listing slow (a million-record file took 39 s). ``runs show`` reads any size.
+LIST_READ_BYTES: Final = 32 << 20
 #: What ``ResultsDir.save_run`` names a run file: ``<UTC time>-<commit>[-dirty][-N]``. Only these are pruned.
 _RUN_STEM: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-")
 
@@ -46,13 +51,19 @@ class Entry:
     path: Path
     runs: tuple[Run, ...] = ()
     damaged: str = ""
+    #: the file's size when the listing did not read it (over LIST_READ_BYTES), else 0
+    large: int = 0
 
     @property
     def newest(self) -> Run | None:
         return self.runs[-1] if self.runs else None
 
 
-def _entry(kind: str, ident: str, path: Path) -> Entry:
+def _entry(kind: str, ident: str, path: Path, *, limit: int | None = None) -> Entry:
+    """The file read (a file over ``limit`` bytes is not: it is listed by its size)."""
+    size = size_of(path)
+    if limit is not None and size is not None and size > limit:
+        return Entry(kind, ident, path, large=size)
     try:
         return Entry(kind, ident, path, tuple(load_runs(path)))
     except ResultsError as exc:
@@ -64,10 +75,11 @@ def run_files(store: ResultsDir) -> list[Path]:
     return sorted(store.runs_dir.glob("*.json")) if store.runs_dir.is_dir() else []
 
 
-def entries(store: ResultsDir) -> list[Entry]:
-    """Every run file, oldest first, then every baseline by name (not the ``.bak`` copies or ``.lock`` files)."""
-    runs = [_entry("run", path.stem, path) for path in run_files(store)]
-    return runs + [_entry("baseline", name, store.baseline_path(name)) for name in store.names()]
+def entries(store: ResultsDir, *, limit: int | None = None) -> list[Entry]:
+    """Every run file, oldest first, then every baseline by name (not the ``.bak`` copies or ``.lock`` files);
+    files over ``limit`` bytes are not read."""
+    runs = [_entry("run", path.stem, path, limit=limit) for path in run_files(store)]
+    return runs + [_entry("baseline", name, store.baseline_path(name), limit=limit) for name in store.names()]
 
 
 def prunable(store: ResultsDir, keep: int) -> list[Path]:
@@ -106,6 +118,9 @@ def _devices(run: Run) -> str:
 
 def _row(entry: Entry) -> list[str]:
     run = entry.newest
+    if entry.large:
+        note = f"{entry.large / 2**20:,.0f} MB, not read for a listing: pytest-gpuperf runs show {entry.id} reads it"
+        return [entry.id, "-", "-", "-", "-", note]
     if run is None:
         return [entry.id, "-", "-", "-", "-", f"damaged: {entry.damaged}"]
     return [
@@ -120,7 +135,7 @@ def _row(entry: Entry) -> list[str]:
 
 def listing(store: ResultsDir) -> list[str]:
     """The lines of ``pytest-gpuperf runs``: a table of the run files, then one of the baselines."""
-    found = entries(store)
+    found = entries(store, limit=LIST_READ_BYTES)
     runs = [e for e in found if e.kind == "run"]
     baselines = [e for e in found if e.kind == "baseline"]
     lines = [f"runs in {store.runs_dir} ({len(runs)}, oldest first):"]
@@ -216,7 +231,13 @@ def add_parser(commands: Any) -> None:
     sub = runs.add_subparsers(dest="runs_command")
     shw = sub.add_parser("show", parents=[parent], help="print a saved run's results table (a baseline's newest run)")
     shw.add_argument("ident", metavar="ID|NAME", help="a run id (its file's stem, or its unique start) or a baseline")
-    shw.add_argument("--format", default="simple", help="tabulate table format: simple, github, grid ...")
+    shw.add_argument(
+        "--format",
+        default="simple",
+        choices=tabulate_formats,
+        metavar="FORMAT",
+        help="tabulate table format: simple, github, grid ...",
+    )
     shw.set_defaults(handler=show_command)
     prn = sub.add_parser("prune", parents=[parent], help="delete the oldest run files beyond N (never a baseline)")
     prn.add_argument("--keep", type=_keep, required=True, metavar="N", help="how many of the newest runs to keep")

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._escape import printable
+from ..measuring import values
 from ._comparable import blocking_differences
 from ._files import (
     ResultsError,
@@ -76,7 +78,7 @@ def add_results_dir_argument(parser: argparse.ArgumentParser, default: Any = DEF
     already gives it)."""
     parser.add_argument(
         "--results-dir",
-        type=Path,
+        type=values.argtype(values.given_path),
         default=default,
         help=f"the results directory, where names are looked up (default: {DEFAULT_RESULTS_DIR})",
     )
@@ -182,7 +184,7 @@ class Baseline:
         what = f"baseline {self.name!r}" if self.name else f"{self.foreign} file" if self.foreign else "results file"
         newest = self.runs[-1]
         runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
-        return f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})"
+        return printable(f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from .._escape import printable
 from ..measuring import Measurement, format_bytes, format_duration, format_rate
 from ._record import Record, Run, short_test
 from ._starved import starved_flag
@@ -188,7 +189,7 @@ def results_table(
             f"{len(m.samples)}x{m.iterations}",
             flags(record),
         ]
-        rows.append(row)
+        rows.append([printable(cell) for cell in row])  # names from a file reach the terminal (``_escape.py``)
     headers = list(HEADERS)
     if tail:
         headers.insert(headers.index("95% CI") + 1, "p99")
@@ -203,7 +204,8 @@ def table_notes(records: Sequence[Record], peaks: Mapping[str, Ceiling]) -> list
     """The lines under a results table: why records have no energy figure (``energy_lines``), what each
     device's "% peak" is a fraction of (``Ceiling.line``), and why a record went over its max_time."""
     over = [f"{r.key}: over max_time: {r.measurement.over_time}" for r in records if r.measurement.over_time]
-    return energy_lines(records) + [ceiling.line(device) for device, ceiling in peaks.items()] + over
+    lines = energy_lines(records) + [ceiling.line(device) for device, ceiling in peaks.items()] + over
+    return [printable(line) for line in lines]
 
 
 def peaks_of(run: Run) -> dict[str, Ceiling]:
