@@ -89,6 +89,9 @@ class Project:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # SIGINT as a terminal sends it: started from a shell's background job (`cmd &`), SIGINT is inherited
+            # ignored, and the session would ignore the signal this script sends
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         return proc, flag
 

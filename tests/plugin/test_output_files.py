@@ -80,7 +80,14 @@ def session(project: Path, *args: str, slow: float | None = None) -> subprocess.
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_interruptible,
     )
+
+
+def _interruptible() -> None:
+    """Ctrl-C as a terminal sends it: a process started in the background by a shell without job control (CI's
+    ``cmd &``) inherits SIGINT ignored, and Python then installs no handler for it: the session ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def when_writing(project: Path, proc: subprocess.Popen[str], name: str = "") -> None:
