@@ -531,6 +531,7 @@ th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e6ea; v
 th { background: #f4f6f8; white-space: nowrap; }
 .wide { overflow-x: auto; }
 .fig { white-space: nowrap; font-variant-numeric: tabular-nums; }
+section.notes h3 { margin: 10px 0 2px; }
 ul.notes { margin: 4px 0; padding-left: 18px; }
 ul.notes .nodeid { display: inline; }
 a { color: var(--current); }
