@@ -9,7 +9,8 @@ Writes, in a scratch directory (``--scratch``, default a temporary one, removed)
 runs of the same records, with this checkout's writer (the file format is the same on main). Then runs
 ``python -m pytest_gpuperf.cli report RUN BASELINE -o page.html`` in a fresh process on the code in ``--code``
 (first on PYTHONPATH; default: this checkout) under ``/usr/bin/time``-like accounting (``resource.getrusage`` of the
-child: its peak RSS) and prints one line: records, baseline runs, wall time, peak RSS, page size. To see main's
+child: its CPU time and peak RSS) and prints one line: records, baseline runs, wall and CPU time, peak RSS, page
+size. To see main's
 behaviour: ``git archive main pytest_gpuperf | tar -x -C /tmp/main && python bench/report_scale.py --code /tmp/main``.
 No speed is asserted; the figures are this machine's.
 """
@@ -75,14 +76,15 @@ def main() -> int:
         start = time.perf_counter()
         done = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - start
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         if done.returncode != 0:
             print(done.stdout + done.stderr, file=sys.stderr)
             return 1
         size = page.stat().st_size
         print(
             f"records {args.records}, baseline runs {args.runs}, samples {args.samples}: "
-            f"{wall:.1f} s, peak RSS {peak_kib / 1024:.0f} MiB, page {size / 1e6:.1f} MB "
+            f"{wall:.1f} s ({cpu:.1f} s CPU), peak RSS {peak_kib / 1024:.0f} MiB, page {size / 1e6:.1f} MB "
             f"(inputs: run {head.stat().st_size / 1e6:.1f} MB, baseline {base.stat().st_size / 1e6:.1f} MB)"
         )
     finally:
