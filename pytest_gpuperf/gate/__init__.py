@@ -16,10 +16,19 @@ if TYPE_CHECKING:
     from ._ab import AbOptions, AbResult
     from ._ab_load import AbError
     from ._commands import add_parsers as add_gate_commands
-    from ._compare import BaselineNoise, GateResult, PairedRounds, Row, baseline_noise, compare_runs, count_verdicts
+    from ._compare import (
+        BaselineNoise,
+        GateResult,
+        PairedRounds,
+        Row,
+        baseline_noise,
+        compare_runs,
+        count_verdicts,
+        row_runs,
+    )
     from ._confirm import CONFIRMATION_ENV
     from ._confirm import run as run_confirmation
-    from ._evidence import disturbed, work_difference
+    from ._evidence import RunSamples, disturbed, work_difference
     from ._memory import MemoryChange, compare_memory
     from ._render import (
         CLOCK_HEADER,
@@ -93,6 +102,7 @@ __all__ = [
     "Policy",
     "Row",
     "RowTraces",
+    "RunSamples",
     "Verdict",
     "WhyLine",
     "WorkComparison",
@@ -116,6 +126,7 @@ __all__ = [
     "ratio_cell",
     "reason_for",
     "report_to_github",
+    "row_runs",
     "rows_to_trace",
     "run_confirmation",
     "runs_cell",

@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 
 from ..measuring import Estimate, WorkProfile
 from ..results import Record, Run, blocking_differences, differences, short_test
-from ._evidence import Side, record_mismatches, runs_of, select, unrecorded, work_difference
+from ._evidence import (
+    RunSamples,
+    Side,
+    record_mismatches,
+    run_samples,
+    runs_of,
+    select,
+    unrecorded,
+    work_difference,
+)
 from ._memory import MemoryChange, compare_memory
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
@@ -34,6 +43,7 @@ __all__ = [
     "baseline_noise",
     "compare_runs",
     "count_verdicts",
+    "row_runs",
     "same_work",
 ]
 
@@ -252,6 +262,8 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
     verdict = verdict_for(est, tolerance)
     runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
+    if len(b.kept) + len(h.kept) <= 2:  # one run a side shows no run-to-run noise: the floor's alone, assumed
+        noise = f"run-to-run noise {est.spread or 0.0:.1%} assumed (the noise floor: {runs} and 1 current run)"
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
     clocked = _clock_estimate(b, h, floor, policy.confidence)
     verdict, reason, cause = _other_cause(verdict, reason, est, clocked, b, h, tolerance)
@@ -302,6 +314,15 @@ def same_work(verdict: Verdict, reason: str, work: WorkComparison | None) -> tup
 
 def _profiles(records: Iterable[Record]) -> tuple[WorkProfile, ...]:
     return tuple(r.measurement.profile for r in records if r.measurement.profile is not None)
+
+
+def row_runs(
+    base: Sequence[Record], head: Sequence[Record], policy: Policy | None = None
+) -> tuple[list[RunSamples], list[RunSamples]]:
+    """One benchmark's runs on each side (its records in the baseline's runs and the current ones), each with its
+    samples and whether the comparison kept it: what ``compare_runs`` judged, for a picture of it."""
+    floor = _setting(head, "noise_floor", (policy or Policy()).noise_floor)
+    return run_samples(base, floor), run_samples(head, floor)
 
 
 def _by_key(runs: Iterable[Run]) -> dict[str, list[Record]]:
@@ -364,12 +385,26 @@ class BaselineNoise:
     callable: float  # the median record's smallest callable slowdown
     worst_test: str
     worst_callable: float
+    #: the median record's runs kept (``select``) and saved: one kept run shows no run-to-run noise, and its
+    #: ``spread`` is the noise floor, assumed, not measured
+    kept: int = 0
+    total: int = 0
+
+    @property
+    def assumed(self) -> bool:
+        """The spread is the noise floor alone: the median record has one baseline run kept."""
+        return self.kept == 1
 
     def describe(self, tolerance: float) -> str:
         runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
         over = f"{runs}" if self.records == 1 else f"median of {self.records} records, at least {runs} each"
+        spread = f"{self.spread:.1%}"
+        if self.assumed:  # one run kept measures no run-to-run noise: the figure is the floor's
+            left = f"; {self.total - self.kept} of {self.total} left out" if self.total > self.kept else ""
+            spread += " assumed"
+            over = f"the noise floor; {over}{left}"
         text = (
-            f"baseline noise: run-to-run {self.spread:.1%} ({over}): "
+            f"baseline noise: run-to-run {spread} ({over}): "
             f"a session of one run can call a slowdown of {self.callable:.0%} or more"
         )
         if self.worst_callable > self.callable:
@@ -385,7 +420,7 @@ class BaselineNoise:
 def baseline_noise(base_runs: Sequence[Run], policy: Policy | None = None) -> BaselineNoise | None:
     """How finely ``base_runs`` can judge one current run of each of their records (None when they hold none)."""
     policy = policy or Policy()
-    rows: list[tuple[float, float, int, Record]] = []
+    rows: list[tuple[float, float, int, Record, int]] = []
     for records in _by_key(base_runs).values():
         floor = _setting(records, "noise_floor", policy.noise_floor)
         tolerance = _setting(records, "tolerance", policy.tolerance)
@@ -395,7 +430,7 @@ def baseline_noise(base_runs: Sequence[Run], policy: Policy | None = None) -> Ba
             continue
         middle = sum(values) / len(values)
         est = estimate(values, [middle], noise_floor=floor, base_within=[s.within for s in side.kept])
-        rows.append((max(tolerance, est.high - 1.0), est.spread or 0.0, len(values), records[-1]))
+        rows.append((max(tolerance, est.high - 1.0), est.spread or 0.0, len(values), records[-1], side.total))
     if not rows:
         return None
     rows.sort(key=lambda row: row[0])
@@ -409,4 +444,6 @@ def baseline_noise(base_runs: Sequence[Run], policy: Policy | None = None) -> Ba
         rows[middle][0],
         f"{short_test(worst[3])} [{worst[3].device}]",
         worst[0],
+        rows[middle][2],
+        rows[middle][4],
     )

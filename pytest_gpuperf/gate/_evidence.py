@@ -18,11 +18,13 @@ from ._rule import OUTLIER_FLOORS
 
 __all__ = [
     "Observation",
+    "RunSamples",
     "RunValue",
     "Side",
     "SideClocks",
     "disturbed",
     "record_mismatches",
+    "run_samples",
     "runs_of",
     "select",
     "unrecorded",
@@ -162,11 +164,16 @@ def _rounds_value(record: Record, rounds: Sequence[Round]) -> RunValue | None:
     return _run_value(obs, tuple(r.clocks for r in rounds if r.clocks is not None))
 
 
+def _rounds_of(record: Record) -> list[Sequence[Round]]:
+    """The rounds of each of the record's runs: its own (its measurement, then its rounds), then its confirmation
+    runs in fresh processes."""
+    evidence = record.evidence
+    return [[evidence.first_round(record.measurement), *evidence.rounds], *(rerun.rounds for rerun in evidence.runs)]
+
+
 def runs_of(record: Record) -> list[RunValue]:
     """The record's own run (its measurement, then its rounds), then its confirmation runs in fresh processes."""
-    evidence = record.evidence
-    own = [evidence.first_round(record.measurement), *evidence.rounds]
-    values = [_rounds_value(record, own), *(_rounds_value(record, rerun.rounds) for rerun in evidence.runs)]
+    values = [_rounds_value(record, rounds) for rounds in _rounds_of(record)]
     return [v for v in values if v is not None]
 
 
@@ -249,3 +256,37 @@ def select(runs: Sequence[RunValue], noise_floor: float) -> Side:
         worst = max(loads, key=lambda load: load.background_cores)
         busy = f"other processes used {worst.background_cores:.1f} of {worst.cpus} CPUs"
     return Side(kept, len(runs), not calm, busy, len(runs) - len(pool), len(pool) - len(kept))
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    """One run of one record as a picture of it shows it: every sample of its rounds, and whether ``select``
+    kept it."""
+
+    samples: tuple[float, ...]  # seconds per call, every round's
+    #: "" kept; else why it was left out: "disturbed", "far slower than the rest"
+    left_out: str
+    confirmation: bool  # measured again in a fresh process (``--gpuperf-confirm``)
+
+
+def run_samples(records: Sequence[Record], noise_floor: float) -> list[RunSamples]:
+    """Every run of ``records`` (one side of a comparison), each with its samples and ``select``'s decision on it:
+    the runs the gate kept, and those it left out, that a plot should draw apart."""
+    runs: list[tuple[RunValue, tuple[float, ...], bool]] = []
+    for record in records:
+        for index, rounds in enumerate(_rounds_of(record)):
+            value = _rounds_value(record, rounds)
+            if value is not None:
+                runs.append((value, tuple(x for r in rounds for x in r.samples), index > 0))
+    if not runs:
+        return []
+    side = select([value for value, _, _ in runs], noise_floor)
+    kept = {id(value) for value in side.kept}
+    calm = any(not value.disturbed for value, _, _ in runs)
+
+    def why(value: RunValue) -> str:
+        if id(value) in kept:
+            return ""
+        return "disturbed" if calm and value.disturbed else "far slower than the rest"
+
+    return [RunSamples(samples, why(value), confirmation) for value, samples, confirmation in runs]

@@ -247,6 +247,7 @@ class RecordBook:
                 for device, description in self._devices.items()
             },
             interrupted=interrupted,
+            notes=self.notes,
         )
 
 

@@ -12,7 +12,7 @@ artifact. Every string from a run (test ids hold ``<``, ``&`` and quotes) is esc
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Final
@@ -23,6 +23,7 @@ from ..gate import (
     GateResult,
     Policy,
     Row,
+    RunSamples,
     Verdict,
     baseline_noise,
     change_text,
@@ -31,6 +32,7 @@ from ..gate import (
     gate_lines,
     memory_text,
     ratio_cell,
+    row_runs,
     runs_cell,
     verdict_cell,
     why_cells,
@@ -52,8 +54,9 @@ from ..results import (
     per_joule_cell,
     percent_of_peak,
     short_test,
+    table_notes,
 )
-from ._svg import Lane, dots_of, strip_plot
+from ._svg import Lane, drawn_text, strip_plot
 
 __all__ = ["REPORT_OUTPUT", "Comparison", "compare", "policy_of", "render", "write"]
 
@@ -84,6 +87,7 @@ class Comparison:
     result: GateResult
     against: str  # ``Baseline.describe()``
     noise: str | None = None  # the gate's "baseline noise: ..." line
+    policy: Policy = field(default_factory=Policy)  # the policy it was judged with: which runs each row kept
 
 
 def policy_of(run: Run) -> Policy:
@@ -118,6 +122,7 @@ def compare(baseline: Baseline, run: Run, policy: Policy | None = None, result: 
         result,
         baseline.describe(),
         None if noise is None else noise.describe(policy.tolerance),
+        policy,
     )
 
 
@@ -135,12 +140,13 @@ def render(run: Run, comparison: Comparison | None = None, *, source: str = "") 
     rows = {} if comparison is None else {row.key: row for row in comparison.result.rows}
     records = _ordered(run.records, rows)
     peaks = peaks_of(run)
-    base = _base_samples(comparison)
+    base = _base_records(comparison)
     body = [
         _header(run, source),
         _gate_section(comparison) if comparison is not None else "",
         _summary(records, rows, peaks, comparison is not None),
-        *(_card(i, r, rows.get(r.key), peaks, base.get(r.key, ()), comparison) for i, r in enumerate(records)),
+        _notes(run, peaks),
+        *(_card(i, r, rows.get(r.key), peaks, base.get(r.key), comparison) for i, r in enumerate(records)),
         _missing(comparison),
         '<footer class="muted">written by pytest-gpuperf; the 95% intervals are distribution-free intervals of '
         "the median (docs/glossary.md); the gate's ratio is current/baseline time (docs/how-the-gate-decides.md)"
@@ -170,12 +176,12 @@ def _ordered(records: Sequence[Record], rows: Mapping[str, Row]) -> list[Record]
     return sorted(records, key=change)  # stable: ties keep run order
 
 
-def _base_samples(comparison: Comparison | None) -> dict[str, list[float]]:
-    """Key -> the samples of every baseline run's record of it (each run's own measurement)."""
-    out: dict[str, list[float]] = {}
+def _base_records(comparison: Comparison | None) -> dict[str, list[Record]]:
+    """Key -> every baseline run's record of it, in one pass over the baseline (the page's cost stays linear)."""
+    out: dict[str, list[Record]] = {}
     for run in comparison.base_runs if comparison is not None else ():
         for record in run.records:
-            out.setdefault(record.key, []).extend(record.measurement.samples)
+            out.setdefault(record.key, []).append(record)
     return out
 
 
@@ -289,11 +295,12 @@ def _memory(m: Measurement) -> str:
 def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, Ceiling], gate: bool) -> str:
     energy = any(per_joule_cell(r) != "-" for r in records)
     clocked = gate and any(row.clock_estimate is not None for row in rows.values())
-    head = ["test", "device", "median", "95% CI", "throughput"]
+    tail = any(r.measurement.single_calls for r in records)  # per-call samples: the p99 column, as the terminal's
+    head = ["test", "device", "median", "95% CI", *(["p99"] if tail else []), "throughput"]
     head += ["% peak"] if peaks else []
     head += ["per joule"] if energy else []
     head += ["flags"] + (["ratio [95% CI]", *([CLOCK_HEADER] if clocked else []), "verdict"] if gate else [])
-    out = ['<section class="summary"><h2>records</h2><table><thead><tr>']
+    out = ['<section class="summary"><h2>records</h2><div class="wide"><table><thead><tr>']
     out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
     for i, record in enumerate(records):
@@ -301,8 +308,9 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
         cells = [
             f'<a href="#r{i}">{escape(short_test(record))}</a>',
             escape(record.device),
-            escape(format_duration(m.median)),
-            escape(m.ci_text),
+            _figure(format_duration(m.median)),
+            _figure(m.ci_text),
+            *([_figure(m.percentile_text(99))] if tail else []),
             escape(_throughput(record)),
         ]
         cells += [escape(percent_of_peak(record, peaks))] if peaks else []
@@ -310,14 +318,28 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
         cells.append(escape(flags(record)))
         if gate:
             row = rows.get(record.key)
-            cells.append(escape(ratio_cell(row)) if row else "-")
-            cells += [escape(clock_ratio_cell(row)) if row else "-"] if clocked else []
+            cells.append(_figure(ratio_cell(row)) if row else "-")
+            cells += [_figure(clock_ratio_cell(row)) if row else "-"] if clocked else []
             cells.append(_verdict_badge(row))
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    out.append("</tbody></table>")
-    out += [f'<p class="muted">{escape(ceiling.line(device))}</p>' for device, ceiling in peaks.items()]
-    out.append("</section>")
+    out.append("</tbody></table></div></section>")
     return "".join(out)
+
+
+def _figure(text: str) -> str:
+    """A time, an interval or a ratio: a cell kept on one line (``.fig``), whatever the window's width."""
+    return f'<span class="fig">{escape(text)}</span>'
+
+
+def _notes(run: Run, peaks: Mapping[str, Ceiling]) -> str:
+    """The lines the terminal prints under its table (``table_notes``: energy, % peak, max_time) and every note the
+    tests made (``gpuperf.note``: the suites' conclusions), escaped like every string from a file."""
+    lines = [f'<p class="muted">{escape(line)}</p>' for line in table_notes(run.records, peaks)]
+    items = [f"<li><span class='nodeid'>{escape(test)}</span>: {escape(text)}</li>" for test, text in run.notes]
+    if not lines and not items:
+        return ""
+    notes = f'<h3>notes</h3><ul class="notes">{"".join(items)}</ul>' if items else ""
+    return f'<section class="notes">{"".join(lines)}{notes}</section>'
 
 
 def _card(
@@ -325,7 +347,7 @@ def _card(
     record: Record,
     row: Row | None,
     peaks: Mapping[str, Ceiling],
-    base: Sequence[float],
+    base: Sequence[Record] | None,
     comparison: Comparison | None,
 ) -> str:
     m = record.measurement
@@ -334,6 +356,8 @@ def _card(
         ("95% CI", _interval(record)),
         ("throughput", _throughput(record)),
     ]
+    if m.single_calls:
+        facts.append(("p50 / p90 / p99", " / ".join(m.percentile_text(p) for p in (50, 90, 99))))
     if peaks:
         facts.append(("% peak", percent_of_peak(record, peaks)))
     facts += [
@@ -342,26 +366,7 @@ def _card(
         ("flags", flags(record) or "-"),
     ]
     facts += _clock_and_energy_facts(record)
-    lanes = [
-        Lane(
-            "current",
-            m.samples,
-            "current",
-            median=m.median,
-            band=None if m.too_few_samples else (m.ci.low, m.ci.high),
-        )
-    ]
-    if comparison is not None:
-        lanes.insert(
-            0,
-            Lane(
-                "baseline",
-                base,
-                "baseline",
-                median=row.baseline if row is not None and row.baseline is not None else None,
-                dashed=True,
-            ),
-        )
+    lanes, caption = _lanes(record, row, base, comparison)
     out = [
         f'<section class="record" id="r{index}">',
         f"<h3>{_verdict_badge(row)} {escape(short_test(record))} <span class='device'>{escape(record.device)}</span>"
@@ -373,7 +378,7 @@ def _card(
         out.append(_gate_facts(row))
         out.append(_work_block(row, comparison.result.fail_on if comparison is not None else frozenset()))
     out.append(strip_plot(lanes, title=f"{record.key} on {record.device}: time per call"))
-    out.append(f'<p class="caption">{escape(_caption(m, base, comparison, row))}</p>')
+    out.append(f'<p class="caption">{escape(caption)}</p>')
     out.append("</section>")
     return "".join(out)
 
@@ -446,21 +451,57 @@ def _work_block(row: Row, fail_on: frozenset[str]) -> str:
     return "".join(out)
 
 
-def _caption(m: Measurement, base: Sequence[float], comparison: Comparison | None, row: Row | None) -> str:
-    def drawn(values: Sequence[float]) -> str:
-        shown = len(dots_of(values))
-        return f"{shown} samples" if shown == len(values) else f"{shown} of {len(values)} samples (evenly by rank)"
+def _lanes(
+    record: Record, row: Row | None, base: Sequence[Record] | None, comparison: Comparison | None
+) -> tuple[list[Lane], str]:
+    """The plot's lanes and its caption. Against a baseline the lanes are the runs the gate judged (``row_runs``):
+    the baseline's kept runs, the current side's (its confirmation runs with it), and apart, in lanes of their own,
+    the runs it left out (disturbed, far slower), so that the picture tells the verdict's story."""
+    m = record.measurement
+    band = None if m.too_few_samples else (m.ci.low, m.ci.high)
+    own = f"current: {drawn_text(len(m.samples))}, one dot per sample (time per call); solid line: the median"
+    own += "" if band is None else ", band: its 95% interval"
+    if comparison is None:
+        return [Lane("current", m.samples, "current", median=m.median, band=band)], own
+    base_runs, head_runs = row_runs(base or [], [record], comparison.policy)
+    kept = [r for r in head_runs if not r.left_out]
+    confirmations = sum(1 for r in head_runs if r.confirmation)
+    if len(head_runs) == 1 and kept:  # the record's own measurement alone: its median and interval
+        current = Lane("current", m.samples, "current", median=m.median, band=band)
+        text = own
+    else:
+        samples = _samples(kept)
+        gate_time = row.current if row is not None else None
+        current = Lane("current", samples, "current", median=gate_time, dashed=True)
+        text = f"current: {drawn_text(len(samples))} from {_runs(len(kept))}"
+        text += f" ({confirmations} confirmation run{'s' if confirmations != 1 else ''} in fresh processes among them)"
+        text += "; dashed line: the gate's current time (geometric mean of its runs)"
+    lanes = [current]
+    if base:
+        kept_base = [r for r in base_runs if not r.left_out]
+        gate_base = row.baseline if row is not None else None
+        lanes.insert(0, Lane("baseline", _samples(kept_base), "baseline", median=gate_base, dashed=True))
+        text += f"; baseline: {drawn_text(len(lanes[0].samples))} from {_runs(len(kept_base))}"
+        text += "; dashed line: the gate's baseline time (geometric mean of its runs)"
+    else:
+        text += "; not in the baseline"
+    for name, runs in (("baseline", base_runs), ("current", head_runs)):
+        out = [r for r in runs if r.left_out]
+        if out:
+            at = 1 if name == "baseline" and base else len(lanes)
+            lanes.insert(at, Lane("left out", _samples(out), "left-out"))
+            whys = " or ".join(sorted({r.left_out for r in out}))
+            text += f"; left out (hollow, the lane under the {name}'s): {len(out)} of {len(runs)} {name} runs, "
+            text += f"{whys}: the gate did not judge them"
+    return lanes, text
 
-    text = f"current: {drawn(m.samples)}, one dot per sample (time per call); solid line: the median"
-    text += "" if m.too_few_samples else ", band: its 95% interval"
-    if comparison is not None:
-        runs = sum(1 for run in comparison.base_runs if any(r.key == (row.key if row else "") for r in run.records))
-        if base:
-            text += f"; baseline: {drawn(base)} from {runs} run{'s' if runs != 1 else ''}"
-            text += "; dashed line: the gate's baseline time (geometric mean of its runs)"
-        else:
-            text += "; not in the baseline"
-    return text
+
+def _samples(runs: Sequence[RunSamples]) -> list[float]:
+    return [x for run in runs for x in run.samples]
+
+
+def _runs(count: int) -> str:
+    return f"{count} run{'s' if count != 1 else ''}"
 
 
 def _missing(comparison: Comparison | None) -> str:
@@ -478,7 +519,7 @@ _CSS: Final = """
 :root { color-scheme: light; --current: #1f6fb2; --baseline: #d0731c; --ink: #1d2125; --muted: #5f6b76; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
-  margin: 0 auto; padding: 16px 24px 40px; max-width: 1100px; background: #fff; }
+  margin: 0 auto; padding: 16px 24px 40px; max-width: 1600px; background: #fff; }
 h1 { font-size: 22px; margin: 0 0 8px; }
 h2 { font-size: 17px; margin: 24px 0 8px; }
 h3 { font-size: 15px; margin: 0 0 2px; word-break: break-all; }
@@ -487,7 +528,12 @@ h3 { font-size: 15px; margin: 0 0 2px; word-break: break-all; }
 .facts dd { margin: 0; word-break: break-word; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e6ea; vertical-align: top; }
-th { background: #f4f6f8; }
+th { background: #f4f6f8; white-space: nowrap; }
+.wide { overflow-x: auto; }
+.fig { white-space: nowrap; font-variant-numeric: tabular-nums; }
+section.notes h3 { margin: 10px 0 2px; }
+ul.notes { margin: 4px 0; padding-left: 18px; }
+ul.notes .nodeid { display: inline; }
 a { color: var(--current); }
 .record { border: 1px solid #dde1e5; border-radius: 6px; padding: 12px 14px; margin: 14px 0; }
 .nodeid { color: var(--muted); font-family: ui-monospace, monospace; font-size: 12px; margin: 0 0 4px;
@@ -513,8 +559,12 @@ svg .grid { stroke: #eceff2; stroke-width: 1; }
 svg .axis { stroke: #8a949e; stroke-width: 1; }
 svg .tick, svg .axis-name, svg .lane-name { font: 11px system-ui, sans-serif; fill: var(--muted); }
 svg .lane-name { font-size: 12px; fill: var(--ink); }
-svg .current .dot { fill: var(--current); fill-opacity: 0.55; }
-svg .baseline .dot { fill: var(--baseline); fill-opacity: 0.55; }
+svg .current circle { fill: var(--current); fill-opacity: 0.55; }
+svg .baseline circle { fill: var(--baseline); fill-opacity: 0.55; }
+svg .left-out circle { fill: none; stroke: var(--muted); stroke-width: 1; stroke-opacity: 0.8; }
+svg .left-out .lane-name { fill: var(--muted); font-style: italic; }
+svg .box { fill: none; stroke: var(--ink); stroke-width: 1; stroke-opacity: 0.6; }
+svg .whisker { stroke: var(--ink); stroke-width: 1; stroke-opacity: 0.6; }
 svg .current .band { fill: var(--current); fill-opacity: 0.14; }
 svg .baseline .band { fill: var(--baseline); fill-opacity: 0.14; }
 svg .current .median { stroke: #0b3f6b; stroke-width: 2.5; }

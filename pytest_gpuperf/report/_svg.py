@@ -3,6 +3,9 @@
 Each lane shows its samples as dots jittered across the lane (a fixed low-discrepancy
 sequence, so that the same run always draws the same picture), its median as a line and,
 where there are samples enough for one, the confidence interval of the median as a band.
+A lane of more than ``MAX_DOTS`` samples draws ``MAX_DOTS`` of them, evenly by rank, over a box of
+their middle half and whiskers from the 5th to the 95th percentile: a page of thousands of records
+stays small (issue 23 item 9), and the caption says how many were drawn (``drawn_text``).
 The time axis is linear, or logarithmic when the samples span more than ``LOG_SPAN`` times;
 its ticks are labelled in one unit (ns, us, ms or s) chosen for the range, or on a log axis each in its own.
 """
@@ -15,10 +18,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import Final
 
-__all__ = ["LOG_SPAN", "MAX_DOTS", "Lane", "dots_of", "strip_plot", "ticks", "unit_for"]
+__all__ = ["LOG_SPAN", "MAX_DOTS", "Lane", "dots_of", "drawn_text", "strip_plot", "ticks", "unit_for"]
 
-#: A lane draws at most this many dots (evenly spaced in sorted order); the caption says how many of how many.
-MAX_DOTS: Final = 600
+#: A lane draws at most this many dots (evenly spaced in sorted order) over a quantile box; the caption says how
+#: many of how many. A 10-run baseline of 41 samples a run is thinned; one run's 41 samples are all drawn.
+MAX_DOTS: Final = 100
+#: The box (middle half) and the whiskers drawn under a thinned lane: quantiles of all its samples.
+BOX: Final = (0.25, 0.75)
+WHISKERS: Final = (0.05, 0.95)
 #: A log axis when the largest value is more than this many times the smallest.
 LOG_SPAN: Final = 20.0
 
@@ -100,6 +107,23 @@ def dots_of(samples: Sequence[float]) -> list[float]:
     return [ordered[round(i * last / (MAX_DOTS - 1))] for i in range(MAX_DOTS)]
 
 
+def drawn_text(count: int) -> str:
+    """What a lane of ``count`` samples draws, for the caption."""
+    if count <= MAX_DOTS:
+        return f"{count} sample{'s' if count != 1 else ''}"
+    return (
+        f"{MAX_DOTS} of {count} samples drawn (evenly by rank) over a box of their middle half, "
+        f"whiskers from the {WHISKERS[0]:.0%} to the {WHISKERS[1]:.0%} quantile"
+    )
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 def strip_plot(lanes: Sequence[Lane], *, title: str) -> str:
     """The SVG element of ``lanes`` (those with samples), with ``title`` as its accessible name."""
     lanes = [lane for lane in lanes if lane.samples]
@@ -155,9 +179,17 @@ def _lane(lane: Lane, top: float, x: Callable[[float], float]) -> list[str]:
         out.append(
             f'<rect class="band" x="{x0:.1f}" y="{top + 4}" width="{max(x1 - x0, 1.0):.1f}" height="{LANE - 8}"/>'
         )
+    if len(lane.samples) > MAX_DOTS:  # thinned: the quantiles of every sample, under the dots drawn
+        ordered = sorted(lane.samples)
+        w0, b0, b1, w1 = (x(_quantile(ordered, q)) for q in (WHISKERS[0], BOX[0], BOX[1], WHISKERS[1]))
+        out.append(f'<line class="whisker" x1="{w0:.1f}" y1="{mid:.1f}" x2="{w1:.1f}" y2="{mid:.1f}"/>')
+        out.append(
+            f'<rect class="box" x="{b0:.1f}" y="{top + 10}" width="{max(b1 - b0, 1.0):.1f}" height="{LANE - 20}"/>'
+        )
+    # No class on each dot (the lane's ``g`` styles them): a page of thousands of dots stays small.
     for i, value in enumerate(dots_of(lane.samples)):
         jitter = ((i * _PHI) % 1.0 - 0.5) * (LANE - 16)
-        out.append(f'<circle class="dot" cx="{x(value):.1f}" cy="{mid + jitter:.1f}" r="2.6"/>')
+        out.append(f'<circle cx="{x(value):.1f}" cy="{mid + jitter:.1f}" r="2.6"/>')
     if lane.median is not None:
         mx = x(lane.median)
         dash = ' stroke-dasharray="5 3"' if lane.dashed else ""

@@ -249,9 +249,12 @@ class Run:
     devices: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: The session was interrupted (Ctrl-C): ``records`` holds what was measured before.
     interrupted: bool = False
+    #: ``gpuperf.note(text)``: (test node id, text), in the order made; the report shows them (written only when
+    #: there are some, so that a file without notes is as before)
+    notes: Sequence[tuple[str, str]] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "schema": SCHEMA,
             "version": SCHEMA_VERSION,
             "created": self.created,
@@ -261,6 +264,9 @@ class Run:
             "settings": dict(self.settings),
             "records": [r.to_dict() for r in self.records],
         }
+        if self.notes:
+            out["notes"] = [[test, text] for test, text in self.notes]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Run:
@@ -271,12 +277,24 @@ class Run:
             records=[Record.from_dict(r) for r in data.get("records", [])],
             devices=dict(data.get("devices", {})),
             interrupted=bool(data.get("interrupted", False)),
+            notes=_notes(data.get("notes")),
         )
 
     @property
     def git(self) -> GitState:
         """The fingerprint's git state; empty outside git, and in files that did not record it."""
         return self.fingerprint.git if self.fingerprint.git is not None else GitState()
+
+
+def _notes(data: Any) -> tuple[tuple[str, str], ...]:
+    """A run's notes from its file: pairs of strings; anything else in the list is skipped (a crafted file)."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(
+        (item[0], item[1])
+        for item in data
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)
+    )
 
 
 class MeasuredTest(Protocol):

@@ -12,9 +12,9 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.measuring import CUDA_EVENT_TIMER
-from pytest_gpuperf.results import Record, ResultsDir, Run, save_run
+from pytest_gpuperf.results import Record, ResultsDir, Run, save_baseline_file, save_run
 from tests.gate.clocked import SLOW, with_clocks
-from tests.synthetic import make_record, make_run, save_main_baseline, with_fingerprint
+from tests.synthetic import BUSY, make_record, make_run, save_main_baseline, with_fingerprint
 
 
 def write(path: Path, *medians: float, test: str = "test_x.py::test_step[cpu]", **fingerprint: object) -> Path:
@@ -45,6 +45,21 @@ def test_slower_exits_1_with_the_table(results: Path, capsys: pytest.CaptureFixt
         out[-1] == "gpuperf gate: FAILED (1 slower; failing on slower,unattributed + more work "
         "(any count, memory)): test_step [cpu]"
     )
+
+
+def test_a_noise_figure_that_is_the_floor_says_it_is_assumed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23 item 8: with two of three baseline runs left out as disturbed, compare printed "run-to-run 2.0%
+    (1 run)" as if measured (on main: no "assumed" in the line nor in the row's reason)."""
+    base = tmp_path / "base.json"
+    calm, busy = make_run(make_record(10e-3)), make_run(make_record(14e-3, load=BUSY))
+    save_baseline_file(base, "main", [calm, busy, busy])
+    write(tmp_path / "head.json", 10.6e-3)
+    main(["compare", str(base), str(tmp_path / "head.json"), "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "baseline noise: run-to-run 2.0% assumed (the noise floor; 1 run; 2 of 3 left out)" in out
+    assert "run-to-run noise 2.0% assumed (the noise floor: 1 baseline run and 1 current run)" in out
 
 
 def test_same_code_exits_0(results: Path, capsys: pytest.CaptureFixture[str]) -> None:

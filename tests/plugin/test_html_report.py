@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_gpuperf.cli import main
+
 FAST = (
     "--gpuperf-device=cpu",
     "--gpuperf-min-time=0.005",
@@ -50,3 +52,17 @@ def test_a_directory_is_refused_before_measuring(pytester: pytest.Pytester) -> N
     result = pytester.runpytest(*FAST, "--gpuperf-html=out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpuperf-html=out: that is a directory; give a file path such as out/report.html"])
+
+
+def test_the_notes_of_the_session_are_in_its_report_and_results_file(pytester: pytest.Pytester) -> None:
+    """Issue 23 item 8: the notes (the suites' conclusions: AMP speedup, checkpoint saving) were printed in the
+    terminal only; the page and the results file dropped them (on main: neither holds the note)."""
+    pytester.makepyfile(
+        test_it=TEST + '\n\ndef test_noted(gpuperf):\n    gpuperf.note("AMP (bf16) 1.8x faster <b>&")\n'
+    )
+    result = pytester.runpytest(*FAST, "--gpuperf-html=report.html", "--gpuperf-json=run.json")
+    assert result.ret == pytest.ExitCode.OK
+    html = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert "test_it.py::test_noted[cpu]</span>: AMP (bf16) 1.8x faster &lt;b&gt;&amp;</li>" in html
+    assert main(["report", "run.json", "-o", "again.html"]) == 0
+    assert "AMP (bf16) 1.8x faster &lt;b&gt;&amp;" in (pytester.path / "again.html").read_text(encoding="utf-8")

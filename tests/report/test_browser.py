@@ -16,7 +16,7 @@ from pathlib import Path
 from pytest_gpuperf.report import compare, render, write
 from pytest_gpuperf.results import Baseline, Record
 from tests.browser import CHROMIUM, NO_CHROMIUM, Image, chromium, keep_screenshot, read_png, skip_unless
-from tests.synthetic import make_measurement, make_record, make_run, samples_around
+from tests.synthetic import BUSY, make_measurement, make_record, make_run, samples_around
 
 pytestmark = skip_unless([NO_CHROMIUM] if CHROMIUM is None else [], "the HTML report's browser test")
 
@@ -71,3 +71,48 @@ def test_the_report_draws_every_sample_in_a_browser(tmp_path: Path) -> None:
     painted = _coloured(image) - _coloured(read_png(bare_shot))
     assert painted > 2000, f"the plots added only {painted} coloured pixels"
     keep_screenshot(shot, "report.png")
+
+
+#: Put into a copy of the page (the page itself holds no script): for each cell of the records table under a time
+#: column, the lines its text takes, written into the DOM that ``--dump-dom`` prints.
+_LINES_SCRIPT = """<script>
+addEventListener("load", () => {
+  const table = document.querySelector("section.summary table");
+  const heads = [...table.querySelectorAll("th")].map((th) => th.textContent);
+  const timed = ["median", "95% CI", "p99", "ratio [95% CI]"].map((h) => heads.indexOf(h)).filter((i) => i >= 0);
+  const lines = [];
+  for (const row of table.querySelectorAll("tbody tr")) {
+    for (const i of timed) {
+      const range = document.createRange();
+      range.selectNodeContents(row.children[i]);
+      lines.push(new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size);
+    }
+  }
+  document.body.setAttribute("data-lines", lines.join(","));
+});
+</script>"""
+
+
+def test_on_a_1400_pixel_window_no_time_cell_wraps(tmp_path: Path) -> None:
+    """Issue 23 item 8: on a 1400-pixel window every time cell of the records table wrapped onto two lines (on
+    main: each row's ratio cell on 3 lines, its median and interval on 1: [1, 1, 3] a row)."""
+    tests = [f"suites/test_transformer.py::test_attention_block[cpu-bf16-seq{n}-batch8]" for n in (512, 1024, 2048)]
+
+    def record(test: str, median: float, load: dict[str, object] | None = None) -> Record:
+        made = make_record(median, test=test, load=load, work={"FLOP": 2e9, "samples": 64, "tokens": 8192})
+        return dataclasses.replace(made, measurement=dataclasses.replace(made.measurement, converged=False))
+
+    base_run = make_run(*(record(t, 10e-3 * (i + 1)) for i, t in enumerate(tests)))
+    run = make_run(*(record(t, 11e-3 * (i + 1), BUSY) for i, t in enumerate(tests)))
+    path = tmp_path / "wide.html"
+    write(path, render(run, compare(Baseline(tmp_path / "main.json", [base_run] * 3, "main"), run)))
+    page = path.read_text(encoding="utf-8")
+    assert "starved (1 of 2 cores), not converged" in page  # a long flags cell, as a busy run has
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _LINES_SCRIPT + "</body>"), encoding="utf-8")
+    done = chromium(tmp_path, "--dump-dom", probe.as_uri(), window="1400,900")
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'data-lines="([\d,]*)"', done.stdout)
+    assert found is not None, done.stdout[:2000]
+    lines = [int(n) for n in found.group(1).split(",")]
+    assert len(lines) == 3 * 3 and lines == [1] * len(lines), lines

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
+from pytest_gpuperf.report._svg import MAX_DOTS
 from pytest_gpuperf.results import save_run
 from tests.synthetic import make_record, make_run, save_main_baseline
 
@@ -27,7 +28,9 @@ def test_a_run_against_a_baseline(results: Path, capsys: pytest.CaptureFixture[s
     assert out.rstrip().endswith("to out/report.html")
     html = (results / "out/report.html").read_text(encoding="utf-8")
     assert "SLOWER" in html and "1.200 [" in html and "baseline noise: run-to-run" in html
-    assert html.count("<circle") == 41 + 3 * 41  # the current samples and the baseline's three runs
+    # the current samples, and the baseline's three runs of 41 thinned to MAX_DOTS over their quantile box
+    assert html.count("<circle") == 41 + MAX_DOTS and html.count('class="box"') == 1
+    assert f"baseline: {MAX_DOTS} of 123 samples drawn (evenly by rank)" in html
     assert not list((results / "out").glob(".*.tmp"))  # written atomically: no temporary left
 
 

@@ -12,7 +12,15 @@ from pytest_gpuperf.measuring import Check
 from pytest_gpuperf.report import compare, policy_of, render
 from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
 from pytest_gpuperf.results import Baseline, Fingerprint, Record, Run, flags
-from tests.synthetic import make_measurement, make_record, make_run, samples_around, with_fingerprint
+from tests.synthetic import (
+    BUSY,
+    QUIET,
+    make_measurement,
+    make_record,
+    make_run,
+    samples_around,
+    with_fingerprint,
+)
 
 
 def baseline_of(*medians_by_test: tuple[str, float], runs: int = 3) -> Baseline:
@@ -92,7 +100,8 @@ def test_a_long_run_draws_its_shape_not_every_sample() -> None:
     many = dataclasses.replace(record, measurement=make_measurement("many", samples_around(1e-3, 1001)))
     html = render(make_run(many))
     assert html.count("<circle") == MAX_DOTS
-    assert f"{MAX_DOTS} of 1001 samples (evenly by rank)" in html
+    assert f"{MAX_DOTS} of 1001 samples drawn (evenly by rank) over a box of their middle half" in html
+    assert html.count('class="box"') == 1 and html.count('class="whisker"') == 1
 
 
 def test_the_header_names_the_date_commit_machine_and_torch() -> None:
@@ -218,3 +227,84 @@ def test_a_count_change_and_a_peak_memory_change_are_shown_escaped() -> None:
     assert "<li>my::&lt;op&gt;&amp; 1 -&gt; 2/call (+1)</li>" in html
     assert "peak memory more: 1 MiB -&gt; 2 MiB (+1 MiB, cpu allocator peak above the call&#x27;s start)" in html
     assert "gpuperf gate: FAILED (1 unchanged; failing on slower,unattributed + more work" in html
+
+
+def _lanes(html: str) -> dict[str, list[list[float]]]:
+    """Each lane's css class -> the x of its dots, lane by lane (a class may have two lanes: left out)."""
+    out: dict[str, list[list[float]]] = {}
+    for css, body in re.findall(r'<g class="lane ([\w-]+)">(.*?)</g>', html, re.S):
+        out.setdefault(css, []).append([float(x) for x in re.findall(r'<circle[^>]* cx="([\d.]+)"', body)])
+    return out
+
+
+def test_left_out_runs_are_drawn_apart_and_confirmation_runs_with_the_current() -> None:
+    """Issue 23 item 8: a SLOWER (1.215) verdict whose baseline's two disturbed runs, left out by the gate, were
+    drawn in the baseline's lane to the right of the current samples: the picture said faster. (On main: the
+    baseline lane's rightmost dot at x 699.0, the current's leftmost at 430.8, and no confirmation samples.)"""
+    test = "t.py::test_step[cpu]"
+    base = Baseline(
+        Path("/results/baselines/main.json"),
+        [make_run(make_record(10e-3, test=test))] + [make_run(make_record(14e-3, test=test, load=BUSY))] * 2,
+        "main",
+    )
+    confirmation = {"runs": [{"samples": list(samples_around(12.15e-3)), "load": dict(QUIET)}]}
+    run = make_run(make_record(12.15e-3, test=test, gate=confirmation))
+    comparison = compare(base, run)
+    row = comparison.result.rows[0]
+    assert row.verdict.value == "slower" and f"{row.estimate.value:.3f}" == "1.215"  # type: ignore[union-attr]
+    html = render(run, comparison)
+    lanes = _lanes(html)
+    (baseline,), (current,) = lanes["baseline"], lanes["current"]
+    assert max(baseline) < min(current), (max(baseline), min(current))  # the picture says slower, as the verdict
+    assert len(current) == 41 + 41  # the confirmation run's samples drawn with the current side
+    (left_out,) = lanes["left-out"]
+    assert len(left_out) == 2 * 41 and min(left_out) > max(current)
+    assert ">left out</text>" in html
+    assert "left out (hollow, the lane under the baseline&#x27;s): 2 of 3 baseline runs, disturbed" in html
+    assert "current: 82 samples from 2 runs (1 confirmation run in fresh processes among them)" in html
+    # and the noise line says its 2.0% is the floor, assumed: two of the three baseline runs were left out
+    assert "baseline noise: run-to-run 2.0% assumed (the noise floor; 1 run; 2 of 3 left out)" in html
+
+
+def test_the_p99_and_every_note_are_shown_escaped() -> None:
+    """Issue 23 item 8: the page dropped the p99 column and the notes (the suites' conclusions) the terminal shows.
+    (On main: no p99 column, and a Run kept no notes: ``Run(..., notes=...)`` is a TypeError.)"""
+    record = make_record(1e-3, test="t.py::test_amp[cpu]")
+    timed_singly = dataclasses.replace(
+        record.measurement, samples=samples_around(1e-3, 401), single_calls=True, over_time="a 5 s step <b>"
+    )
+    notes = (("t.py::test_amp[cpu]", "AMP (bf16) 1.83x faster <script>alert(1)</script>"),)
+    run = dataclasses.replace(make_run(dataclasses.replace(record, measurement=timed_singly)), notes=notes)
+    assert Run.from_dict(run.to_dict()).notes == notes  # kept in the results file
+    html = render(run)
+    assert "<th>p99</th>" in html and "<dt>p50 / p90 / p99</dt>" in html
+    assert "AMP (bf16) 1.83x faster &lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script" not in html
+    assert "t.py::test_amp[cpu]: over max_time: a 5 s step &lt;b&gt;" in html  # the terminal's lines under its table
+
+
+class _Counted(list[Record]):
+    """A run's records that count how often they are gone through."""
+
+    passes = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        _Counted.passes += 1
+        return super().__iter__()
+
+
+def test_many_records_against_ten_runs_cost_in_proportion() -> None:
+    """Issue 23 item 9: each record's card counted its baseline runs by going through every record of every run
+    (time quadratic in the records: 3,000 records against 10 runs took 19 s), and drew every baseline sample, 410
+    dots a card (a 750 MB page). On main: 8,010 passes over the baseline runs' records for 800 records (10 per
+    record), 24,982 bytes a card."""
+    tests = [f"t.py::test_{i}[cpu]" for i in range(800)]
+    runs = [make_run(*(make_record(1e-3, test=t) for t in tests)) for _ in range(10)]
+    base = Baseline(Path("/b.json"), [dataclasses.replace(r, records=_Counted(r.records)) for r in runs], "main")
+    run = make_run(*(make_record(1.01e-3, test=t) for t in tests))
+    comparison = compare(base, run)
+    _Counted.passes = 0
+    html = render(run, comparison)
+    assert _Counted.passes <= 2 * len(base.runs), _Counted.passes  # a pass or two over each run, whatever the count
+    assert len(html) / len(tests) < 12_000, len(html) / len(tests)  # bytes a card: at most MAX_DOTS dots a lane
+    assert html.count("<circle") == len(tests) * (41 + MAX_DOTS)
+    assert f"baseline: {MAX_DOTS} of 410 samples drawn (evenly by rank)" in html
