@@ -155,13 +155,12 @@ class GatePlugin:
         except ResultsError as exc:  # its text names what the file holds: printable (``_escape.py``)
             raise pytest.UsageError(printable(f"{option}: {exc}")) from None
         except Incomparable as exc:
-            where = self.store.resolve(self.settings.compare, cwd)[1]
             raise pytest.UsageError(
                 printable(
-                    f"{option}: {where} was measured on other hardware or software ({exc.what}), so its records "
-                    "cannot be compared with this run. Record a baseline on this machine (pytest --gpuperf-save=NAME "
-                    f"on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} to compare "
-                    f"anyway{baseline.unrecorded()}"
+                    f"{option}: {baseline.path} was measured on other hardware or software ({exc.what}), so its "
+                    "records cannot be compared with this run. Record a baseline on this machine "
+                    f"(pytest --gpuperf-save=NAME on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} "
+                    f"to compare anyway{baseline.unrecorded()}"
                 )
             ) from None
         return baseline
