@@ -44,7 +44,7 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
             "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda",
         ),
         (["--gpuperf-device=cuda:x"], "ERROR: --gpuperf-device=cuda:x: 'cuda:x' is not a device (the index after*"),
-        (["--gpuperf-device=cpu,"], "ERROR: --gpuperf-device=cpu,: 'cpu,' is empty or has an empty item*"),
+        (["--gpuperf-device=cpu,"], "ERROR: --gpuperf-device=cpu,: 'cpu,' has an empty item*"),
         (["--gpuperf-max-time=-1"], "ERROR: --gpuperf-max-time=-1: must be a positive time, such as 0.5*"),
         (["--gpuperf-min-time=0"], "ERROR: --gpuperf-min-time=0: must be a positive time*"),
         (["--gpuperf-warmup-time=0 ms"], "ERROR: --gpuperf-warmup-time=0 ms: must be a positive time*"),
