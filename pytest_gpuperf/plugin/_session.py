@@ -389,21 +389,22 @@ class GpuperfSession:
 
         return [header_line(self.slots, self.settings.measure, torch)]
 
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        problem = None
+    def marker_problem(self, node: pytest.Item | pytest.Function) -> str:
+        """What is wrong with a test's ``gpuperf`` and ``gpuperf_requires`` markers, or ''."""
         try:
-            self.item_settings(metafunc.definition)
+            self.item_settings(node)
         except SettingError as exc:
-            problem = str(exc)
-        if problem:  # failed outside the except block, so that the message is not printed twice (chained)
-            pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+            return str(exc)
+        return next((why for why in map(bad_requirement, node.iter_markers("gpuperf_requires")) if why), "")
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Each device a test is for; a test with a bad marker is still collected (its setup errors with the
+        reason, ``pytest_runtest_setup``), so that one misspelt keyword does not stop its whole module."""
         if "gpuperf_device" not in metafunc.fixturenames:
             return
         requires = list(metafunc.definition.iter_markers("gpuperf_requires"))
-        for marker in requires:
-            problem = bad_requirement(marker)
-            if problem:
-                pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+        if any(bad_requirement(marker) for marker in requires):
+            requires = []
         bound = self.binding if requires else None
         params = []
         for slot in self.slots:
@@ -418,6 +419,10 @@ class GpuperfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.get_closest_marker("gpuperf") or item.get_closest_marker("gpuperf_requires"):
+            problem = self.marker_problem(item)
+            if problem:  # an error of this test alone, its message once (not chained)
+                pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
         if not ({"gpuperf_device"} | self._measuring_fixtures).isdisjoint(getattr(item, "fixturenames", ())):
             self._make_current(item)
 
