@@ -224,12 +224,17 @@ class GatePlugin:
 
         self.result = self._compare_now()
         if self.result.failed:
+            # The verdict first: pytest's short summary shows a report's first line (cut to the terminal's width).
+            lines = gate_lines(self.result)
+            verdict = [line for line in lines if line.startswith("gpuperf gate: FAILED")]
             report = pytest.TestReport(
                 nodeid=GATE_NODEID,
                 location=(GATE_NODEID, None, "gpuperf gate"),
                 keywords={},
                 outcome="failed",
-                longrepr="\n".join([*gate_lines(self.result), *why_lines(self.result)]),
+                longrepr="\n".join(
+                    [*verdict, *(line for line in lines if line not in verdict), *why_lines(self.result)]
+                ),
                 when="call",
             )
             session.config.hook.pytest_runtest_logreport(report=report)

@@ -33,3 +33,30 @@ def test_with_rounds_each_note_is_printed_once(pytester: pytest.Pytester) -> Non
     assert result.ret == pytest.ExitCode.OK
     notes = [line for line in result.stdout.lines if line.endswith(": speedup 2.00x")]
     assert notes == ["test_noted.py::test_x[cpu]: speedup 2.00x"]
+
+
+def git(pytester: pytest.Pytester, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=pytester.path, check=True)
+
+
+def test_the_short_summary_shows_the_gates_verdict_and_a_phrase_for_uncommitted_changes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The short summary read "FAILED gpuperf-gate - differs (shown, not blocking): uncommitted changes Fals...":
+    the first line of the gate's report, a note, cut at the terminal's width, and a Python boolean."""
+    monkeypatch.delenv("CI", raising=False)  # on CI pytest does not cut the line
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
+    pytester.makepyfile(test_a="def test_a(gpuperf):\n    gpuperf.measure(lambda: sum(range(100)))\n")
+    git(pytester, "init", "-q", "-b", "main")
+    git(pytester, "add", "test_a.py")
+    git(pytester, "commit", "-q", "-m", "one")
+    assert pytester.runpytest(*FAST, "--gpuperf-save=main", "--gpuperf-quiet-wait=0").ret == pytest.ExitCode.OK
+    (pytester.path / "test_a.py").write_text("def test_b(gpuperf):\n    gpuperf.measure(lambda: sum(range(100)))\n")
+    result = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-fail-on=missing", "--gpuperf-quiet-wait=0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["differs (shown, not blocking): uncommitted changes: none -> some"])
+    (summary,) = [line for line in result.stdout.lines if line.startswith("FAILED gpuperf-gate")]
+    assert summary.startswith("FAILED gpuperf-gate - gpuperf gate: FAILED (1 new, 1 missing; failing on")
+    assert not [line for line in result.stdout.lines if "differs" in line and ("False" in line or "True" in line)]
