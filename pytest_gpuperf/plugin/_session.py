@@ -34,7 +34,7 @@ from ._xdist import send_to_controller, sharing
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
-    from ..measuring import Backend, Binding, Coordinator, Measurement, MeasureSettings, Monitor
+    from ..measuring import Backend, Binding, Coordinator, Load, Measurement, MeasureSettings, Monitor
     from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
@@ -61,6 +61,7 @@ class GpuperfSession:
         #: fixtures that measure: a test asking for one waits for a quiet machine and has its load watched
         self._measuring_fixtures: set[str] = {"gpuperf"}
         self._waited = 0.0
+        self._said_wait = False  # the first wait for a quiet machine says what it waits for (``_say_wait``)
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
         self._group_started = False  # a torch.distributed process group this session started (coordinator)
@@ -436,7 +437,8 @@ class GpuperfSession:
 
         timeout = self.quiet_wait()
         if timeout > 0:
-            self._waited, _ = wait_for_quiet(self._needed_cores(item), timeout)
+            needed = self._needed_cores(item)
+            self._waited, _ = wait_for_quiet(needed, timeout, on_busy=lambda load: self._say_wait(load, needed))
         self._monitor = self._monitor or Monitor()
         self._monitor.start()
         try:
@@ -464,6 +466,18 @@ class GpuperfSession:
         # Under torchrun and xdist the other ranks or workers are the run itself: waiting for them to go quiet
         # would only wait.
         return wait if local_world_size() == 1 and self.worker is None else 0.0
+
+    def _say_wait(self, load: Load, needed: float) -> None:
+        """Once a session, where a test first waits for a quiet machine: what for, and how to turn it off."""
+        if self._said_wait:
+            return
+        self._said_wait = True
+        cores = f"{needed:g} core{'s' if needed != 1 else ''}"
+        self.progress().say(
+            f"the machine is busy ({load.background_cores:.1f} of {load.cpus} CPUs used by other processes): "
+            f"before each test that measures, waiting up to {self.quiet_wait():g} s for the {cores} it needs to be "
+            "free; --gpuperf-quiet-wait=0 turns the wait off"
+        )
 
     def _needed_cores(self, item: pytest.Item) -> float:
         from ..measuring import needed_cores

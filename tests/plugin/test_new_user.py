@@ -60,3 +60,37 @@ def test_the_short_summary_shows_the_gates_verdict_and_a_phrase_for_uncommitted_
     (summary,) = [line for line in result.stdout.lines if line.startswith("FAILED gpuperf-gate")]
     assert summary.startswith("FAILED gpuperf-gate - gpuperf gate: FAILED (1 new, 1 missing; failing on")
     assert not [line for line in result.stdout.lines if "differs" in line and ("False" in line or "True" in line)]
+
+
+TWO_TESTS = """
+def test_one(gpuperf):
+    gpuperf.measure(lambda: 0.002)
+
+
+def test_two(gpuperf):
+    gpuperf.measure(lambda: 0.002)
+"""
+
+
+def test_the_quiet_wait_says_once_what_it_waits_for_and_how_to_turn_it_off(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait for a quiet machine (up to 10 s a test when saving or comparing) was silent."""
+    from tests.plugin.test_gate import EXACT_TIMING_CONFTEST
+
+    pytester.makeconftest(EXACT_TIMING_CONFTEST)  # the load gauge sees one of two CPUs busy all along
+    monkeypatch.setenv("GATE_TEST_BUSY", "1")
+    pytester.makepyfile(test_two=TWO_TESTS)
+    args = ("--gpuperf-save=main", "--gpuperf-quiet-wait=0.4", "--gpuperf-threads=2")
+    result = pytester.runpytest(*FAST, *args)
+    assert result.ret == pytest.ExitCode.OK
+    said = [line for line in result.stdout.lines if "waiting up to" in line]
+    assert said == [
+        "gpuperf: the machine is busy (1.0 of 2 CPUs used by other processes): before each test that measures, "
+        "waiting up to 0.4 s for the 2 cores it needs to be free; --gpuperf-quiet-wait=0 turns the wait off"
+    ]
+    # A quiet machine: no wait, nothing said.
+    monkeypatch.setenv("GATE_TEST_BUSY", "0")
+    quiet = pytester.runpytest(*FAST, *args)
+    assert quiet.ret == pytest.ExitCode.OK
+    assert not [line for line in quiet.stdout.lines if "waiting up to" in line]
