@@ -73,7 +73,7 @@ def _entry(kind: str, ident: str, path: Path, *, limit: int | None = None) -> En
 
 def run_files(store: ResultsDir) -> list[Path]:
     """``runs/*.json``, oldest first (their names start with the UTC time they were saved)."""
-    return sorted(store.runs_dir.glob("*.json")) if store.runs_dir.is_dir() else []
+    return [store.runs_dir / f"{ident}.json" for ident in store.run_ids()]
 
 
 def entries(store: ResultsDir, *, limit: int | None = None) -> list[Entry]:
