@@ -24,6 +24,7 @@ __all__ = [
     "OWNER_FILE",
     "TIMEOUT",
     "GitError",
+    "NotARepository",
     "commit_time",
     "git",
     "git_state",
@@ -40,6 +41,10 @@ TIMEOUT: Final = 120.0
 
 class GitError(Exception):
     """A git command that failed; the message names the command, the repository and git's own words."""
+
+
+class NotARepository(GitError):
+    """A path in no git repository: no ``.git`` in it or in a folder above it (git's own words are not shown)."""
 
 
 def git(repo: Path, *args: str) -> str:
@@ -61,8 +66,15 @@ def toplevel(path: Path) -> Path:
 
 
 def repo_root(path: Path) -> Path:
-    """The main work tree of the repository at ``path`` (not a linked worktree of it)."""
-    common = Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    """The main work tree of the repository at ``path`` (not a linked worktree of it); NotARepository when
+    ``path`` is in none."""
+    try:
+        common = Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    except GitError:
+        # A .git above that git still refuses (a ceiling, an owner it does not trust): git's words say why.
+        if path.is_dir() and not any((folder / ".git").exists() for folder in (path, *path.parents)):
+            raise NotARepository(f"{path} is not in a git repository (no .git in it or above it)") from None
+        raise
     return common.parent if common.name == ".git" else toplevel(path)
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._git import GitError, repo_root, resolve
+from .._git import GitError, NotARepository, repo_root, resolve
 from .._progress import Progress
 from ..measuring import values
 from ._assets import OfflineError, default_cache, localize
@@ -136,7 +136,14 @@ def add_parser(commands: Any) -> None:
 
 
 def _layout(args: argparse.Namespace) -> Layout:
-    repo = repo_root(args.repo.resolve())
+    if not args.repo.is_dir():
+        raise HistoryError(f"--repo {args.repo}: no such directory; pass --repo the path of the repository's work tree")
+    try:
+        repo = repo_root(args.repo.resolve())
+    except NotARepository as exc:
+        raise HistoryError(
+            f"{exc}: the history is of a repository's commits; run this in its work tree, or pass --repo PATH"
+        ) from None
     out = args.out.resolve() if args.out else repo / DEFAULT_OUT
     try:
         machine = machine_name(args.machine)

@@ -51,14 +51,21 @@ class DeviceError(ValueError):
 # ---------------------------------------------------------------- what was asked for
 
 
-def parse_device_option(text: str) -> tuple[str, ...]:
-    """Split and validate ``"cpu,cuda:1"``; raise DeviceError naming the bad token and the accepted forms."""
+#: What a device option takes, told with each refusal: a list (``--gpuperf-device``), or one device (``ab``,
+#: ``measure()``), which must not be told of lists it would then refuse.
+_FORMS: Final = "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda"
+_ONE_FORM: Final = "use one device: cpu, cuda, cuda:N, mps or auto"
+
+
+def parse_device_option(text: str, *, one: bool = False) -> tuple[str, ...]:
+    """Split and validate ``"cpu,cuda:1"``; raise DeviceError naming the bad token and the accepted forms (those
+    of one device where ``one``)."""
+    forms = _ONE_FORM if one else _FORMS
     tokens = tuple(t.strip() for t in text.split(","))
-    if not text.strip() or any(not t for t in tokens):
-        raise DeviceError(
-            f"{text!r} is empty or has an empty item; "
-            "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda"
-        )
+    if not text.strip():
+        raise DeviceError(f"{text!r} is empty; {forms}")
+    if any(not t for t in tokens):
+        raise DeviceError(f"{text!r} has an empty item; {forms}")
     for token in tokens:
         if _TOKEN.match(token) is None:
             hint = ""
@@ -68,10 +75,7 @@ def parse_device_option(text: str) -> tuple[str, ...]:
                 hint = " (the index after cuda: is a whole number, as in cuda:0)"
             elif _TOKEN.match(token.lower()) is not None:
                 hint = f" (device names are lowercase: write {token.lower()})"
-            raise DeviceError(
-                f"{token!r} is not a device{hint}; "
-                "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda"
-            )
+            raise DeviceError(f"{token!r} is not a device{hint}; {forms}")
     return tokens
 
 
@@ -267,16 +271,17 @@ def bind(slot: DeviceSlot, binding: Binding | None, inventory: Inventory | None)
     return DeviceSlot(f"cuda:{binding.index}", "cuda", binding.index, True)
 
 
-def resolve_slots(text: str, torch_module: Any = None) -> list[DeviceSlot]:
-    """The slots a device string names on this machine (absent ones included, with the reason)."""
-    return resolve_devices(parse_device_option(text), probe_inventory(torch_module))
+def resolve_slots(text: str, torch_module: Any = None, *, one: bool = False) -> list[DeviceSlot]:
+    """The slots a device string names on this machine (absent ones included, with the reason); a refusal tells
+    the forms of one device where ``one``."""
+    return resolve_devices(parse_device_option(text, one=one), probe_inventory(torch_module))
 
 
 def open_device(text: str, torch_module: Any = None) -> tuple[DeviceSlot, Backend]:
     """One present device and its Backend; DeviceError says what is wrong with ``text`` and the fix."""
     from ._backends import backend_for
 
-    slots = resolve_slots(text, torch_module)
+    slots = resolve_slots(text, torch_module, one=True)
     if len(slots) != 1:
         names = ", ".join(slot.id for slot in slots)
         raise DeviceError(f"{text!r} names {len(slots)} devices ({names}); name one, for example cpu or cuda:0")

@@ -199,10 +199,13 @@ def wait_for_quiet(
     probe: float = 0.2,
     take: Callable[[], CpuSnapshot | None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    on_busy: Callable[[Load], None] | None = None,
 ) -> tuple[float, Load | None]:
     """Sleep in ``probe``-second steps until a step shows the machine quiet enough, at most ``timeout`` seconds.
 
-    Returns the seconds waited and the load of the last step (None where load cannot be read).
+    Returns the seconds waited and the load of the last step (None where load cannot be read). ``on_busy`` is
+    called with the first step's load when that step found the machine busy and the wait goes on, so that the
+    caller can say what it waits for.
     """
     take = take or _snapshot_now
     waited = 0.0
@@ -216,6 +219,8 @@ def wait_for_quiet(
         waited += probe
         if last is None or not last.disturbs(needed) or waited >= timeout:
             return waited, last
+        if on_busy is not None and waited == probe:
+            on_busy(last)
 
 
 class Monitor:

@@ -155,13 +155,12 @@ class GatePlugin:
         except ResultsError as exc:  # its text names what the file holds: printable (``_escape.py``)
             raise pytest.UsageError(printable(f"{option}: {exc}")) from None
         except Incomparable as exc:
-            where = self.store.resolve(self.settings.compare, cwd)[1]
             raise pytest.UsageError(
                 printable(
-                    f"{option}: {where} was measured on other hardware or software ({exc.what}), so its records "
-                    "cannot be compared with this run. Record a baseline on this machine (pytest --gpuperf-save=NAME "
-                    f"on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} to compare "
-                    f"anyway{baseline.unrecorded()}"
+                    f"{option}: {baseline.path} was measured on other hardware or software ({exc.what}), so its "
+                    "records cannot be compared with this run. Record a baseline on this machine "
+                    f"(pytest --gpuperf-save=NAME on the base commit), or pass --gpuperf-allow-mismatch={exc.keys} "
+                    f"to compare anyway{baseline.unrecorded()}"
                 )
             ) from None
         return baseline
@@ -225,12 +224,17 @@ class GatePlugin:
 
         self.result = self._compare_now()
         if self.result.failed:
+            # The verdict first: pytest's short summary shows a report's first line (cut to the terminal's width).
+            lines = gate_lines(self.result)
+            verdict = [line for line in lines if line.startswith("gpuperf gate: FAILED")]
             report = pytest.TestReport(
                 nodeid=GATE_NODEID,
                 location=(GATE_NODEID, None, "gpuperf gate"),
                 keywords={},
                 outcome="failed",
-                longrepr="\n".join([*gate_lines(self.result), *why_lines(self.result)]),
+                longrepr="\n".join(
+                    [*verdict, *(line for line in lines if line not in verdict), *why_lines(self.result)]
+                ),
                 when="call",
             )
             session.config.hook.pytest_runtest_logreport(report=report)

@@ -286,7 +286,8 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "compare",
         None,
         values.given_text("a baseline name or a results file path"),
-        "compare this run with baseline NAME (or a results file PATH); the gate fails the session on a "
+        "compare this run with baseline NAME (or a run id as pytest-gpuperf runs prints it, or a results file PATH); "
+        "the gate fails the session on a "
         "significant slowdown beyond the tolerance",
         "NAME|PATH",
         marker=False,
@@ -331,7 +332,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "auto",
         values.quiet_wait,
         "before each test that measures, wait up to this long for other processes to leave the cores it needs; "
-        "auto: 10 s when saving or comparing, else off",
+        "auto: 10 s when saving or comparing, else off; the first test that waits says so in one line",
         "TIME",
         marker=False,
     ),

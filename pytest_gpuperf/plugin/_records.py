@@ -147,7 +147,10 @@ class RecordBook:
         return tuple(self._notes)
 
     def note(self, nodeid: str, text: str) -> None:
-        self._notes.append((nodeid, text))
+        """Keep a note once: a round of a test measured again (``--gpuperf-rounds``) says again what its first
+        round said, so its notes are not kept, and a line a test already noted is not kept twice."""
+        if self._again is None and (nodeid, text) not in self._notes:
+            self._notes.append((nodeid, text))
 
     @property
     def reference_peaks(self) -> Mapping[str, ReferencePeak]:
@@ -220,7 +223,8 @@ class RecordBook:
 
         for record in payload["records"]:
             self._shelf.put(Record.from_dict(record))
-        self._notes.extend((str(nodeid), str(text)) for nodeid, text in payload["notes"])
+        for nodeid, text in payload["notes"]:
+            self.note(str(nodeid), str(text))
         for device, (flops, how, *source) in payload["peaks"].items():
             self.offer_reference_peak(device, float(flops), str(how), *map(str, source))
         for device, description in payload["devices"].items():

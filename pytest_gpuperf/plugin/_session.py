@@ -34,7 +34,7 @@ from ._xdist import send_to_controller, sharing
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
-    from ..measuring import Backend, Binding, Coordinator, Measurement, MeasureSettings, Monitor
+    from ..measuring import Backend, Binding, Coordinator, Load, Measurement, MeasureSettings, Monitor
     from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
@@ -61,6 +61,7 @@ class GpuperfSession:
         #: fixtures that measure: a test asking for one waits for a quiet machine and has its load watched
         self._measuring_fixtures: set[str] = {"gpuperf"}
         self._waited = 0.0
+        self._said_wait = False  # the first wait for a quiet machine says what it waits for (``_say_wait``)
         # Under torchrun every rank runs the tests; only rank 0 reports and writes.
         self.rank = int(os.environ.get("RANK", "0"))
         self._group_started = False  # a torch.distributed process group this session started (coordinator)
@@ -389,21 +390,22 @@ class GpuperfSession:
 
         return [header_line(self.slots, self.settings.measure, torch)]
 
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        problem = None
+    def marker_problem(self, node: pytest.Item | pytest.Function) -> str:
+        """What is wrong with a test's ``gpuperf`` and ``gpuperf_requires`` markers, or ''."""
         try:
-            self.item_settings(metafunc.definition)
+            self.item_settings(node)
         except SettingError as exc:
-            problem = str(exc)
-        if problem:  # failed outside the except block, so that the message is not printed twice (chained)
-            pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+            return str(exc)
+        return next((why for why in map(bad_requirement, node.iter_markers("gpuperf_requires")) if why), "")
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Each device a test is for; a test with a bad marker is still collected (its setup errors with the
+        reason, ``pytest_runtest_setup``), so that one misspelt keyword does not stop its whole module."""
         if "gpuperf_device" not in metafunc.fixturenames:
             return
         requires = list(metafunc.definition.iter_markers("gpuperf_requires"))
-        for marker in requires:
-            problem = bad_requirement(marker)
-            if problem:
-                pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+        if any(bad_requirement(marker) for marker in requires):
+            requires = []
         bound = self.binding if requires else None
         params = []
         for slot in self.slots:
@@ -418,6 +420,10 @@ class GpuperfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.get_closest_marker("gpuperf") or item.get_closest_marker("gpuperf_requires"):
+            problem = self.marker_problem(item)
+            if problem:  # an error of this test alone, its message once (not chained)
+                pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
         if not ({"gpuperf_device"} | self._measuring_fixtures).isdisjoint(getattr(item, "fixturenames", ())):
             self._make_current(item)
 
@@ -431,7 +437,8 @@ class GpuperfSession:
 
         timeout = self.quiet_wait()
         if timeout > 0:
-            self._waited, _ = wait_for_quiet(self._needed_cores(item), timeout)
+            needed = self._needed_cores(item)
+            self._waited, _ = wait_for_quiet(needed, timeout, on_busy=lambda load: self._say_wait(load, needed))
         self._monitor = self._monitor or Monitor()
         self._monitor.start()
         try:
@@ -459,6 +466,18 @@ class GpuperfSession:
         # Under torchrun and xdist the other ranks or workers are the run itself: waiting for them to go quiet
         # would only wait.
         return wait if local_world_size() == 1 and self.worker is None else 0.0
+
+    def _say_wait(self, load: Load, needed: float) -> None:
+        """Once a session, where a test first waits for a quiet machine: what for, and how to turn it off."""
+        if self._said_wait:
+            return
+        self._said_wait = True
+        cores = f"{needed:g} core{'s' if needed != 1 else ''}"
+        self.progress().say(
+            f"the machine is busy ({load.background_cores:.1f} of {load.cpus} CPUs used by other processes): "
+            f"before each test that measures, waiting up to {self.quiet_wait():g} s for the {cores} it needs to be "
+            "free; --gpuperf-quiet-wait=0 turns the wait off"
+        )
 
     def _needed_cores(self, item: pytest.Item) -> float:
         from ..measuring import needed_cores

@@ -10,6 +10,7 @@ rest is the session's: devices, files, baselines and the gate.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -92,8 +93,10 @@ class Settings:
         for key, raw in kwargs.items():
             spec = BY_FIELD.get(key)
             if spec is None or not spec.marker:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
                 raise SettingError(
-                    f"@pytest.mark.gpuperf got an unknown keyword {key!r}; it accepts: {', '.join(allowed)}"
+                    f"@pytest.mark.gpuperf got an unknown keyword {key!r}{hint}; it accepts: {', '.join(allowed)}"
                 )
             changes[key] = _parse(spec, raw, f"@pytest.mark.gpuperf({key}={raw!r})")
         measured = {k: changes.pop(k) for k in list(changes) if k in MEASURE_FIELDS}

@@ -97,7 +97,15 @@ class Difference:
     blocking: bool
 
     def __str__(self) -> str:
+        if isinstance(self.base, bool) or isinstance(self.head, bool):  # a phrase, never Python's True or False
+            words = _BOOLEAN_WORDS.get(self.key, ("no", "yes"))
+            base, head = (("unknown" if v is None else words[bool(v)]) for v in (self.base, self.head))
+            return f"{self.what}: {base} -> {head}"
         return f"{self.what} {_show(self.base)} -> {_show(self.head)}"
+
+
+#: How a difference of a yes-or-no key reads (False, True): "uncommitted changes: none -> some".
+_BOOLEAN_WORDS: Final = {"dirty": ("none", "some")}
 
 
 def _show(value: Any) -> str:

@@ -5,7 +5,9 @@
     pytest-gpuperf runs prune --keep N   delete the run files beyond the newest N, with their traces (never a
                                          baseline)
 
-A run's id is its file's stem (``20261122T023000.123456Z-1a2b3c4d``); a baseline's is its name.
+A run's id is its file's stem (``20261122T023000.123456Z-1a2b3c4d``); a baseline's is its name. Every
+command that takes a run (``compare``, ``report``, ``export``, ``runs show``, ``--gpuperf-compare``) takes
+these ids, or the unique start of one, through one resolver (``ResultsDir.find``).
 The listing reads every file up to ``LIST_READ_BYTES`` (a larger one is listed by its size) and
 never writes one: a file that cannot be read is listed as damaged, with the reason. A baseline
 holds copies of its runs (``_store.py``), so deleting run files never changes one. Exit status: 0 done,
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import difflib
 import re
 import shutil
 import sys
@@ -72,7 +73,7 @@ def _entry(kind: str, ident: str, path: Path, *, limit: int | None = None) -> En
 
 def run_files(store: ResultsDir) -> list[Path]:
     """``runs/*.json``, oldest first (their names start with the UTC time they were saved)."""
-    return sorted(store.runs_dir.glob("*.json")) if store.runs_dir.is_dir() else []
+    return [store.runs_dir / f"{ident}.json" for ident in store.run_ids()]
 
 
 def entries(store: ResultsDir, *, limit: int | None = None) -> list[Entry]:
@@ -152,34 +153,10 @@ def listing(store: ResultsDir) -> list[str]:
 # ---------------------------------------------------------------- show
 
 
-class UnknownId(ResultsError):
-    """``runs show`` was given an id that names no run file and no baseline; the message lists the closest."""
-
-
 def resolve(store: ResultsDir, ident: str) -> Entry:
-    """The baseline named ``ident``, else the run file of that stem, else the one run file whose stem starts so."""
-    if ident in store.names():
-        return _entry("baseline", ident, store.baseline_path(ident))
-    stems = [path.stem for path in run_files(store)]
-    matches = [stem for stem in stems if stem == ident] or [stem for stem in stems if stem.startswith(ident)]
-    if len(matches) == 1:
-        return _entry("run", matches[0], store.runs_dir / f"{matches[0]}.json")
-    known = [*reversed(stems), *store.names()]
-    if len(matches) > 1:
-        more = ", ..." if len(matches) > 5 else ""
-        raise UnknownId(f"{ident!r} starts {len(matches)} run ids ({', '.join(matches[:5])}{more}); give more of one")
-    close = difflib.get_close_matches(ident, known, n=3, cutoff=0.6)
-    if close:
-        hint = f"did you mean {' or '.join(close)}?"
-    elif known:
-        shown = known[:8]
-        hint = f"ids there, newest runs first: {', '.join(shown)}{', ...' if len(known) > len(shown) else ''}"
-    else:
-        hint = "it holds no runs or baselines yet"
-    raise UnknownId(
-        f"no run or baseline {ident!r} in {store.root}; {hint} (pytest-gpuperf runs --results-dir {store.root} "
-        "lists them)"
-    )
+    """The file ``ident`` names, read: the one resolver every command uses (``ResultsDir.find``)."""
+    found = store.find(ident)
+    return _entry(found.kind, found.id, found.path)
 
 
 def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
@@ -189,8 +166,10 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
     if entry.kind == "baseline":
         count = len(entry.runs)
         head = f"baseline {entry.id!r} ({entry.path}) holds {count} run{'s' if count != 1 else ''}; the newest:"
-    else:
+    elif entry.kind == "run":
         head = f"run {entry.id} ({entry.path}):"
+    else:
+        head = f"results file {entry.path}:"
     state = ", interrupted: the records measured before" if run.interrupted else ""
     records = f"{len(run.records)} record{'s' if len(run.records) != 1 else ''}"
     about = f"saved {_date(run.created)}, commit {_commit(run)}, {records}{state}"
@@ -230,7 +209,9 @@ def add_parser(commands: Any) -> None:
     runs.set_defaults(handler=list_command)
     sub = runs.add_subparsers(dest="runs_command")
     shw = sub.add_parser("show", parents=[parent], help="print a saved run's results table (a baseline's newest run)")
-    shw.add_argument("ident", metavar="ID|NAME", help="a run id (its file's stem, or its unique start) or a baseline")
+    shw.add_argument(
+        "ident", metavar="ID|NAME", help="a run id (its file's stem, or its unique start), a baseline or a file path"
+    )
     shw.add_argument(
         "--format",
         default="simple",

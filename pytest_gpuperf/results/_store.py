@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import difflib
 import os
 import re
 import stat
@@ -59,16 +60,20 @@ __all__ = [
     "DEFAULT_RESULTS_DIR",
     "MAX_RUNS",
     "Baseline",
+    "Found",
     "ReplaceRefused",
     "ResultsDir",
     "SaveOutcome",
     "StorageError",
+    "UnknownRef",
     "add_results_dir_argument",
     "check_name",
     "same_code",
 ]
 
 MAX_RUNS: Final = 10
+#: How many run ids an ambiguous start lists.
+_CANDIDATES: Final = 10
 #: The results directory the CLI's commands use when ``--results-dir`` is not given.
 DEFAULT_RESULTS_DIR: Final = Path(".gpuperf")
 
@@ -91,6 +96,25 @@ _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 class StorageError(ResultsError):
     """The results directory or a baseline cannot be used; the message names the path and the fix."""
+
+
+class UnknownRef(StorageError):
+    """A name that is no baseline, run id or start of one, or the start of several run ids; the message lists
+    what there is."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a name given for a run stands for (``ResultsDir.find``): a baseline, a run file, or a file by path."""
+
+    kind: str  # "baseline", "run" or "file"
+    id: str  # the baseline's name, the run's id (its file's stem), or the path as given
+    path: Path
+
+    @property
+    def name(self) -> str | None:
+        """The baseline's name (None for a run file or a path): what ``Baseline.name`` holds."""
+        return self.id if self.kind == "baseline" else None
 
 
 class ReplaceRefused(StorageError):
@@ -301,28 +325,52 @@ class ResultsDir:
             return []
         return sorted(p.stem for p in self.baselines_dir.glob("*.json"))
 
-    def resolve(self, ref: str, cwd: Path | None = None) -> tuple[str | None, Path]:
-        """``main`` names a baseline in this directory; anything path-like (``/``, ``.json``, existing) is a file."""
+    def run_ids(self) -> list[str]:
+        """The run files' ids (their stems), oldest first: what ``pytest-gpuperf runs`` lists."""
+        return sorted(p.stem for p in self.runs_dir.glob("*.json")) if self.runs_dir.is_dir() else []
+
+    def find(self, ref: str, cwd: Path | None = None) -> Found:
+        """The one resolver of a name given for a run, for every command that takes one (``compare``, ``report``,
+        ``export``, ``runs show``, ``--gpuperf-compare``): anything path-like (``/``, ``.json``, an existing file)
+        is a file; else a baseline of that name; else the run of that id, or the one run whose id starts so (the
+        ids ``pytest-gpuperf runs`` prints). UnknownRef lists the candidates of an ambiguous start, or what
+        there is."""
         candidate = Path(ref) if Path(ref).is_absolute() else (cwd or Path.cwd()) / ref
-        looks_like_path = "/" in ref or os.sep in ref or ref.endswith(".json") or candidate.is_file()
-        if looks_like_path:
-            return None, candidate
-        return ref, self.baseline_path(ref)
+        if "/" in ref or os.sep in ref or ref.endswith(".json") or candidate.is_file():
+            return Found("file", ref, candidate)
+        if ref and self.baseline_path(ref).exists():
+            return Found("baseline", ref, self.baseline_path(ref))
+        ids = self.run_ids()
+        matches = [i for i in ids if i == ref] or [i for i in ids if ref and i.startswith(ref)]
+        if len(matches) == 1:
+            return Found("run", matches[0], self.runs_dir / f"{matches[0]}.json")
+        if matches:
+            shown = ", ".join(matches[:_CANDIDATES]) + (", ..." if len(matches) > _CANDIDATES else "")
+            raise UnknownRef(
+                f"{ref!r} starts {len(matches)} run ids in {self.runs_dir} ({shown}); give more of one, "
+                "or the whole id (pytest-gpuperf runs lists them)"
+            )
+        raise UnknownRef(self._unknown(ref, ids))
+
+    def _unknown(self, ref: str, ids: list[str]) -> str:
+        names = self.names()
+        close = difflib.get_close_matches(ref, [*reversed(ids), *names], n=3, cutoff=0.6)
+        runs = f"{len(ids)} run{'s' if len(ids) != 1 else ''}, the newest {ids[-1]}" if ids else "no runs"
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        return (
+            f"no baseline or run {ref!r} in {self.root} (baselines there: {', '.join(names) or 'none yet'}; {runs}); "
+            f"{hint}{'R' if hint else 'r'}ecord a baseline on the base commit with: pytest --gpuperf-save={ref}, "
+            f"or give a run id (pytest-gpuperf runs --results-dir {self.root} lists them) or the path of a results file"
+        )
 
     def load(self, ref: str, cwd: Path | None = None) -> Baseline:
-        """The runs of baseline ``ref`` (a name here, or a results/baseline file path)."""
-        name, path = self.resolve(ref, cwd)
-        if name is not None and not path.exists():
-            have = ", ".join(self.names()) or "none yet"
-            raise StorageError(
-                f"no baseline named {name!r} in {self.baselines_dir} (baselines there: {have}); "
-                f"record one on the base commit with: pytest --gpuperf-save={name}, "
-                "or give the path of a results file"
-            )
-        baseline = Baseline(path, load_runs(path), name)
+        """The runs of ``ref``: a baseline's, a run file's (its id or the start of one), or a file's by path
+        (``find``)."""
+        found = self.find(ref, cwd)
+        baseline = Baseline(found.path, load_runs(found.path), found.name)
         # What a writer of this file left when it was SIGKILLed mid-write goes when the file is next read, not
         # only when it is next written (which may never come): only our own, and only a dead writer's.
-        remove_stale_temporaries(path.parent)
+        remove_stale_temporaries(found.path.parent)
         return baseline
 
     def existing(self, name: str) -> list[Run]:

@@ -123,8 +123,9 @@ def test_python_dash_m_entry_point(results: Path) -> None:
 def test_unknown_name(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "mian", "main"]) == 2
     assert capsys.readouterr().err == (
-        "error: no baseline named 'mian' in .gpuperf/baselines (baselines there: main); record one on the base "
-        "commit with: pytest --gpuperf-save=mian, or give the path of a results file\n"
+        "error: no baseline or run 'mian' in .gpuperf (baselines there: main; no runs); did you mean main? Record a "
+        "baseline on the base commit with: pytest --gpuperf-save=mian, or give a run id (pytest-gpuperf runs "
+        "--results-dir .gpuperf lists them) or the path of a results file\n"
     )
 
 

@@ -87,6 +87,18 @@ def test_wait_for_quiet_gives_up_at_the_timeout() -> None:
     assert waited == pytest.approx(1.0) and last is not None and last.background_cores == pytest.approx(1.0)
 
 
+def test_wait_for_quiet_tells_once_that_it_waits_and_nothing_when_quiet() -> None:
+    told: list[float] = []
+    machine = FakeMachine([1.0, 1.0, 1.0, 0.0])
+    wait_for_quiet(
+        2, timeout=10, take=machine.take, sleep=machine.sleep, on_busy=lambda load: told.append(load.background_cores)
+    )
+    assert told == [pytest.approx(1.0)]
+    quiet = FakeMachine([0.0])
+    wait_for_quiet(2, timeout=10, take=quiet.take, sleep=quiet.sleep, on_busy=lambda load: told.append(0))
+    assert len(told) == 1
+
+
 def test_wait_for_quiet_without_a_gauge_does_not_wait() -> None:
     assert wait_for_quiet(2, timeout=10, take=lambda: None) == (0.0, None)
 

@@ -390,8 +390,9 @@ def test_unknown_baseline_name_says_how_to_record_it(steps: pytest.Pytester) -> 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: --gpuperf-compare=mian: no baseline named 'mian' in */.gpuperf/baselines (baselines there: main); "
-            "record one on the base commit with: pytest --gpuperf-save=mian, or give the path of a results file"
+            "ERROR: --gpuperf-compare=mian: no baseline or run 'mian' in */.gpuperf (baselines there: main; 1 run, "
+            "the newest *); did you mean main? Record a baseline on the base commit with: pytest --gpuperf-save=mian, "
+            "or give a run id (pytest-gpuperf runs --results-dir */.gpuperf lists them) or the path of a results file"
         ]
     )
 

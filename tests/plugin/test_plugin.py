@@ -44,7 +44,7 @@ def matmul(pytester: pytest.Pytester) -> pytest.Pytester:
             "use cpu, cuda, cuda:N, mps, auto, all or a comma list such as cpu,cuda",
         ),
         (["--gpuperf-device=cuda:x"], "ERROR: --gpuperf-device=cuda:x: 'cuda:x' is not a device (the index after*"),
-        (["--gpuperf-device=cpu,"], "ERROR: --gpuperf-device=cpu,: 'cpu,' is empty or has an empty item*"),
+        (["--gpuperf-device=cpu,"], "ERROR: --gpuperf-device=cpu,: 'cpu,' has an empty item*"),
         (["--gpuperf-max-time=-1"], "ERROR: --gpuperf-max-time=-1: must be a positive time, such as 0.5*"),
         (["--gpuperf-min-time=0"], "ERROR: --gpuperf-min-time=0: must be a positive time*"),
         (["--gpuperf-warmup-time=0 ms"], "ERROR: --gpuperf-warmup-time=0 ms: must be a positive time*"),
@@ -106,12 +106,47 @@ def test_bad_ini_value_names_the_ini_key(matmul: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["ERROR: ini gpuperf_max_time = soon: cannot parse 'soon' as a quantity*"])
 
 
-def test_unknown_marker_keyword_is_a_collection_error(pytester: pytest.Pytester) -> None:
+def test_a_misspelt_marker_keyword_errors_that_test_only(pytester: pytest.Pytester) -> None:
+    """Issue 23 item 10: a misspelt keyword stopped the collection of the whole module (exit 2, nothing ran)."""
     pytester.makepyfile(
         """
         import pytest
 
-        @pytest.mark.gpuperf(targett=0.02)
+        @pytest.mark.gpuperf(max_tme=1)
+        def test_x(gpuperf):
+            pass
+
+        @pytest.mark.gpuperf(max_tme=1)
+        def test_on_each_device(gpuperf_device):
+            pass
+
+        def test_unrelated():
+            pass
+
+        @pytest.mark.gpuperf(max_time=1)
+        def test_spelt_right(gpuperf_device):
+            pass
+        """
+    )
+    result = pytester.runpytest("--gpuperf-device=cpu")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_x*",
+            "*::test_x*: @pytest.mark.gpuperf got an unknown keyword 'max_tme' (did you mean max_time?); "
+            "it accepts: *max_time*target*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*ERROR collecting*")
+
+
+def test_a_bad_marker_value_errors_that_test_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf(max_time="forever")
         def test_x(gpuperf):
             pass
 
@@ -120,27 +155,8 @@ def test_unknown_marker_keyword_is_a_collection_error(pytester: pytest.Pytester)
         """
     )
     result = pytester.runpytest()
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(
-        [
-            "*ERROR collecting test_unknown_marker_keyword_is_a_collection_error.py*",
-            "*test_x: @pytest.mark.gpuperf got an unknown keyword 'targett'; it accepts: *target*",
-        ]
-    )
-
-
-def test_bad_marker_value_is_a_collection_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        """
-        import pytest
-
-        @pytest.mark.gpuperf(max_time="forever")
-        def test_x(gpuperf):
-            pass
-        """
-    )
-    result = pytester.runpytest()
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*@pytest.mark.gpuperf(max_time='forever'): cannot parse 'forever'*"])
     # Once in the ERRORS section: no chained traceback repeats it. The short summary line ("ERROR ...") is
     # left out because pytest cuts it to the terminal's width except when the CI variable is set.
@@ -149,7 +165,7 @@ def test_bad_marker_value_is_a_collection_error(pytester: pytest.Pytester) -> No
     result.stdout.no_fnmatch_line("*During handling of the above exception*")
 
 
-def test_bad_requires_marker_is_a_collection_error(pytester: pytest.Pytester) -> None:
+def test_a_bad_requires_marker_errors_that_test_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import pytest
@@ -157,11 +173,20 @@ def test_bad_requires_marker_is_a_collection_error(pytester: pytest.Pytester) ->
         @pytest.mark.gpuperf_requires("gpu")
         def test_x(gpuperf_device):
             pass
+
+        @pytest.mark.gpuperf_requires("cuda", cuont=2)
+        def test_y(gpuperf_device):
+            pass
+
+        def test_unrelated():
+            pass
         """
     )
-    result = pytester.runpytest()
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result = pytester.runpytest("--gpuperf-device=cpu")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines(["*gpuperf_requires('gpu',): name device kinds among cpu, cuda, mps*"])
+    result.stdout.fnmatch_lines(["*@pytest.mark.gpuperf_requires: only count=<whole number >= 1> is accepted*"])
 
 
 # ---------------------------------------------------------------- devices

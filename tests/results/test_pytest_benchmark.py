@@ -210,7 +210,7 @@ def test_export_bad_input_exits_2(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["export", "--format", "bencher", "nope"]) == 2
-    assert "no baseline named 'nope'" in capsys.readouterr().err
+    assert "no baseline or run 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
         main(["export", "--format", "csv", "run.json"])
     assert info.value.code == 2 and "invalid choice: 'csv'" in capsys.readouterr().err

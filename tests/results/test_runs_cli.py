@@ -127,7 +127,7 @@ def test_show_the_percent_of_peak_a_run_recorded(store: ResultsDir, capsys: pyte
     ("ident", "hint"),
     [
         ("mian", "did you mean main?"),
-        ("zzz", "ids there, newest runs first: 20261122T010000.000000Z-bbbbbbbb-dirty, 20261121T"),
+        ("zzz", "(baselines there: main; 3 runs, the newest 20261122T010000.000000Z-bbbbbbbb-dirty); record a"),
         ("2026112", "'2026112' starts 3 run ids"),
     ],
 )

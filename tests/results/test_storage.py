@@ -171,8 +171,9 @@ def test_unknown_baseline_name_lists_what_exists_and_how_to_record_one(tmp_path:
     with pytest.raises(StorageError) as info:
         store.load("mian")
     assert str(info.value) == (
-        f"no baseline named 'mian' in {tmp_path / 'baselines'} (baselines there: main); "
-        "record one on the base commit with: pytest --gpuperf-save=mian, or give the path of a results file"
+        f"no baseline or run 'mian' in {tmp_path} (baselines there: main; no runs); did you mean main? Record a "
+        f"baseline on the base commit with: pytest --gpuperf-save=mian, or give a run id (pytest-gpuperf runs "
+        f"--results-dir {tmp_path} lists them) or the path of a results file"
     )
 
 
