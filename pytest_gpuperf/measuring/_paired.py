@@ -32,7 +32,9 @@ and a load with that period (another process's periodic work, a timer tick that 
 sleeper late) falls on the same step in every round: ``ab`` once read an unchanged 2 ms
 sleeper as 2.750 [2.714, 2.764], slower, at load 4 to 6. Drawn at random, the load falls
 on either step equally often, whatever its period; the sign of each round's deviation is
-then a fair coin, which is what the distribution-free interval of the median assumes.
+then a fair coin, which is what the distribution-free interval of the median assumes. In
+a distributed run the orders come from a seed all ranks share, so that every rank times
+the same step in the same block.
 
 The sampler is the plugin's (warmup until steady, block sizing, time cap); the
 stop rule waits until every ratio against the first step is known to the target.
@@ -76,6 +78,8 @@ StepFactory: TypeAlias = Callable[[], Step]
 WARM_CALLS: Final = 1
 #: Spacers allocated before each build are of a uniformly random size below this many bytes.
 SPACER_BYTES: Final = 8 << 20
+#: The seed of the orders (and spacer sizes) of a distributed run, the same on every rank.
+SHARED_SEED: Final = 23
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,10 @@ def measure_paired(
         raise ValueError("measure_paired needs at least one step")
     plan = settings.plan(backend.min_block_time)
     times: dict[str, list[float]] = {name: [] for name in steps}
-    rounds = RoundSteps(steps, warm_calls, spacer=_spacer(device))
+    # Every rank of a distributed run must time the same step in the same block: there, the order is drawn from a
+    # seed all ranks share (a pseudo-random sequence, which no load's period follows either).
+    rng = random.Random() if coordinator is None else random.Random(SHARED_SEED)
+    rounds = RoundSteps(steps, warm_calls, spacer=_spacer(device), rng=rng)
     timers: dict[int, tuple[Step, Callable[[int], float]]] = {}
 
     def timed(step: Step, iterations: int) -> float:

@@ -310,6 +310,33 @@ def test_factories_are_rebuilt_every_round_in_random_build_order_and_paired_timi
     assert paired.time_ratio("head", "base").value == pytest.approx(1.0)
 
 
+class SameRanks:
+    """A Coordinator of one rank: blocks run as they are, every flag agreed as it is."""
+
+    def wrap_block(self, run_block: Callable[[int], float]) -> Callable[[int], float]:
+        return run_block
+
+    def agree(self, flag: bool) -> bool:
+        return flag
+
+
+def test_ranks_of_a_distributed_run_draw_the_same_orders() -> None:
+    """Every rank must time the same step in the same block (its collectives meet the other ranks'): the orders of a
+    run with a coordinator come from a seed all ranks share."""
+    orders = []
+    for _ in range(2):
+        backend = RecordingBackend({})
+        built: list[Build] = []
+        settings = MeasureSettings(max_time=60.0, warmup_time=0.01, min_time=0.001, memory=False, profile="off")
+        factories = recording_factories(backend, built, {"base": [], "head": []})
+        measure_paired(factories, backend, settings, device="cpu", coordinator=SameRanks())
+        orders.append(([b.name for b in built], [build.name for build, _, _ in backend.timed]))
+    (built_a, timed_a), (built_b, timed_b) = orders
+    # The runs may stop after different numbers of rounds (warmup on the real clock); ranks agree on that.
+    n, m = min(len(built_a), len(built_b)), min(len(timed_a), len(timed_b))
+    assert built_a[:n] == built_b[:n] and timed_a[:m] == timed_b[:m] and m >= 20
+
+
 def test_fixed_steps_and_factories_mix_and_a_factory_must_return_a_step() -> None:
     backend = RecordingBackend({})
     built: list[Build] = []
