@@ -5,6 +5,7 @@ next to pytest-benchmark's and asv's rules applied to the same measurements.
     python bench/gate_power.py --threads 1 --protocol sequential                # stored baseline, ~25 min
     python bench/gate_power.py --threads 1 --protocol interleaved               # ~25 min
     python bench/gate_power.py --trials 4                                       # a quick look
+    python bench/gate_power.py --trials 60 --conditions A/A --load 2            # ab's false alarms, both CPUs busy
 
 The step is 20 matmuls of a 64x1024 block by a 1024x1024 matrix (a 1024^3 matmul and a
 quarter, in blocks); B does 21 or 22 of them while declaring the same work, as a code
@@ -41,7 +42,9 @@ the head's times of the same paired rounds for ab) are also judged by
 
 given one session each, and all sessions' samples pooled (asv pools its processes).
 Background load is reported as measured by the gate itself while sampling (sequential,
-interleaved) and as the load average (all).
+interleaved) and as the load average (all). ``--load N`` adds N busy loops (``while True:
+pass``, one process each) for the whole run, so that the figures hold under heavy load;
+``--conditions`` runs only the conditions named (``A/A`` alone: the false-alarm rate).
 """
 
 from __future__ import annotations
@@ -71,7 +74,11 @@ from pytest_gpuperf.measuring import median_ci
 from pytest_gpuperf.results import Record, Run, load_run
 
 ROUNDS = 3
-CONDITIONS = {"A/A": 0, "B +5%": 1, "B +10%": 2}  # extra blocks out of 20
+#: the conditions of every trial (``--conditions`` keeps some): extra blocks out of 20
+CONDITIONS = {"A/A": 0, "B +5%": 1, "B +10%": 2}
+COLUMNS = {"A/A": "A/A flagged (false +)", "B +5%": "B +5% caught", "B +10%": "B +10% caught"}
+#: one busy loop of ``--load``
+SPINNER = "while True: pass"
 
 WORKER = """
 import os
@@ -225,7 +232,7 @@ AB_OPTIONS: list[str] = ["--device", "cpu", "--workloads", "perf/workloads.py"]
 def run_ab(workdir: Path, index: int, rng: random.Random) -> AbTrial:
     """``python -m pytest_gpuperf ab --base a --head X`` for every condition, in random order."""
     trial = AbTrial()
-    order = list(AB_HEADS)
+    order = list(CONDITIONS)
     rng.shuffle(order)
     for condition in order:
         out = workdir / f"trial{index}-{slug(condition)}.json"
@@ -257,7 +264,7 @@ def ab_rules() -> dict[tuple[str, str], Callable[[AbTrial, str], bool]]:
 
 def ab_summary(trials: Sequence[AbTrial]) -> list[str]:
     lines = []
-    for condition in AB_HEADS:
+    for condition in CONDITIONS:
         ratios = sorted(t.results[condition]["ratio"]["ratio"] for t in trials)
         widths = sorted((r["ratio"]["high"] - r["ratio"]["low"]) / 2 for t in trials for r in [t.results[condition]])
         rounds = sorted(t.results[condition]["rounds"] for t in trials)
@@ -369,7 +376,7 @@ def results_table(judges: Judges, trials: Sequence[Any], what: str) -> str:
     for (rule, compared), judge in judges.items():
         cells = [rate(sum(judge(t, c) for t in trials), len(trials)) for c in CONDITIONS]
         rows.append((rule, compared, *cells))
-    headers = ("rule", what, "A/A flagged (false +)", "B +5% caught", "B +10% caught")
+    headers = ("rule", what, *(COLUMNS[c] for c in CONDITIONS))
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
@@ -452,6 +459,14 @@ def _parser() -> argparse.ArgumentParser:
         "interleaved: baseline and candidates alternate, three sessions each, judged by the compare command",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the results files here (default: temp)")
+    parser.add_argument(
+        "--conditions",
+        default=",".join(CONDITIONS),
+        help="comma-separated conditions to run in every trial (default: all; A/A alone gives the false alarms)",
+    )
+    parser.add_argument(
+        "--load", type=int, default=0, help="busy loops (one process each) kept running during the whole run (0)"
+    )
     return parser
 
 
@@ -498,7 +513,24 @@ def _report(args: argparse.Namespace, trials: Sequence[Any], workdir: Path) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    chosen = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in CONDITIONS]
+    if unknown or not chosen or args.load < 0:
+        parser.error(f"--conditions takes some of {', '.join(CONDITIONS)}; --load a count >= 0")
+    for condition in [c for c in CONDITIONS if c not in chosen]:
+        del CONDITIONS[condition]
+    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER]) for _ in range(args.load)]
+    try:
+        return _run(args)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def _run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-power-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -512,8 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()
     threads = args.threads or "auto (1 on a CPU)"
     print(
-        f"gate_power: {args.trials} trials, {args.protocol} protocol, threads: {threads}, in {workdir}; "
-        f"load average {load_before[0]:.2f}"
+        f"gate_power: {args.trials} trials of {', '.join(CONDITIONS)}, {args.protocol} protocol, threads: {threads}, "
+        f"{args.load} busy loops, in {workdir}; load average {load_before[0]:.2f}"
     )
     trials = _trials(args, workdir, start)
     _report(args, trials, workdir)

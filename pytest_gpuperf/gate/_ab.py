@@ -8,8 +8,8 @@ ONE process, round by round:
 1. Trees and loading (``_ab_load.py``): base checked out aside, each side's workloads
    module (``--workloads``, default the package ``suites/workloads``) imported on its own.
 2. Measuring. For every workload of both ``WORKLOADS`` dicts that can run on the
-   device, base's and head's steps are built afresh before every round and timed in
-   alternating order (``measuring.measure_paired``): memory layout, the largest bias
+   device, base's and head's steps are built afresh before every round and timed in an
+   order drawn at random (``measuring.measure_paired``): memory layout, the largest bias
    between two steps in one process, is drawn anew each round, and the machine's state
    is shared.
 3. Verdict. The ratio head/base is the median of the per-round time ratios, with its

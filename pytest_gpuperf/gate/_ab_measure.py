@@ -2,8 +2,8 @@
 
 A side that lacks a workload, or cannot build it, makes the row *new* or *missing*; work
 per step without an unchanged unit makes it *incomparable*. Otherwise base's and head's
-steps are rebuilt before every round and timed in alternating order
-(``measuring.measure_paired``), and the ratio head/base of the rounds is judged by the
+steps are rebuilt before every round and timed in an order drawn at random, reversed in the
+next round (``measuring.measure_paired``), and the ratio head/base of the rounds is judged by the
 gate's rule.
 """
 

@@ -3,7 +3,7 @@
 A ratio of two medians measured one after the other is biased whenever the load on
 the machine changes between them (other jobs, clocks, thermal state), and the two
 confidence intervals say nothing about that. Here every round times each step once
-(a block of the same number of calls), in alternating order, so both members of a
+(a block of the same number of calls), in an order drawn at random, so both members of a
 pair see the same conditions; a per-round ratio is then one observation, and the
 distribution-free confidence interval of the median of those ratios is the
 statistically sound basis for a relative assertion ("AMP is at least 1.1x faster",
@@ -20,11 +20,21 @@ untimed (first-call page faults, optimizer state). That alone is not enough: the
 allocator hands the freed memory of one round to the next, so the builds cycle through
 the same few places for the whole process, and a process-long bias remains. So before
 every build a spacer of random size (0 to 8 MiB, on the step's device, untouched) is
-allocated and kept for the round, and each build lands at an offset of its own. The
-build order alternates every round and the timing order every second round, so each step
-is built first and timed first equally often. Python's garbage collector runs while
-building, never while timing. What this buys is measured end to end by
-``bench/gate_power.py`` (``docs/evidence.md``).
+allocated and kept for the round, and each build lands at an offset of its own. Python's
+garbage collector runs while building, never while timing. What this buys is measured end
+to end by ``bench/gate_power.py`` (``docs/evidence.md``).
+
+Order is drawn at random, never fixed. Rounds go in pairs: the first round of a pair times
+the steps in a random order, the second in the reverse one, so each step is timed first
+equally often; builds go in a random order every round. A fixed schedule (build order
+flipped every round, timing order every second round, as before) repeats every four rounds,
+and a load with that period (another process's periodic work, a timer tick that wakes a
+sleeper late) falls on the same step in every round: ``ab`` once read an unchanged 2 ms
+sleeper as 2.750 [2.714, 2.764], slower, at load 4 to 6. Drawn at random, the load falls
+on either step equally often, whatever its period; the sign of each round's deviation is
+then a fair coin, which is what the distribution-free interval of the median assumes. In
+a distributed run the orders come from a seed all ranks share, so that every rank times
+the same step in the same block.
 
 The sampler is the plugin's (warmup until steady, block sizing, time cap); the
 stop rule waits until every ratio against the first step is known to the target.
@@ -68,6 +78,8 @@ StepFactory: TypeAlias = Callable[[], Step]
 WARM_CALLS: Final = 1
 #: Spacers allocated before each build are of a uniformly random size below this many bytes.
 SPACER_BYTES: Final = 8 << 20
+#: The seed of the orders (and spacer sizes) of a distributed run, the same on every rank.
+SHARED_SEED: Final = 23
 
 
 @dataclass(frozen=True)
@@ -174,13 +186,10 @@ class RoundSteps:
             else:
                 self.factories[name] = source
 
-    @property
-    def rebuilding(self) -> bool:
-        return bool(self.factories)
-
     def for_round(self, index: int) -> Mapping[str, Step]:
         if self.factories:
-            order = list(self.factories) if index % 2 == 0 else list(self.factories)[::-1]
+            order = list(self.factories)
+            self.rng.shuffle(order)  # a fixed build order could line up with a periodic load (module docstring)
             with _gc_running():
                 spacers, fresh = [], {}
                 for name in order:
@@ -204,7 +213,8 @@ class RoundSteps:
 
 @dataclass
 class RoundRunner:
-    """Runs one round: each step timed once, in alternating order, in a block sized for that step.
+    """Runs one round: each step timed once, in a block sized for that step; the first round of each pair in an
+    order drawn at random, the second in its reverse (module docstring).
 
     The sampler sizes its ``iterations`` from the whole round, so the slowest step sets
     it; a fast step timed beside a slow one gets a larger block of its own (its warm-up
@@ -223,6 +233,8 @@ class RoundRunner:
     sizes: dict[str, int] = field(default_factory=dict)
     cheapest: dict[str, float] = field(default_factory=dict)
     count: int = 0
+    #: the timing order of the last round
+    order: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for name in self.rounds.sources:
@@ -232,13 +244,8 @@ class RoundRunner:
         index = self.count
         self.count += 1
         steps = self.rounds.for_round(index)
-        names = list(self.rounds.sources)
-        # Alternate the order so neither step always runs right after the other (cache, clocks); when
-        # rebuilding, every second round, so that build order and timing order meet in all combinations.
-        flip = (index // 2 if self.rounds.rebuilding else index) % 2 == 1
-        order = names[::-1] if flip else names
         total = 0.0
-        for name in order:
+        for name in self._order(index):
             calls = max(iterations, self.sizes.get(name, 1))
             elapsed = self.block(steps[name], calls)
             read = self.read[name]
@@ -248,6 +255,16 @@ class RoundRunner:
             self._resize(name, max(elapsed, host or 0.0) / calls, index)
             total += elapsed / calls * iterations
         return total
+
+    def _order(self, index: int) -> list[str]:
+        """A random order for the first round of a pair, its reverse for the second: each step is timed first
+        equally often, and no load that depends on the position in the sequence can follow one step."""
+        if index % 2 == 0 or len(self.order) != len(self.rounds.sources):
+            self.order = list(self.rounds.sources)
+            self.rounds.rng.shuffle(self.order)
+            return self.order
+        self.order.reverse()
+        return self.order
 
     def _resize(self, name: str, cost: float, index: int) -> None:
         if index == 0 or cost <= 0:
@@ -280,7 +297,10 @@ def measure_paired(
         raise ValueError("measure_paired needs at least one step")
     plan = settings.plan(backend.min_block_time)
     times: dict[str, list[float]] = {name: [] for name in steps}
-    rounds = RoundSteps(steps, warm_calls, spacer=_spacer(device))
+    # Every rank of a distributed run must time the same step in the same block: there, the order is drawn from a
+    # seed all ranks share (a pseudo-random sequence, which no load's period follows either).
+    rng = random.Random() if coordinator is None else random.Random(SHARED_SEED)
+    rounds = RoundSteps(steps, warm_calls, spacer=_spacer(device), rng=rng)
     timers: dict[int, tuple[Step, Callable[[int], float]]] = {}
 
     def timed(step: Step, iterations: int) -> float:
