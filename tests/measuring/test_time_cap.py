@@ -36,7 +36,8 @@ def test_a_step_longer_than_max_time_runs_twice_and_says_why() -> None:
     wall = time.perf_counter() - began
     # The fewest calls that give a figure: the first call (lazy init, never a sample) and one sample.
     assert step.calls == 2 and len(m.samples) == 1 and m.iterations == 1
-    assert wall < 2 * STEP + 1.0  # main: 7 calls, 3.5 s and more
+    # main: 7 calls, 3.5 s of sleeping and more; here 2 calls (1 s) and the overhead, which a busy machine stretches
+    assert wall < 7 * STEP
     assert re.match(
         r"one call takes 5\d\d(\.\d)? ms, longer than max_time 0.2 s: 1 sample of 1 call after 1 call ", m.over_time
     )

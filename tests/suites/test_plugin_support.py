@@ -125,4 +125,7 @@ def test_suite_defaults_yield_to_an_ini_value_too(pytester: pytest.Pytester) -> 
     assert result.ret == 0
     (record,) = json.loads((pytester.path / "run.json").read_text())["records"]
     assert record["measurement"]["threads"] == 2
-    assert record["measurement"]["sampling_seconds"] < 1.0, "the ini's max time (0.3 s) won"
+    # the ini's max time (0.3 s) won over the suite's 2 s: sampling stopped at it, or converged well before the 2 s
+    # (a busy machine can stretch the block in flight past 1 s: the stop reason names the cap then)
+    measurement = record["measurement"]
+    assert "time cap 0.3 s reached" in measurement["stop_reason"] or measurement["sampling_seconds"] < 1.0
