@@ -184,7 +184,7 @@ class Trial:
         row.trials += 1
 
     def check(self, ok: bool, column: str, what: str) -> None:
-        if not ok:
+        if not ok and f"{column}: {what}" not in self.problems:  # one problem counted once, seen twice or not
             setattr(self.row, column, getattr(self.row, column) + 1)
             self.problems.append(f"{column}: {what}")
 
@@ -503,13 +503,13 @@ def ab_project(scratch: Scratch) -> tuple[Path, list[str]]:
     return project, argv
 
 
-def prune_project(scratch: Scratch, name: str) -> Path:
-    """A results directory of 16 run files (each with a traces folder) and a baseline."""
-    project = session_project(scratch, name)
+def prune_project(scratch: Scratch, name: str, source: Path) -> Path:
+    """A results directory of 16 run files (each with a traces folder) and the baseline of ``source``."""
+    project = scratch.root / name
+    (project / ".gpuperf" / "runs").mkdir(parents=True)
+    shutil.copytree(source / ".gpuperf" / "baselines", project / ".gpuperf" / "baselines")
     runs = project / ".gpuperf" / "runs"
-    model = load(sorted(runs.glob("*.json"))[0])
-    for p in runs.glob("*.json"):
-        p.unlink()
+    model = load(sorted((source / ".gpuperf" / "runs").glob("*.json"))[0])
     for i in range(16):
         stem = f"20261122T0230{i:02d}.123456Z-1a2b3c4d"
         (runs / f"{stem}.json").write_text(json.dumps(model))
@@ -520,9 +520,9 @@ def prune_project(scratch: Scratch, name: str) -> Path:
     return project
 
 
-def prune_fault(scratch: Scratch, row: Row, signum: int, rng: random.Random, n: int) -> None:
+def prune_fault(scratch: Scratch, row: Row, signum: int, rng: random.Random, n: int, source: Path) -> None:
     """``runs prune --keep 4`` killed after a random number of its deletions (each slowed)."""
-    project = prune_project(scratch, f"prune-{row.fault.split()[0]}-{n}")
+    project = prune_project(scratch, f"prune-{n}", source)
     trial = Trial(row, project, scratch.keep)
     before = baseline_state(project)
     proc = start(scratch, project, cli_argv("runs", "prune", "--keep", "4"), slow_unlink="=0.05")
@@ -630,7 +630,7 @@ def fill(where: Path) -> None:
             f.write(b"\0" * 4096)
 
 
-def disk_faults(scratch: Scratch, rows: dict[str, Row]) -> None:
+def disk_faults(scratch: Scratch, rows: dict[str, Row], ab: tuple[Path, list[str]] | None) -> None:
     """A session saving to a baseline that holds runs, ``--gpuperf-json``, ``report -o`` and ``ab --json``, each on
     a full disk: an error line naming it, no traceback, a non-zero exit, the old files byte-identical, no litter."""
     with full_disk(scratch) as (where, faults, kind):
@@ -641,25 +641,29 @@ def disk_faults(scratch: Scratch, rows: dict[str, Row]) -> None:
             run(scratch, project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
         run(scratch, project, cli_argv("report", "base", "-o", "page.html"))
         cases = [
-            ("session save", pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"), ("out.json",)),
-            ("report -o", cli_argv("report", "base", "-o", "page.html"), ("page.html",)),
+            ("session save", project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"), "out.json"),
+            ("report -o", project, cli_argv("report", "base", "-o", "page.html"), "page.html"),
         ]
+        if ab is not None:  # the repository and its worktrees elsewhere, --json on the full disk
+            argv = [*ab[1][:-1], str(project / "ab.json"), "--trace", "off"]
+            run(scratch, ab[0], argv)
+            cases.append(("ab --json", ab[0], argv, "ab.json"))
         if "enospc" not in faults:
             fill(where)
-        for name, argv, outputs in cases:
+        for name, cwd, argv, output in cases:
             row = rows.setdefault(name, Row(f"full disk ({kind}): {name}"))
             trial = Trial(row, project, scratch.keep)
             before = baseline_state(project)
-            olds = {o: (project / o).read_bytes() for o in outputs}
-            code, out = run(scratch, project, argv, **faults)
+            old = (project / output).read_bytes()
+            code, out = run(scratch, cwd, argv, **faults)
             trial.check(code not in (0, 1), "exit", f"exit {code} on a full disk")
             trial.check("Traceback" not in out, "exit", "a traceback was printed")
             trial.check("No space left on device" in out, "exit", "no line names the full disk")
             trial.outcome(f"exit {code}")
             check_baseline(trial, project, before, [])
-            for o, old in olds.items():
-                trial.check((project / o).read_bytes() == old, "corrupt", f"{o} changed")
+            trial.check((project / output).read_bytes() == old, "corrupt", f"{output} changed")
             check_common(trial, project)
+            check_common(trial, cwd)
             trial.close(out)
         (where / "filler").unlink(missing_ok=True)
 
@@ -724,8 +728,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("report -o: SIGTERM inside the write", cli("report", term), 2),
             ("ab --json: SIGKILL inside the write", cli("ab", kill), 2),
             ("ab --json: SIGTERM inside the write", cli("ab", term), 2),
-            ("runs prune: SIGKILL", lambda row: prune_fault(scratch, row, kill, rng, next(counter)), 3),
-            ("runs prune: SIGTERM", lambda row: prune_fault(scratch, row, term, rng, next(counter)), 2),
+            ("runs prune: SIGKILL", lambda row: prune_fault(scratch, row, kill, rng, next(counter), session), 3),
+            ("runs prune: SIGTERM", lambda row: prune_fault(scratch, row, term, rng, next(counter), session), 2),
             ("history record: SIGKILL", lambda row: history_fault(scratch, row, kill, next(counter)), 2),
             ("history record: SIGTERM", lambda row: history_fault(scratch, row, term, next(counter)), 1),
         ]
@@ -740,7 +744,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {name}: {row.trials} trials, {row.failed()} problems", file=sys.stderr, flush=True)
         disk_rows: dict[str, Row] = {}
         if wanted("full disk", args):
-            disk_faults(scratch, disk_rows)
+            ab = ab or ab_project(scratch)
+            disk_faults(scratch, disk_rows, ab)
         rows += disk_rows.values()
         table = [
             [
