@@ -1,43 +1,115 @@
-"""Faults a CI machine inflicts on a session, injected for real: kills at random moments and concurrent saves.
+"""Faults a CI machine inflicts on pytest-gpuperf, injected for real: kills inside the writes, a full disk.
 
-    python bench/fault_injection.py              # 30 SIGKILL, 10 SIGTERM, 10 SIGINT, 5 concurrent pairs
-    python bench/fault_injection.py --quick      # 3, 2, 2 and 2 (a minute)
+    python bench/fault_injection.py              # every fault, several trials each (a few minutes)
+    python bench/fault_injection.py --quick      # one or two trials of each (a smoke run)
 
-Each trial runs a real pytest session in a scratch project: three tests that measure, with
-``--gpuperf-save`` and ``--gpuperf-json``. A kill trial sends its signal at a random moment
-between the session's start and its expected end, so that some land while measuring and
-some while saving. A pair starts two sessions that save to the same baseline at once.
-After all trials one more session runs normally (it cleans what killed ones left), then
-the script checks:
+Every trial runs real processes (pytest sessions, ``pytest-gpuperf`` commands) in a scratch project
+whose baseline ``base`` already holds runs, so that a lost update or a damaged merge shows. A kill
+meant for a write lands inside it: a ``sitecustomize`` put on ``PYTHONPATH`` (the idea of the
+SLOW_WRITES conftest of tests/plugin/test_output_files.py, reaching the CLI commands too) slows the
+``fsync`` of the file named by ``GPUPERF_FAULT_SLOW``, notes each such call in a flag file, and the
+script signals the process once the flag names the file. A full disk is a small tmpfs when this
+runs as root, else an ``fsync`` that raises ENOSPC (``GPUPERF_FAULT_ENOSPC``).
 
-- **corrupt files**: every JSON file under the results directory, and each ``--gpuperf-json``
-  file, must load and carry our schema;
-- **lost runs**: every session that reported saving to a baseline ("now holds") must have
-  its run in that baseline (a killed session may lose only its own run);
-- **leftover temporary files**: no ``*.tmp`` or ``*.lock`` litter anywhere in the project.
+After each trial the script checks what a user would:
 
-It prints one table and exits 1 if any count is not zero.
+- **corrupt**: every JSON file of the project (runs, baselines, ``--gpuperf-json``, ``ab --json``,
+  asv results) loads;
+- **lost**: a session that saved ("now holds") has its run in the baseline, and a session stopped
+  while measuring has its run file, marked ``"interrupted": true``;
+- **baseline**: the baseline, which held runs, is byte-identical or extended by exactly this
+  session's run (the oldest dropped past 10 runs), nothing else;
+- **litter**: no temporary or lock file, stale worktree or orphaned trace folder remains (after a
+  SIGKILL: once the next normal command of that kind has run, which is what cleans them);
+- **exit**: SIGTERM and SIGINT end a session with exit 2 (a CLI command with 130), without a
+  traceback; a full disk gives an error line naming it, no traceback, and a non-zero exit.
+
+It prints one table; a trial that fails a check has its project copied aside (the path is printed)
+and the script exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
+import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
-TESTS = """
+#: The sitecustomize that injects the faults into every Python process started with the scratch PYTHONPATH.
+INJECT = """
+import errno
+import os
 import time
+
+_FLAG = os.environ.get("GPUPERF_FAULT_FLAG", "")
+_SLOW = os.environ.get("GPUPERF_FAULT_SLOW", "")  # "<part of the path>=<seconds>": fsync slowed
+_SLOW_UNLINK = os.environ.get("GPUPERF_FAULT_SLOW_UNLINK", "")  # the same for unlink
+_FULL = os.environ.get("GPUPERF_FAULT_ENOSPC", "")  # part of the path: fsync fails as on a full disk
+
+
+def _note(what, name):
+    if _FLAG:
+        with open(_FLAG, "a") as flag:
+            flag.write(f"{what} {name}\\n")
+
+
+def _matches(spec, name):
+    part, _, seconds = spec.rpartition("=")
+    return (part in name, float(seconds or 0))
+
+
+if _SLOW or _FULL:
+    _fsync = os.fsync
+
+    def fsync(fd):
+        try:
+            name = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            name = ""
+        if _FULL and _FULL in name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if _SLOW:
+            hit, seconds = _matches(_SLOW, name)
+            if hit:
+                _note("fsync", name)
+                time.sleep(seconds)
+        _fsync(fd)
+
+    os.fsync = fsync
+
+if _SLOW_UNLINK:
+    _unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        hit, seconds = _matches(_SLOW_UNLINK, os.fsdecode(path))
+        if hit:
+            _note("unlink", os.fsdecode(path))
+            time.sleep(seconds)
+        _unlink(path, *args, **kwargs)
+
+    os.unlink = unlink
+    os.remove = unlink
+"""
+
+TESTS = """
+import os
+import time
+from pathlib import Path
 
 
 def spin(seconds):
@@ -51,6 +123,7 @@ def test_a(gpuperf):
 
 
 def test_b(gpuperf):
+    Path(os.environ["GPUPERF_FAULT_MEASURING"]).touch()  # the script's cue: this session is measuring
     gpuperf.measure(lambda: spin(300e-6))
 
 
@@ -67,135 +140,644 @@ FAST = (
     "--gpuperf-memory=off",
 )
 
+WORKLOADS = """\
+import time
+
+from pytest_gpuperf.measuring import Step, Workload
+
+
+def build(device, size):
+    return Step(lambda: time.sleep(0.0005), work={"items": 1.0})
+
+
+WORKLOADS = {"nap": Workload("nap", build)}
+"""
+
+#: Slow enough that a signal sent once the flag names the file lands inside the write on a loaded machine.
+SLOW_SECONDS = 1.5
+MAX_RUNS = 10  # results/_store.py's MAX_RUNS: a baseline keeps its newest 10 runs
+
 
 @dataclass
-class Tally:
-    kind: str
+class Row:
+    """One fault's trials and what its checks found."""
+
+    fault: str
     trials: int = 0
-    sessions: int = 0
-    claimed: list[tuple[str, str]] = field(default_factory=list)  # (baseline name, run file path)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    lost: int = 0
+    corrupt: int = 0
+    baseline: int = 0  # baselines neither byte-identical nor correctly extended
+    litter: int = 0
+    exit: int = 0  # wrong exit status, a traceback, or a missing message
+    kept: list[str] = field(default_factory=list)
+
+    def failed(self) -> int:
+        return self.lost + self.corrupt + self.baseline + self.litter + self.exit
 
 
-def session(project: Path, name: str, json_name: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *FAST]
-    command += [f"--gpuperf-save={name}", f"--gpuperf-json={json_name}"]
-    return subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+class Trial:
+    """One trial's problems, counted into its row; a failed trial's project is copied aside."""
+
+    def __init__(self, row: Row, project: Path, keep: Path) -> None:
+        self.row, self.project, self.keep, self.problems = row, project, keep, list[str]()
+        row.trials += 1
+
+    def check(self, ok: bool, column: str, what: str) -> None:
+        if not ok and f"{column}: {what}" not in self.problems:  # one problem counted once, seen twice or not
+            setattr(self.row, column, getattr(self.row, column) + 1)
+            self.problems.append(f"{column}: {what}")
+
+    def outcome(self, name: str) -> None:
+        self.row.outcomes[name] = self.row.outcomes.get(name, 0) + 1
+
+    def close(self, output: str = "") -> None:
+        if not self.problems:
+            return
+        where = self.keep / f"{self.row.fault.replace(' ', '-').replace('/', '')}-{self.row.trials}"
+        shutil.copytree(self.project, where, symlinks=True, dirs_exist_ok=True)
+        (where / "FAULT-INJECTION-PROBLEMS.txt").write_text("\n".join(self.problems) + "\n\n" + output)
+        self.row.kept.append(str(where))
+        print(f"  FAILED {self.row.fault} trial {self.row.trials}: {'; '.join(self.problems)}", file=sys.stderr)
+        print(f"    its files are kept in {where}", file=sys.stderr)
 
 
-def claims(output: str, name: str) -> list[tuple[str, str]]:
-    """The (baseline, run file) a session says it saved: its "saved N records to PATH" and "now holds" lines."""
-    run_file = next(
-        (
-            line.split(" to ", 1)[1].split(" (")[0]
-            for line in output.splitlines()
-            if line.startswith("gpuperf: saved ") and "/runs/" in line
-        ),
-        "",
+# ---------------------------------------------------------------- processes
+
+
+class Scratch:
+    """The scratch area: the injection module, a flag file, and a copy kept of each failed trial."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.inject = root / "inject"
+        self.inject.mkdir()
+        (self.inject / "sitecustomize.py").write_text(INJECT)
+        self.keep = Path(tempfile.mkdtemp(prefix="gpuperf-faults-failed-"))
+
+    def env(self, project: Path, **faults: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUPERF_FAULT", "PYTEST_ADDOPTS"))}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.inject), env.get("PYTHONPATH", "")]))
+        env["GPUPERF_FAULT_FLAG"] = str(project / "flag")
+        env["GPUPERF_FAULT_MEASURING"] = str(project / "measuring")
+        env["TMPDIR"] = str(project / "scratch")  # ab's and history's worktrees: a stale one shows
+        (project / "scratch").mkdir(exist_ok=True)
+        env.update({f"GPUPERF_FAULT_{k.upper()}": v for k, v in faults.items()})
+        return env
+
+
+def start(scratch: Scratch, project: Path, argv: Sequence[str], **faults: str) -> subprocess.Popen[str]:
+    for cue in ("flag", "measuring"):
+        (project / cue).unlink(missing_ok=True)
+    return subprocess.Popen(
+        list(argv),
+        cwd=project,
+        env=scratch.env(project, **faults),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a group signal reaches its children, as CI sends it
     )
-    return [(name, run_file)] if "now holds" in output and run_file else []
 
 
-def kill_trials(project: Path, tally: Tally, signum: int, count: int, expected: float, rng: random.Random) -> None:
-    for i in range(count):
-        name = f"{tally.kind}-{i}"
-        proc = session(project, name, f"{name}.json")
-        time.sleep(rng.uniform(0.2, expected))
-        proc.send_signal(signum)
-        output, _ = proc.communicate(timeout=120)
-        tally.trials += 1
-        tally.sessions += 1
-        tally.claimed += claims(output, name)
+def pytest_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *FAST, *args]
 
 
-def pair_trials(project: Path, tally: Tally, count: int) -> None:
-    for i in range(count):
-        name = f"pair-{i}"
-        procs = [session(project, name, f"{name}-{side}.json") for side in ("a", "b")]
-        for proc in procs:
-            output, _ = proc.communicate(timeout=300)
-            tally.sessions += 1
-            tally.claimed += claims(output, name)
-        tally.trials += 1
+def cli_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest_gpuperf", *args]
 
 
-def corrupt_files(project: Path) -> list[Path]:
+def finish(proc: subprocess.Popen[str], timeout: float = 300) -> str:
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate()[0] + "\n[fault_injection: timed out, killed]"
+
+
+def run(scratch: Scratch, project: Path, argv: Sequence[str], **faults: str) -> tuple[int, str]:
+    proc = start(scratch, project, argv, **faults)
+    out = finish(proc)
+    return proc.returncode, out
+
+
+def wait_for(project: Path, cue: str, part: str, proc: subprocess.Popen[str], count: int = 1) -> bool:
+    """Wait until the flag file names ``part`` ``count`` times (or the cue file exists); False if the process
+    ended first."""
+    path = project / cue
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if path.exists() and (not part or path.read_text().count(part) >= count):
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.01)
+    return False
+
+
+def signal_group(proc: subprocess.Popen[str], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signum)
+
+
+# ---------------------------------------------------------------- what the files hold
+
+
+def load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def corrupt_files(project: Path) -> list[str]:
     bad = []
-    for path in [*project.glob("*.json"), *(project / ".gpuperf").rglob("*.json")]:
-        try:
-            data = json.loads(path.read_text())
-            ok = isinstance(data, dict) and str(data.get("schema", "")).startswith("pytest-gpuperf/")
-        except (OSError, ValueError):
-            ok = False
-        if not ok:
-            bad.append(path)
+    for path in project.rglob("*.json"):
+        if "scratch" in path.relative_to(project).parts or path.name == "asv.conf.json":
+            continue
+        if path.is_file() and not isinstance(load(path), dict):
+            bad.append(str(path.relative_to(project)))
     return bad
 
 
-def lost_runs(project: Path, claimed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    lost = []
-    for name, run_file in claimed:
-        path = project / ".gpuperf" / "baselines" / f"{name}.json"
+def litter(project: Path) -> list[str]:
+    found = [
+        str(p.relative_to(project))
+        for p in project.rglob("*")
+        if p.name.endswith((".tmp", ".lock")) and "scratch" not in p.relative_to(project).parts
+    ]
+    scratch = project / "scratch"
+    found += [f"stale worktree {p.name}" for p in scratch.iterdir()] if scratch.is_dir() else []
+    runs, traces = project / ".gpuperf" / "runs", project / ".gpuperf" / "traces"
+    if traces.is_dir():
+        found += [f"orphaned traces/{d.name}" for d in traces.iterdir() if not (runs / f"{d.name}.json").exists()]
+    return found
+
+
+def run_files(project: Path) -> set[Path]:
+    runs = project / ".gpuperf" / "runs"
+    return set(runs.glob("*.json")) if runs.is_dir() else set()
+
+
+def baseline_state(project: Path, name: str = "base") -> tuple[bytes, Any]:
+    path = project / ".gpuperf" / "baselines" / f"{name}.json"
+    data = path.read_bytes()
+    return data, json.loads(data)
+
+
+def check_baseline(trial: Trial, project: Path, before: tuple[bytes, Any], new: Sequence[Any]) -> str:
+    """``identical``, ``extended`` (by exactly the runs ``new``, in either order) or ``wrong`` (counted)."""
+    path = project / ".gpuperf" / "baselines" / "base.json"
+    try:
+        after = path.read_bytes()
+    except OSError:
+        trial.check(False, "baseline", "the baseline is gone")
+        return "wrong"
+    if after == before[0]:
+        return "identical"
+    data = load(path)
+    runs = before[1]["runs"]
+    expected = [(runs + list(order))[-MAX_RUNS:] for order in (new, list(reversed(new)))] if new else []
+    ok = isinstance(data, dict) and data.get("runs") in expected
+    ok = ok and {k: v for k, v in data.items() if k != "runs"} == {k: v for k, v in before[1].items() if k != "runs"}
+    trial.check(ok, "baseline", f"changed, but not by exactly this session's run ({len(new)} new run files)")
+    return "extended" if ok else "wrong"
+
+
+def check_common(trial: Trial, project: Path, *, clean: bool = True) -> None:
+    corrupt = corrupt_files(project)
+    trial.check(not corrupt, "corrupt", ", ".join(corrupt))
+    if clean:
+        left = litter(project)
+        trial.check(not left, "litter", ", ".join(left))
+
+
+def check_interrupted_exit(trial: Trial, code: int, out: str, expected: int) -> None:
+    trial.check(code == expected, "exit", f"exit {code}, expected {expected}")
+    trial.check("Traceback" not in out, "exit", "a traceback was printed")
+
+
+# ---------------------------------------------------------------- the pytest session's faults
+
+
+def session_project(scratch: Scratch, name: str) -> Path:
+    """A project of three measuring tests whose baseline ``base`` holds two runs."""
+    project = scratch.root / name
+    project.mkdir()
+    (project / "test_steps.py").write_text(textwrap.dedent(TESTS))
+    for _ in range(2):
+        code, out = run(scratch, project, pytest_argv("--gpuperf-save=base"))
+        if code != 0:
+            raise SystemExit(f"the setup session failed (exit {code}):\n{out}")
+    return project
+
+
+def session_fault(
+    scratch: Scratch, project: Path, row: Row, signals: Sequence[int], where: str, rng: random.Random, span: float
+) -> None:
+    """One session saving to ``base`` (and ``--gpuperf-json``), sent ``signals`` at ``where``: ``write`` (inside the
+    baseline's write), ``json`` (inside the --gpuperf-json write), ``measuring``, or ``random`` (any moment)."""
+    trial = Trial(row, project, scratch.keep)
+    before, runs_before, json_before = baseline_state(project), run_files(project), load(project / "out.json")
+    slow = {"write": "baselines/.base.json", "json": "/.out.json"}.get(where)
+    faults = {"slow": f"{slow}={SLOW_SECONDS * 2 if len(signals) > 1 else SLOW_SECONDS}"} if slow else {}
+    proc = start(scratch, project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"), **faults)
+    if where == "random":
+        time.sleep(rng.uniform(0.1, span))
+        landed = proc.poll() is None
+    elif where == "measuring":
+        landed = wait_for(project, "measuring", "", proc)
+    else:
+        landed = wait_for(project, "flag", str(slow), proc)
+    for i, signum in enumerate(signals):
+        if i:
+            time.sleep(0.3)
+        proc.send_signal(signum)
+    out = finish(proc)
+    killed = signals[0] == signal.SIGKILL
+    new_files = sorted(run_files(project) - runs_before)
+    new_runs = [load(p) for p in new_files]
+    if where != "random":
+        trial.check(landed, "exit", f"the signal did not land {where} (the session ended first)")
+    outcome = check_baseline(trial, project, before, [r for r in new_runs if isinstance(r, dict)])
+    trial.outcome(f"baseline {outcome}")
+    if "now holds" in out:  # it said it saved: its run must be there
+        trial.check(outcome == "extended", "lost", "the session said it saved, the baseline does not hold its run")
+    if not killed:
+        check_interrupted_exit(trial, proc.returncode, out, 2)
+        interrupted = [r for r in new_runs if isinstance(r, dict) and r.get("interrupted")]
+        if where == "measuring":
+            trial.check(len(interrupted) == 1, "lost", "no run file marked interrupted")
+            trial.check(outcome == "identical", "baseline", "an interrupted run changed the baseline")
+            trial.check("interrupted, so baseline 'base' was left as it was" in out, "exit", "no line says so")
+        elif len(signals) == 1:
+            trial.check(outcome == "extended" and not interrupted, "lost", "the save was not completed")
+            trial.check("received while saving: the save was completed first" in out, "exit", "no line says so")
+        else:
+            trial.check(outcome == "identical", "baseline", "a save abandoned by a second signal changed it")
+            trial.check("interrupted twice while saving: the save was abandoned" in out, "exit", "no line says so")
+            trial.check(load(project / "out.json") == json_before, "exit", "--gpuperf-json was written after all")
+        check_common(trial, project)
+    else:
+        if where == "write":
+            trial.check(outcome == "identical", "baseline", "a SIGKILL inside the write changed the baseline")
+        if where == "json":
+            trial.check(load(project / "out.json") == json_before, "corrupt", "--gpuperf-json changed mid-write")
+        code, after = run(scratch, project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
+        trial.check(code == 0, "exit", f"the next normal session exited {code}")
+        check_common(trial, project)  # that session removed what the killed one left
+        out += "\n--- next session\n" + after
+    trial.close(out)
+
+
+def pairs(scratch: Scratch, project: Path, row: Row) -> None:
+    """Two sessions saving to ``base`` at once: both runs in it, each once."""
+    trial = Trial(row, project, scratch.keep)
+    before, runs_before = baseline_state(project), run_files(project)
+    procs = [start(scratch, project, pytest_argv("--gpuperf-save=base")) for _ in range(2)]
+    outs = [finish(p) for p in procs]
+    new_runs = [load(p) for p in sorted(run_files(project) - runs_before)]
+    for proc in procs:
+        trial.check(proc.returncode == 0, "exit", f"exit {proc.returncode}")
+    outcome = check_baseline(trial, project, before, new_runs)
+    trial.outcome(f"baseline {outcome}")
+    trial.check(outcome == "extended" and len(new_runs) == 2, "lost", "a run is missing from the baseline")
+    check_common(trial, project)
+    trial.close("\n".join(outs))
+
+
+# ---------------------------------------------------------------- the CLI commands' faults
+
+
+def kill_cli_write(
+    scratch: Scratch, project: Path, row: Row, argv: Sequence[str], target: str, signum: int, again: Sequence[str]
+) -> None:
+    """A CLI command (``report -o``, ``ab --json``) sent ``signum`` inside the write of ``target``, which holds the
+    previous command's output: it is byte-identical after; SIGTERM exits 130 without a traceback; the litter of a
+    SIGKILL goes at the next run of ``again``."""
+    trial = Trial(row, project, scratch.keep)
+    before = (project / target).read_bytes()
+    proc = start(scratch, project, argv, slow=f"/.{target}={SLOW_SECONDS}")
+    landed = wait_for(project, "flag", f"/.{target}", proc)
+    trial.check(landed, "exit", "the signal did not land inside the write")
+    signal_group(proc, signum)
+    out = finish(proc)
+    same = (project / target).read_bytes() == before
+    trial.check(same, "corrupt", f"{target} changed under a kill inside its write")
+    trial.outcome("output identical" if same else "output changed")
+    if signum != signal.SIGKILL:
+        check_interrupted_exit(trial, proc.returncode, out, 130)
+        check_common(trial, project)
+    else:
+        code, after = run(scratch, project, again)
+        trial.check(code == 0, "exit", f"the next run exited {code}")
+        out += "\n--- next run\n" + after
+        check_common(trial, project)
+    trial.close(out)
+
+
+def report_project(scratch: Scratch) -> Path:
+    project = session_project(scratch, "report")
+    code, out = run(scratch, project, cli_argv("report", "base", "-o", "page.html"))
+    if code != 0:
+        raise SystemExit(f"report failed (exit {code}):\n{out}")
+    return project
+
+
+def ab_project(scratch: Scratch) -> tuple[Path, list[str]]:
+    project = scratch.root / "ab"
+    (project / "perf").mkdir(parents=True)
+    (project / "perf" / "__init__.py").write_text("")
+    (project / "perf" / "workloads.py").write_text(WORKLOADS)
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "base"], ["tag", "base"]):
+        subprocess.run(
+            ["git", "-c", "user.name=f", "-c", "user.email=f@f", *args], cwd=project, check=True, capture_output=True
+        )
+    (project / ".gitignore").write_text("scratch/\nflag\nmeasuring\nab.json\n.*.tmp\n.gpuperf/\n")
+    argv = cli_argv("ab", "--base", "base", "--workloads", "perf/workloads.py", "--device", "cpu", "--max-time", "1")
+    argv += ["-q", "--json", "ab.json"]
+    code, out = run(scratch, project, argv)
+    if code != 0:
+        raise SystemExit(f"ab failed (exit {code}):\n{out}")
+    return project, argv
+
+
+def prune_project(scratch: Scratch, name: str, source: Path) -> Path:
+    """A results directory of 16 run files (each with a traces folder) and the baseline of ``source``."""
+    project = scratch.root / name
+    (project / ".gpuperf" / "runs").mkdir(parents=True)
+    shutil.copytree(source / ".gpuperf" / "baselines", project / ".gpuperf" / "baselines")
+    runs = project / ".gpuperf" / "runs"
+    model = load(sorted((source / ".gpuperf" / "runs").glob("*.json"))[0])
+    for i in range(16):
+        stem = f"20261122T0230{i:02d}.123456Z-1a2b3c4d"
+        (runs / f"{stem}.json").write_text(json.dumps(model))
+        traces = project / ".gpuperf" / "traces" / stem
+        traces.mkdir(parents=True)
+        for t in range(3):
+            (traces / f"test_{t}.json.gz").write_bytes(b"x")
+    return project
+
+
+def prune_fault(scratch: Scratch, row: Row, signum: int, rng: random.Random, n: int, source: Path) -> None:
+    """``runs prune --keep 4`` killed after a random number of its deletions (each slowed)."""
+    project = prune_project(scratch, f"prune-{n}", source)
+    trial = Trial(row, project, scratch.keep)
+    before = baseline_state(project)
+    proc = start(scratch, project, cli_argv("runs", "prune", "--keep", "4"), slow_unlink="=0.05")
+    # 12 run files to delete, each with 3 trace files (unlinked by their bare names, through rmtree's dir_fd)
+    landed = wait_for(project, "flag", "unlink", proc, count=rng.randint(1, 48))
+    trial.check(landed, "exit", "the prune ended before the kill")
+    signal_group(proc, signum)
+    out = finish(proc)
+    trial.outcome(f"{len(run_files(project))} run files left")
+    trial.check(check_baseline(trial, project, before, []) == "identical", "baseline", "prune touched a baseline")
+    if signum != signal.SIGKILL:
+        check_interrupted_exit(trial, proc.returncode, out, 130)
+    check_common(trial, project)  # no temporary file is involved: nothing may be left for a next prune
+    code, after = run(scratch, project, cli_argv("runs", "prune", "--keep", "4"))
+    trial.check(code == 0 and len(run_files(project)) == 4, "exit", f"the next prune: exit {code}")
+    check_common(trial, project)
+    trial.close(out + "\n--- next prune\n" + after)
+
+
+# ---------------------------------------------------------------- history record
+
+HISTORY_TEST = """
+def test_h(gpuperf):
+    gpuperf.measure(lambda: sum(range(200)))
+"""
+
+
+def history_project(scratch: Scratch, name: str) -> tuple[Path, list[str]]:
+    project = scratch.root / name
+    (project / "perf_tests").mkdir(parents=True)
+    (project / "perf_tests" / "test_h.py").write_text(HISTORY_TEST)
+    (project / ".gitignore").write_text("scratch/\nflag\nmeasuring\n.asv/\n")
+    git = ["git", "-c", "user.name=f", "-c", "user.email=f@f"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=project, check=True)
+    for i in range(3):
+        (project / "perf_tests" / "n.txt").write_text(str(i))
+        subprocess.run([*git, "add", "."], cwd=project, check=True)
+        subprocess.run([*git, "commit", "-q", "-m", f"c{i}"], cwd=project, check=True)
+    argv = cli_argv(
+        "history", "record", "--last", "3", "--tests", "perf_tests", "--no-publish", "-q", "--machine", "m",
+        *(f"--pytest-arg={a}" for a in FAST),
+    )  # fmt: skip
+    return project, argv
+
+
+def history_fault(scratch: Scratch, row: Row, signum: int, n: int) -> None:
+    """``history record`` signalled (its whole process group) inside a write of an asv result: every asv file
+    loads, the lock is released, and the next record completes the history."""
+    project, argv = history_project(scratch, f"history-{n}")
+    trial = Trial(row, project, scratch.keep)
+    proc = start(scratch, project, argv, slow=f"/results/m/={SLOW_SECONDS}")
+    landed = wait_for(project, "flag", "/results/m/", proc, count=2)  # the second commit's result
+    trial.check(landed, "exit", "the record ended before the kill")
+    signal_group(proc, signum)
+    out = finish(proc)
+    if signum != signal.SIGKILL:
+        check_interrupted_exit(trial, proc.returncode, out, 130)
+    trial.check(not corrupt_files(project), "corrupt", ", ".join(corrupt_files(project)))
+    trial.check(lock_free(project / ".asv" / "pytest" / "history.lock"), "litter", "history.lock is still held")
+    code, after = run(scratch, project, argv)
+    recorded = len(list((project / ".asv" / "pytest" / "results" / "m").glob("*-*.json")))
+    trial.outcome(f"{recorded} of 3 commits recorded after the next record")
+    trial.check(code == 0 and recorded == 3, "lost", f"the next record: exit {code}, {recorded} of 3 recorded")
+    check_common(trial, project)
+    trial.close(out + "\n--- next record\n" + after)
+
+
+def lock_free(path: Path) -> bool:
+    if not path.exists():
+        return True
+    with open(path) as f:
         try:
-            runs = json.loads(path.read_text())["runs"]
-        except (OSError, ValueError, KeyError):
-            lost.append((name, run_file))
-            continue
-        try:
-            mine = _identity(json.loads(Path(run_file).read_text()))
-        except (OSError, ValueError, KeyError, IndexError):
-            mine = None
-        if mine is None or not any(_identity(run) == mine for run in runs):
-            lost.append((name, run_file))
-    return lost
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+    return True
 
 
-def _identity(run: dict[str, object]) -> str:
-    """What tells one session's run from another's: its time and its first record's first samples (the clock's
-    second is shared by concurrent sessions; their samples are not)."""
-    records = run["records"]
-    assert isinstance(records, list)
-    return json.dumps([run.get("created"), records[0]["measurement"]["samples"][:3]])
+# ---------------------------------------------------------------- a full disk
 
 
-def leftovers(project: Path) -> list[Path]:
-    return [p for p in project.rglob("*") if p.is_file() and (p.name.endswith(".tmp") or p.name.endswith(".lock"))]
+@contextlib.contextmanager
+def full_disk(scratch: Scratch, mount: bool) -> Iterator[tuple[Path, dict[str, str], str]]:
+    """A directory on a full file system (an 8 MB tmpfs, filled, when this runs as root and may mount), else one
+    whose every fsync fails with ENOSPC; yields it, the faults for ``start``, and which it is."""
+    where = scratch.root / "disk"
+    where.mkdir()
+    mounted = (
+        mount
+        and os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+    try:
+        kind = "a full 8 MB tmpfs" if mounted else "ENOSPC from fsync"
+        yield where, ({} if mounted else {"enospc": str(where)}), kind
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(where: Path) -> None:
+    with contextlib.suppress(OSError), open(where / "filler", "wb", buffering=0) as f:
+        while True:
+            f.write(b"\0" * 4096)
+
+
+def disk_faults(scratch: Scratch, rows: dict[str, Row], ab: tuple[Path, list[str]] | None, mount: bool) -> None:
+    """A session saving to a baseline that holds runs, ``--gpuperf-json``, ``report -o`` and ``ab --json``, each on
+    a full disk: an error line naming it, no traceback, a non-zero exit, the old files byte-identical, no litter."""
+    with full_disk(scratch, mount) as (where, faults, kind):
+        project = where / "p"
+        project.mkdir()
+        (project / "test_steps.py").write_text(textwrap.dedent(TESTS))
+        for _ in range(2):
+            run(scratch, project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
+        run(scratch, project, cli_argv("report", "base", "-o", "page.html"))
+        cases = [
+            ("session save", project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"), "out.json"),
+            ("report -o", project, cli_argv("report", "base", "-o", "page.html"), "page.html"),
+        ]
+        if ab is not None:  # the repository and its worktrees elsewhere, --json on the full disk
+            argv = [*ab[1][:-1], str(project / "ab.json"), "--trace", "off"]
+            run(scratch, ab[0], argv)
+            cases.append(("ab --json", ab[0], argv, "ab.json"))
+        if "enospc" not in faults:
+            fill(where)
+        for name, cwd, argv, output in cases:
+            row = rows.setdefault(name, Row(f"full disk ({kind}): {name}"))
+            trial = Trial(row, project, scratch.keep)
+            before = baseline_state(project)
+            old = (project / output).read_bytes()
+            code, out = run(scratch, cwd, argv, **faults)
+            trial.check(code not in (0, 1), "exit", f"exit {code} on a full disk")
+            trial.check("Traceback" not in out, "exit", "a traceback was printed")
+            trial.check("No space left on device" in out, "exit", "no line names the full disk")
+            trial.outcome(f"exit {code}")
+            check_baseline(trial, project, before, [])
+            trial.check((project / output).read_bytes() == old, "corrupt", f"{output} changed")
+            check_common(trial, project)
+            check_common(trial, cwd)
+            trial.close(out)
+        (where / "filler").unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- main
+
+
+def wanted(name: str, args: argparse.Namespace) -> bool:
+    return not any(s in name for s in args.skip) and (not args.only or any(s in name for s in args.only))
+
+
+Plan = list[tuple[str, Callable[[Row], None], int]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a few trials of each kind")
+    parser.add_argument("--quick", action="store_true", help="one trial of each fault (a smoke run)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip", action="append", default=[], help="skip the faults whose name contains this")
+    parser.add_argument("--only", action="append", default=[], help="only the faults whose name contains this")
+    parser.add_argument("--no-mount", action="store_true", help="a full disk by ENOSPC from fsync, even as root")
     args = parser.parse_args(argv)
-    counts = (3, 2, 2, 2) if args.quick else (30, 10, 10, 5)
     rng = random.Random(args.seed)
+    started = time.perf_counter()
+    times = (lambda full: 1) if args.quick else (lambda full: full)
     with tempfile.TemporaryDirectory(prefix="gpuperf-faults-") as tmp:
-        project = Path(tmp)
-        (project / "test_steps.py").write_text(textwrap.dedent(TESTS))
-        start = time.perf_counter()
-        first = session(project, "warm", "warm.json")
-        first.communicate(timeout=300)
-        expected = time.perf_counter() - start  # one whole session, to aim the kills inside it
-        tallies = [Tally("SIGKILL"), Tally("SIGTERM"), Tally("SIGINT"), Tally("concurrent pairs")]
-        for tally, signum, count in zip(
-            tallies[:3], (signal.SIGKILL, signal.SIGTERM, signal.SIGINT), counts[:3], strict=True
-        ):
-            kill_trials(project, tally, signum, count, expected, rng)
-            print(f"  {tally.kind}: {tally.trials} trials done", file=sys.stderr, flush=True)
-        pair_trials(project, tallies[3], counts[3])
-        print(f"  concurrent pairs: {tallies[3].trials} pairs done", file=sys.stderr, flush=True)
-        last = session(project, "final", "final.json")  # a normal run after the kills: it cleans their litter
-        last.communicate(timeout=300)
-        rows = []
-        for tally in tallies:
-            lost = lost_runs(project, tally.claimed)
-            rows.append([tally.kind, tally.trials, tally.sessions, len(tally.claimed), len(lost)])
-        corrupt, litter = corrupt_files(project), leftovers(project)
-        print(tabulate(rows, headers=["fault", "trials", "sessions", "runs claimed in a baseline", "lost"]))
-        print(f"corrupt files: {len(corrupt)}  {', '.join(str(p.relative_to(project)) for p in corrupt)}")
-        print(f"leftover temporary files: {len(litter)}  {', '.join(str(p.relative_to(project)) for p in litter)}")
-        print(f"session length aimed at: {expected:.1f} s; seed {args.seed}")
-        failed = corrupt or litter or any(row[-1] for row in rows)
-        return 1 if failed else 0
+        scratch = Scratch(Path(tmp))
+        session = session_project(scratch, "session")
+        t0 = time.perf_counter()
+        run(scratch, session, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
+        span = time.perf_counter() - t0  # one whole session, to aim the random kills inside it
+        kill, term, intr = signal.SIGKILL, signal.SIGTERM, signal.SIGINT
+        report = ab = None
+
+        def sess(signals: Sequence[int], where: str) -> Callable[[Row], None]:
+            return lambda row: session_fault(scratch, session, row, signals, where, rng, span)
+
+        def cli(what: str, signum: int) -> Callable[[Row], None]:
+            def one(row: Row) -> None:
+                nonlocal report, ab
+                if what == "report":
+                    report = report or report_project(scratch)
+                    argv = cli_argv("report", "base", "-o", "page.html")
+                    kill_cli_write(scratch, report, row, argv, "page.html", signum, argv)
+                else:
+                    ab = ab or ab_project(scratch)
+                    kill_cli_write(scratch, ab[0], row, ab[1], "ab.json", signum, ab[1])
+
+            return one
+
+        counter = iter(range(10**6))
+        plan: Plan = [
+            ("SIGKILL at a random moment", sess([kill], "random"), 10),
+            ("SIGKILL inside the baseline write", sess([kill], "write"), 5),
+            ("SIGKILL inside the --gpuperf-json write", sess([kill], "json"), 3),
+            ("SIGTERM inside the baseline write", sess([term], "write"), 4),
+            ("SIGINT inside the baseline write", sess([intr], "write"), 4),
+            ("two SIGTERMs inside the baseline write", sess([term, term], "write"), 2),
+            ("SIGTERM while measuring", sess([term], "measuring"), 3),
+            ("SIGINT while measuring", sess([intr], "measuring"), 3),
+            ("concurrent pairs", lambda row: pairs(scratch, session, row), 3),
+            ("report -o: SIGKILL inside the write", cli("report", kill), 2),
+            ("report -o: SIGTERM inside the write", cli("report", term), 2),
+            ("ab --json: SIGKILL inside the write", cli("ab", kill), 2),
+            ("ab --json: SIGTERM inside the write", cli("ab", term), 2),
+            ("runs prune: SIGKILL", lambda row: prune_fault(scratch, row, kill, rng, next(counter), session), 3),
+            ("runs prune: SIGTERM", lambda row: prune_fault(scratch, row, term, rng, next(counter), session), 2),
+            ("history record: SIGKILL", lambda row: history_fault(scratch, row, kill, next(counter)), 2),
+            ("history record: SIGTERM", lambda row: history_fault(scratch, row, term, next(counter)), 1),
+        ]
+        rows: list[Row] = []
+        for name, trial, count in plan:
+            if not wanted(name, args):
+                continue
+            row = Row(name)
+            rows.append(row)
+            for _ in range(times(count)):
+                trial(row)
+            print(f"  {name}: {row.trials} trials, {row.failed()} problems", file=sys.stderr, flush=True)
+        disk_rows: dict[str, Row] = {}
+        if wanted("full disk", args):
+            ab = ab or ab_project(scratch)
+            disk_faults(scratch, disk_rows, ab, not args.no_mount)
+        rows += disk_rows.values()
+        table = [
+            [
+                r.fault,
+                r.trials,
+                ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())),
+                r.lost,
+                r.corrupt,
+                r.baseline,
+                r.litter,
+                r.exit,
+            ]
+            for r in rows
+        ]
+        headers = ["fault", "trials", "outcomes", "lost runs", "corrupt files", "baseline wrong", "litter", "exit"]
+        print(tabulate(table, headers=headers, tablefmt="github"))
+        totals = [sum(getattr(r, c) for r in rows) for c in ("lost", "corrupt", "baseline", "litter", "exit")]
+        print(
+            f"\ntotal: {sum(r.trials for r in rows)} trials; lost runs {totals[0]}, corrupt files {totals[1]}, "
+            f"baselines neither byte-identical nor correctly extended {totals[2]}, litter {totals[3]}, "
+            f"wrong exit or message {totals[4]}"
+        )
+        kept = [k for r in rows for k in r.kept]
+        if kept:
+            print("failed trials' files kept in:\n  " + "\n  ".join(kept))
+        else:
+            shutil.rmtree(scratch.keep, ignore_errors=True)
+        print(f"seed {args.seed}; session length {span:.1f} s; wall time {time.perf_counter() - started:.0f} s")
+        return 1 if any(totals) else 0
 
 
 if __name__ == "__main__":

@@ -273,8 +273,10 @@ def prune_command(args: argparse.Namespace) -> int:
     for path in doomed:
         if not args.dry_run:
             try:
+                # The run's traces go with it, first: a prune killed in between leaves a run file that the next
+                # prune deletes, never a traces folder whose run is gone, which no prune would ever delete.
+                shutil.rmtree(store.traces_dir / path.stem, ignore_errors=True)
                 path.unlink()
-                shutil.rmtree(store.traces_dir / path.stem, ignore_errors=True)  # the run's traces go with it
             except FileNotFoundError:  # another prune got there first
                 continue
             except OSError as exc:

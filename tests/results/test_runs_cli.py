@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,27 @@ def test_git_ignores_the_results_directory_of_a_real_session(pytester: pytest.Py
         check=True,
     ).stdout
     assert ".gpuperf" not in status and "test_m.py" in status
+
+
+def test_a_prune_killed_while_deleting_traces_leaves_none_without_their_run(
+    store: ResultsDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23, item 12 (bench/fault_injection.py): a prune killed inside a run's traces left that folder with its
+    run file gone, so no later prune ever removed it. The traces go first, the run file last."""
+    oldest = store.traces_dir / "20261120T010000.000000Z-aaaaaaaa"
+    oldest.mkdir(parents=True)
+    for name in ("a.json.gz", "b.json.gz"):
+        (oldest / name).write_text("{}")
+    rmtree = shutil.rmtree
+
+    def killed_inside(path: Path, ignore_errors: bool = False) -> None:
+        next(Path(path).iterdir()).unlink()  # one trace file gone, then the kill
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", killed_inside)
+    assert main(["runs", "prune", "--keep", "1"]) == 130  # interrupted
+    stems = {p.stem for p in store.runs_dir.glob("*.json")}
+    assert [d.name for d in store.traces_dir.iterdir() if d.name not in stems] == []  # no orphaned folder
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    assert main(["runs", "prune", "--keep", "1"]) == 0  # the next prune removes the rest
+    assert not oldest.exists() and len(list(store.runs_dir.glob("*.json"))) == 1
