@@ -128,12 +128,9 @@ def head_bytes(path: Path, limit: int) -> bytes | None:
 def json_of(path: Path) -> Any:
     """The JSON value of the regular file ``path``, or None where it is none or is over ``RECOGNISE_LIMIT`` bytes
     (for an ``OutputKind``'s ``recognise``)."""
-    data = head_bytes(path, RECOGNISE_LIMIT + 1)
-    if data is None or len(data) > RECOGNISE_LIMIT:
-        return None
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
+        return read_json(path, limit=RECOGNISE_LIMIT)
+    except JsonFileError:
         return None
 
 
