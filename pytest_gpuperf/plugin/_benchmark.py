@@ -508,6 +508,36 @@ class BenchmarkPlugin:
             if value not in values:
                 values.append(value)
 
+    def pytest_gpuperf_fingerprint(self, fingerprint: dict[str, Any]) -> None:
+        """pytest-benchmark's machine info and commit info hooks, where a suite implements them: what they make is
+        kept in the run's fingerprint (``machine_info``, ``commit_info``), from which the pytest-benchmark export
+        writes them back. Their starting points are derived from the fingerprint, as the export derives them.
+        Nothing is added for a suite that implements none of them. The comparability rule ignores both keys."""
+        from ..results import Fingerprint, pytest_benchmark_commit_info, pytest_benchmark_machine_info
+
+        hook, config = self.session.config.hook, self.session.config
+        view = Fingerprint.from_dict(fingerprint)
+        for key, generate, update, derive in (
+            (
+                "machine_info",
+                hook.pytest_benchmark_generate_machine_info,
+                hook.pytest_benchmark_update_machine_info,
+                pytest_benchmark_machine_info,
+            ),
+            (
+                "commit_info",
+                hook.pytest_benchmark_generate_commit_info,
+                hook.pytest_benchmark_update_commit_info,
+                pytest_benchmark_commit_info,
+            ),
+        ):
+            if not (generate.get_hookimpls() or update.get_hookimpls()):
+                continue
+            info = generate(config=config)
+            info = dict(info) if isinstance(info, Mapping) else derive(view)
+            update(config=config, **{key: info})
+            fingerprint.update({key: _json_safe(info)})  # the hook adds keys in place
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.ignored or not self.session.is_reporter:
             return

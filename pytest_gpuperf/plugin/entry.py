@@ -53,11 +53,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if session.controller:
         config.pluginmanager.register(XdistController(session.book), XDIST_PLUGIN_NAME)
     if not config.pluginmanager.has_plugin("benchmark"):
-        # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture.
+        # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture, and their
+        # conftests' pytest-benchmark hooks the specifications pytest checks them against. They are added here,
+        # not in pytest_addhooks, which runs before it is known whether pytest-benchmark loads (its own
+        # specifications would then clash with ours); pytest checks hooks without one only after collection.
+        from . import _benchmark_hooks
         from ._benchmark import MARKER, BenchmarkPlugin
 
+        if not _has_benchmark_specs(config):
+            config.pluginmanager.add_hookspecs(_benchmark_hooks)
         config.addinivalue_line("markers", MARKER)
         config.pluginmanager.register(BenchmarkPlugin(session), BENCHMARK_PLUGIN_NAME)
+
+
+def _has_benchmark_specs(config: pytest.Config) -> bool:
+    """Are pytest-benchmark's hook specifications registered already (by pytest-benchmark, or a first configure)?"""
+    caller = getattr(config.hook, "pytest_benchmark_update_machine_info", None)
+    return caller is not None and caller.spec is not None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

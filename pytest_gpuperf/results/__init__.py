@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         save_run,
     )
     from ._fingerprint import CudaDevice, Fingerprint, GitState, Nvml, NvmlGpu, collect
+    from ._pytest_benchmark import pytest_benchmark_commit_info, pytest_benchmark_machine_info
     from ._record import (
         SCHEMA,
         SCHEMA_VERSION,
@@ -161,6 +162,8 @@ __all__ = [
     "peaks_of",
     "per_joule_cell",
     "percent_of_peak",
+    "pytest_benchmark_commit_info",
+    "pytest_benchmark_machine_info",
     "remove_stale_temporaries",
     "results_table",
     "same_code",
