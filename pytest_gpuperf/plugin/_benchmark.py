@@ -469,6 +469,7 @@ class BenchmarkPlugin:
             slot = target_slot(item, self.session.inventory, self.session.bound_slot())
         except DeviceError as exc:
             pytest.fail(f"gpuperf: {exc}", pytrace=False)
+        self.session.refuse_shared(slot)  # xdist workers timing on one device at once, as for `gpuperf` tests
         self._skip_multi_gpu(item, slot)
         fixture = BenchmarkFixture(item, self.session, self._backend(slot), slot, settings, marks.group)
         yield fixture

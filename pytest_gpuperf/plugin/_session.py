@@ -134,15 +134,21 @@ class GpuperfSession:
         Test ids keep the requested device, so that they and the baselines keyed by them are the
         same with and without torchrun or ``-n``; the records name the device measured on.
         """
-        if self.worker is not None and slot.available:
-            why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
-            if why:
-                pytest.fail(f"gpuperf: {why}", pytrace=False)
+        self.refuse_shared(slot)
         try:
             return bind(slot, self.binding, self.inventory)
         except DeviceError as exc:
             why = str(exc)
         pytest.fail(f"gpuperf: {why}", pytrace=False)
+
+    def refuse_shared(self, slot: DeviceSlot) -> None:
+        """In an xdist worker, fail the test with the fix where the workers would measure on ``slot``'s device at once
+        (``sharing``: the CPU, MPS, more workers than GPUs): the one rule of every fixture that measures, ``gpuperf``
+        (``physical``) and ``benchmark``."""
+        if self.worker is not None and slot.available:
+            why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
+            if why:
+                pytest.fail(f"gpuperf: {why}", pytrace=False)
 
     def bound_slot(self) -> DeviceSlot | None:
         """The GPU of a process bound to one (``binding``), as a slot: where a step that names no device runs."""
