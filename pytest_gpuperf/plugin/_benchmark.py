@@ -32,6 +32,11 @@ no GPU, ``mps`` on Apple silicon, and on CUDA:
 Such a test is not parametrized by ``--gpuperf-device``: only tests that ask for ``gpuperf`` or
 ``gpuperf_device`` are.
 
+A suite's conftest may implement pytest-benchmark's hooks (their specifications are ``_benchmark_hooks.py``'s):
+the machine info and commit info hooks are called when the run's fingerprint is taken (``pytest_gpuperf_fingerprint``
+below), the others are accepted and not called. Under ``--gpuperf-measuring=untimed`` (``--benchmark-disable``)
+the fixture is ``disabled``: ``benchmark(fn)`` and ``pedantic`` call the function once and record nothing.
+
 The record keeps ``benchmark.group`` and ``benchmark.extra_info`` in its metadata
 (``"group"``, ``"extra_info"``) and the test's own parameters as its params; it is kept when
 the test's fixtures are torn down, after the test body has set ``extra_info``.
@@ -348,6 +353,9 @@ class BenchmarkFixture:
         from ..measuring import measure_on
 
         step = functools.partial(function_to_benchmark, *args, **kwargs) if args or kwargs else function_to_benchmark
+        if self.disabled:  # --gpuperf-measuring=untimed (--benchmark-disable): one call, as pytest-benchmark's
+            with self._using("benchmark(...)"):
+                return step()
         with self._using("benchmark(...)"):
             measurement = measure_on(
                 step,
@@ -377,6 +385,9 @@ class BenchmarkFixture:
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
         from ..measuring import FixedBudget, FixedCall, Subject, measure_fixed
 
+        if self.disabled:  # --gpuperf-measuring=untimed: one round of one call, its setup and teardown around it
+            with self._using("benchmark.pedantic(...)"):
+                return _call_untimed(target, args, kwargs, setup, teardown)
         with self._using("benchmark.pedantic(...)"):
             measurement, result = measure_fixed(
                 FixedCall(target, args, kwargs, setup, teardown),
@@ -416,6 +427,26 @@ class BenchmarkFixture:
         Gpuperf(self._item, self._session, self._slot).record(
             measurement, params=self.params, metadata=metadata, evidence=evidence
         )
+
+
+def _call_untimed(
+    target: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    setup: Callable[[], Any] | None,
+    teardown: Callable[..., Any] | None,
+) -> Any:
+    """``pedantic``'s target called once, untimed, as pytest-benchmark does when disabled: ``setup`` may give its
+    ``(args, kwargs)``; ``teardown`` gets the same arguments."""
+    call_args, call_kwargs = tuple(args), dict(kwargs or {})
+    if setup is not None:
+        given = setup()
+        if given is not None:
+            call_args, call_kwargs = tuple(given[0]), dict(given[1])
+    result = target(*call_args, **call_kwargs)
+    if teardown is not None:
+        teardown(*call_args, **call_kwargs)
+    return result
 
 
 def _gpuperf_marked(node: pytest.Item | pytest.Function) -> frozenset[str]:
@@ -472,6 +503,7 @@ class BenchmarkPlugin:
         self.session.refuse_shared(slot)  # xdist workers timing on one device at once, as for `gpuperf` tests
         self._skip_multi_gpu(item, slot)
         fixture = BenchmarkFixture(item, self.session, self._backend(slot), slot, settings, marks.group)
+        fixture.disabled = self.session.untimed
         yield fixture
         fixture.finish()
 
