@@ -7,9 +7,10 @@ that its users' implementations register unchanged (pytest refuses a hook it has
 pytest-benchmark's own are not registered. Which of them pytest-gpuperf calls, and with what, is
 ``_benchmark.py``'s ``BenchmarkPlugin`` (docs/migrating-from-pytest-benchmark.md, "pytest-benchmark's hooks"):
 the machine info and commit info hooks, into the run's fingerprint (``machine_info``, ``commit_info``), which
-the pytest-benchmark export writes back as its ``machine_info`` and ``commit_info``. The others are accepted and
-not called: they act on pytest-benchmark's own objects (its table's groups and units, its comparison of
-saved sessions, the JSON it writes at the end of a session), which a run of pytest-gpuperf does not have.
+the pytest-benchmark JSON writes back as its ``machine_info`` and ``commit_info``; the JSON hooks, on the
+pytest-benchmark JSON that ``--benchmark-json=PATH`` writes (ours: accepted where our fixture serves). The others
+are accepted and not called: they act on pytest-benchmark's own table and its comparison of saved sessions, which
+a run of pytest-gpuperf does not have.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ CALLED: tuple[str, ...] = (
     "pytest_benchmark_update_machine_info",
     "pytest_benchmark_generate_commit_info",
     "pytest_benchmark_update_commit_info",
+    "pytest_benchmark_generate_json",
+    "pytest_benchmark_update_json",
 )
 ACCEPTED: tuple[str, ...] = (
     "pytest_benchmark_scale_unit",
     "pytest_benchmark_group_stats",
-    "pytest_benchmark_generate_json",
-    "pytest_benchmark_update_json",
     "pytest_benchmark_compare_machine_info",
 )
 
@@ -70,12 +71,13 @@ def pytest_benchmark_group_stats(config: Any, benchmarks: Any, group_by: Any) ->
 def pytest_benchmark_generate_json(
     config: Any, benchmarks: Any, include_data: Any, machine_info: Any, commit_info: Any
 ) -> Any:
-    """pytest-benchmark's JSON of a session. Accepted, not called: a pytest-gpuperf session writes its own results."""
+    """The whole JSON ``--benchmark-json`` writes (a dict); pytest-gpuperf's own implementation, run last, makes it
+    from the run, the benchmarks with ``has_error`` left out."""
 
 
 @hookspec
 def pytest_benchmark_update_json(config: Any, benchmarks: Any, output_json: Any) -> None:
-    """Fields added to pytest-benchmark's JSON. Accepted, not called (as ``pytest_benchmark_generate_json``)."""
+    """Change ``output_json`` in place before ``--benchmark-json`` writes it (add fields)."""
 
 
 @hookspec

@@ -10,8 +10,9 @@
 - ``skip``: tests that measure are skipped; ``only``: the other tests are.
 
 Where pytest-gpuperf's ``benchmark`` fixture serves (pytest-benchmark absent or blocked), pytest-benchmark's
-three flags (and ``--benchmark-enable``) are accepted and mapped onto this option (``BENCHMARK_FLAGS``); where
-pytest-benchmark is active they are its own, and it handles its tests.
+three flags (and ``--benchmark-enable``) are accepted and mapped onto this option (``BENCHMARK_FLAGS``), and
+``--benchmark-json=PATH`` is declared here too (``_benchmark.py`` writes it); where pytest-benchmark is active
+they are its own, and it handles its tests.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BENCHMARK_FLAGS",
+    "JSON_DEST",
     "MODES",
     "UntimedPlugin",
     "add_benchmark_flags",
@@ -61,6 +63,10 @@ BENCHMARK_FLAGS: Final = {
 }
 
 
+#: Where ``--benchmark-json`` (ours, ``_benchmark.py`` writes it) keeps its value.
+JSON_DEST: Final = "gpuperf_benchmark_json"
+
+
 def pytest_benchmark_loads(pluginmanager: pytest.PytestPluginManager) -> bool:
     """Will pytest-benchmark serve this session? Asked while options are declared, before its plugin may have
     loaded: it is installed and not blocked (``-p no:benchmark``). Where it is installed and not loaded for another
@@ -77,6 +83,14 @@ def add_benchmark_flags(parser: pytest.Parser, pluginmanager: pytest.PytestPlugi
     group = parser.getgroup("gpuperf-benchmark", "pytest-benchmark's flags, mapped by pytest-gpuperf")
     for flag, (dest, text) in BENCHMARK_FLAGS.items():
         group.addoption(flag, dest=dest, action="store_true", default=False, help=text)
+    group.addoption(
+        "--benchmark-json",
+        dest=JSON_DEST,
+        metavar="PATH",
+        default=None,
+        help="pytest-benchmark's flag, kept by pytest-gpuperf: write this run's records as pytest-benchmark's JSON "
+        "(the schema of pytest-gpuperf export --format pytest-benchmark), through pytest-benchmark's JSON hooks",
+    )
 
 
 def mode_from_benchmark_flags(config: pytest.Config) -> str | None:

@@ -42,7 +42,12 @@ if TYPE_CHECKING:
         save_run,
     )
     from ._fingerprint import CudaDevice, Fingerprint, GitState, Nvml, NvmlGpu, collect
-    from ._pytest_benchmark import pytest_benchmark_commit_info, pytest_benchmark_machine_info
+    from ._pytest_benchmark import (
+        is_pytest_benchmark,
+        pytest_benchmark_commit_info,
+        pytest_benchmark_machine_info,
+        to_pytest_benchmark,
+    )
     from ._record import (
         SCHEMA,
         SCHEMA_VERSION,
@@ -151,6 +156,7 @@ __all__ = [
     "file_kind",
     "flags",
     "head_bytes",
+    "is_pytest_benchmark",
     "json_of",
     "load_run",
     "load_runs",
@@ -176,6 +182,7 @@ __all__ = [
     "starved_message",
     "table_notes",
     "throttle_names",
+    "to_pytest_benchmark",
     "trace_name",
     "with_repeats",
     "write_trace",

@@ -97,6 +97,44 @@ def test_the_machine_and_commit_info_hooks_reach_the_run_and_the_export(suite: p
     assert exported["commit_info"]["message"] == "a commit message"
 
 
+def test_benchmark_json_is_written_through_the_json_hooks(suite: pytest.Pytester) -> None:
+    """``--benchmark-json`` as a github-action-benchmark workflow gives it: the suite's update_json field, its
+    generate_json wrapper's and its machine info are in the file."""
+    result = suite.runpytest(*FAST, "--benchmark-json", "output.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["gpuperf: wrote 1 benchmarks to output.json (pytest-benchmark's JSON)"])
+    data = json.loads((suite.path / "output.json").read_text())
+    assert data["suite"] == "kernels" and data["wrapped"] is True
+    assert data["machine_info"]["user"] == "ci" and data["commit_info"]["message"] == "a commit message"
+    (bench,) = data["benchmarks"]
+    assert bench["fullname"] == "test_suite.py::test_sum" and len(bench["stats"]["data"]) == bench["stats"]["rounds"]
+    # Written again over its own file; another file at that path is refused before anything is measured.
+    assert suite.runpytest(*FAST, "--benchmark-json=output.json").ret == pytest.ExitCode.OK
+    (suite.path / "notes.json").write_text('{"mine": 1}\n')
+    refused = suite.runpytest(*FAST, "--benchmark-json=notes.json")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["ERROR: --benchmark-json=notes.json: *"])
+    assert (suite.path / "notes.json").read_text() == '{"mine": 1}\n'
+
+
+def test_a_generate_json_wrapper_may_keep_benchmarks_with_errors(pytester: pytest.Pytester) -> None:
+    """pytest-benchmark's documented wrapper clears ``has_error`` on each benchmark, and reads its names."""
+    pytester.makeconftest(
+        "import pytest\n"
+        "@pytest.hookimpl(wrapper=True)\n"
+        "def pytest_benchmark_generate_json(config, benchmarks, include_data, machine_info, commit_info):\n"
+        "    for bench in benchmarks:\n"
+        "        bench.has_error = False\n"
+        "        bench.extra_info['seen'] = bench.name\n"
+        "    return (yield)\n"
+    )
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(*FAST, "--benchmark-json=out.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    (bench,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
+    assert bench["extra_info"]["seen"] == "test_sum"
+
+
 def test_generate_machine_info_replaces_it(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         "def pytest_benchmark_generate_machine_info(config):\n    return {'box': 'rack 4'}\n"
