@@ -69,6 +69,7 @@ __all__ = [
     "BenchmarkFixture",
     "BenchmarkPlugin",
     "BenchmarkStats",
+    "ExportedBenchmark",
     "FixtureAlreadyUsed",
     "MarkerSettings",
     "Stats",

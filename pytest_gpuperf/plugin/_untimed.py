@@ -77,7 +77,8 @@ def pytest_benchmark_loads(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 
 def add_benchmark_flags(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """pytest-benchmark's untimed and selection flags, where pytest-benchmark will not declare them itself."""
+    """pytest-benchmark's untimed and selection flags and --benchmark-json, where pytest-benchmark will not declare
+    them itself."""
     if pytest_benchmark_loads(pluginmanager):
         return
     group = parser.getgroup("gpuperf-benchmark", "pytest-benchmark's flags, mapped by pytest-gpuperf")
