@@ -32,6 +32,11 @@ no GPU, ``mps`` on Apple silicon, and on CUDA:
 Such a test is not parametrized by ``--gpuperf-device``: only tests that ask for ``gpuperf`` or
 ``gpuperf_device`` are.
 
+A suite's conftest may implement pytest-benchmark's hooks (their specifications are ``_benchmark_hooks.py``'s):
+the machine info and commit info hooks are called when the run's fingerprint is taken (``pytest_gpuperf_fingerprint``
+below), the others are accepted and not called. Under ``--gpuperf-measuring=untimed`` (``--benchmark-disable``)
+the fixture is ``disabled``: ``benchmark(fn)`` and ``pedantic`` call the function once and record nothing.
+
 The record keeps ``benchmark.group`` and ``benchmark.extra_info`` in its metadata
 (``"group"``, ``"extra_info"``) and the test's own parameters as its params; it is kept when
 the test's fixtures are torn down, after the test body has set ``extra_info``.
@@ -46,6 +51,7 @@ import json
 import math
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -56,13 +62,14 @@ from ._session import GpuperfSession
 
 if TYPE_CHECKING:
     from ..measuring import AllCudaBackend, Backend, Check, Inventory, Measurement, MeasureSettings
-    from ..results import Evidence
+    from ..results import Evidence, OutputKind
 
 __all__ = [
     "MARKER",
     "BenchmarkFixture",
     "BenchmarkPlugin",
     "BenchmarkStats",
+    "ExportedBenchmark",
     "FixtureAlreadyUsed",
     "MarkerSettings",
     "Stats",
@@ -348,6 +355,9 @@ class BenchmarkFixture:
         from ..measuring import measure_on
 
         step = functools.partial(function_to_benchmark, *args, **kwargs) if args or kwargs else function_to_benchmark
+        if self.disabled:  # --gpuperf-measuring=untimed (--benchmark-disable): one call, as pytest-benchmark's
+            with self._using("benchmark(...)"):
+                return step()
         with self._using("benchmark(...)"):
             measurement = measure_on(
                 step,
@@ -377,6 +387,9 @@ class BenchmarkFixture:
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
         from ..measuring import FixedBudget, FixedCall, Subject, measure_fixed
 
+        if self.disabled:  # --gpuperf-measuring=untimed: one round of one call, its setup and teardown around it
+            with self._using("benchmark.pedantic(...)"):
+                return _call_untimed(target, args, kwargs, setup, teardown)
         with self._using("benchmark.pedantic(...)"):
             measurement, result = measure_fixed(
                 FixedCall(target, args, kwargs, setup, teardown),
@@ -418,6 +431,26 @@ class BenchmarkFixture:
         )
 
 
+def _call_untimed(
+    target: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    setup: Callable[[], Any] | None,
+    teardown: Callable[..., Any] | None,
+) -> Any:
+    """``pedantic``'s target called once, untimed, as pytest-benchmark does when disabled: ``setup`` may give its
+    ``(args, kwargs)``; ``teardown`` gets the same arguments."""
+    call_args, call_kwargs = tuple(args), dict(kwargs or {})
+    if setup is not None:
+        given = setup()
+        if given is not None:
+            call_args, call_kwargs = tuple(given[0]), dict(given[1])
+    result = target(*call_args, **call_kwargs)
+    if teardown is not None:
+        teardown(*call_args, **call_kwargs)
+    return result
+
+
 def _gpuperf_marked(node: pytest.Item | pytest.Function) -> frozenset[str]:
     """The settings the test's ``@pytest.mark.gpuperf`` sets: they win over its benchmark marker's."""
     return frozenset(key for marker in node.iter_markers("gpuperf") for key in marker.kwargs)
@@ -432,6 +465,37 @@ def _json_safe(info: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the plugin
 
 
+class ExportedBenchmark:
+    """One benchmark of ``--benchmark-json`` as pytest-benchmark's JSON hooks get it (its ``Metadata``'s names):
+    ``name``, ``fullname``, ``group``, ``param``, ``params``, ``extra_info``, ``stats`` (a dict), ``has_error``
+    (False, settable), ``as_dict()``."""
+
+    def __init__(self, entry: Mapping[str, Any]) -> None:
+        self._entry = dict(entry)
+        self.name: str = entry["name"]
+        self.fullname: str = entry["fullname"]
+        self.group: str | None = entry.get("group")
+        self.param: str | None = entry.get("param")
+        self.params: dict[str, Any] | None = entry.get("params")
+        self.extra_info: dict[str, Any] = entry.get("extra_info") or {}
+        self.stats: dict[str, Any] = entry["stats"]
+        self.has_error = False
+
+    def as_dict(self, include_data: bool = True, **_: Any) -> dict[str, Any]:
+        """The benchmark's entry in the JSON, with what a hook changed on it (``extra_info``, ``group``)."""
+        stats = dict(self.stats) if include_data else {k: v for k, v in self.stats.items() if k != "data"}
+        return {**self._entry, "group": self.group, "extra_info": self.extra_info, "stats": stats}
+
+
+def _json_kind() -> OutputKind:
+    """What ``--benchmark-json`` writes and replaces: a pytest-benchmark JSON, ours or pytest-benchmark's own (a suite
+    moved over from pytest-benchmark keeps writing to the same path); any other file there is refused at the start.
+    (Built when used: the results package is not imported with the plugin.)"""
+    from ..results import OutputKind, is_pytest_benchmark, json_of
+
+    return OutputKind("pytest-benchmark JSON", "benchmark.json", lambda path: is_pytest_benchmark(json_of(path)))
+
+
 class BenchmarkPlugin:
     """Registered by ``entry.py`` when pytest-benchmark is absent or blocked: the fixture, the marker's check,
     and the once-per-session list of marker keywords ignored."""
@@ -442,6 +506,8 @@ class BenchmarkPlugin:
         self.ignored: dict[str, tuple[list[str], str]] = {}
         #: host-clock CUDA backends by device: ``cuda`` (every visible device), ``cuda:N`` (a bound process's)
         self._host_timed: dict[str, AllCudaBackend] = {}
+        self._exported: dict[str, Any] = {}  # the run as pytest-benchmark's JSON, for --benchmark-json
+        self._json_line = ""
         session.declare_measuring_fixture("benchmark")
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -469,8 +535,10 @@ class BenchmarkPlugin:
             slot = target_slot(item, self.session.inventory, self.session.bound_slot())
         except DeviceError as exc:
             pytest.fail(f"gpuperf: {exc}", pytrace=False)
+        self.session.refuse_shared(slot)  # xdist workers timing on one device at once, as for `gpuperf` tests
         self._skip_multi_gpu(item, slot)
         fixture = BenchmarkFixture(item, self.session, self._backend(slot), slot, settings, marks.group)
+        fixture.disabled = self.session.untimed
         yield fixture
         fixture.finish()
 
@@ -508,7 +576,113 @@ class BenchmarkPlugin:
             if value not in values:
                 values.append(value)
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Refuse, before anything is measured, a ``--benchmark-json`` path holding a file that is not a
+        pytest-benchmark JSON (``_json_kind``)."""
+        path = self._json_path()
+        if path is not None:
+            from ..results import output_problem
+
+            problem = output_problem(path, _json_kind())
+            if problem:
+                raise pytest.UsageError(f"--benchmark-json={path}: {problem}")
+
+    def _json_path(self) -> Path | None:
+        """``--benchmark-json``'s path, where this process writes it (the reporter of a timed run)."""
+        from ._untimed import JSON_DEST
+
+        given = self.session.config.getoption(JSON_DEST, None)
+        if not given or not self.session.is_reporter or self.session.settings.measuring in ("untimed", "skip"):
+            return None
+        return Path(given)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """``--benchmark-json``: the run as pytest-benchmark's JSON (``results.to_pytest_benchmark``), made by the
+        ``pytest_benchmark_generate_json`` hook (ours below, unless a suite's replaces or wraps it), then given to
+        ``pytest_benchmark_update_json``, as pytest-benchmark does; written atomically."""
+        path = self._json_path()
+        if path is None:
+            return
+        from ..results import ResultsError, atomic_write_text, to_pytest_benchmark
+
+        config = self.session.config
+        exported = to_pytest_benchmark(self.session.run(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
+        benchmarks = [ExportedBenchmark(entry) for entry in exported["benchmarks"]]
+        self._exported = exported
+        output = config.hook.pytest_benchmark_generate_json(
+            config=config,
+            benchmarks=benchmarks,
+            include_data=True,
+            machine_info=exported["machine_info"],
+            commit_info=exported["commit_info"],
+        )
+        config.hook.pytest_benchmark_update_json(config=config, benchmarks=benchmarks, output_json=output)
+        info = output.get("machine_info") if isinstance(output, dict) else None
+        if isinstance(info, dict):  # how a later run knows the file as ours, to replace it
+            info.setdefault("gpuperf", exported["machine_info"]["gpuperf"])
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            atomic_write_text(path, json.dumps(output, indent=2, default=str) + "\n", kind=_json_kind())
+        except ResultsError as exc:
+            if reporter is not None:
+                reporter.write_line(f"gpuperf: ERROR: --benchmark-json: {exc}", red=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return
+        self._json_line = f"gpuperf: wrote {len(benchmarks)} benchmarks to {path} (pytest-benchmark's JSON)"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_benchmark_generate_json(
+        self,
+        config: pytest.Config,
+        benchmarks: list[ExportedBenchmark],
+        include_data: bool,
+        machine_info: Any,
+        commit_info: Any,
+    ) -> dict[str, Any]:
+        """pytest-benchmark's default JSON, from the run: the benchmarks without an error (as pytest-benchmark
+        leaves them out; a suite's wrapper may clear ``has_error``), with the machine and commit info given."""
+        return {
+            **self._exported,
+            "machine_info": machine_info,
+            "commit_info": commit_info,
+            "benchmarks": [bench.as_dict(include_data=include_data) for bench in benchmarks if not bench.has_error],
+        }
+
+    def pytest_gpuperf_fingerprint(self, fingerprint: dict[str, Any]) -> None:
+        """pytest-benchmark's machine info and commit info hooks, where a suite implements them: what they make is
+        kept in the run's fingerprint (``machine_info``, ``commit_info``), from which the pytest-benchmark export
+        writes them back. Their starting points are derived from the fingerprint, as the export derives them.
+        Nothing is added for a suite that implements none of them. The comparability rule ignores both keys."""
+        from ..results import Fingerprint, pytest_benchmark_commit_info, pytest_benchmark_machine_info
+
+        hook, config = self.session.config.hook, self.session.config
+        view = Fingerprint.from_dict(fingerprint)
+        for key, generate, update, derive in (
+            (
+                "machine_info",
+                hook.pytest_benchmark_generate_machine_info,
+                hook.pytest_benchmark_update_machine_info,
+                pytest_benchmark_machine_info,
+            ),
+            (
+                "commit_info",
+                hook.pytest_benchmark_generate_commit_info,
+                hook.pytest_benchmark_update_commit_info,
+                pytest_benchmark_commit_info,
+            ),
+        ):
+            if not (generate.get_hookimpls() or update.get_hookimpls()):
+                continue
+            info = generate(config=config)
+            info = dict(info) if isinstance(info, Mapping) else derive(view)
+            update(config=config, **{key: info})
+            fingerprint.update({key: _json_safe(info)})  # the hook adds keys in place
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self._json_line:
+            terminalreporter.write_line(self._json_line)
         if not self.ignored or not self.session.is_reporter:
             return
         terminalreporter.write_sep("-", "gpuperf: @pytest.mark.benchmark keywords ignored")

@@ -37,6 +37,7 @@ from ..results import Evidence, Record
 from ._records import ReferencePeak
 from ._session import GpuperfSession
 from ._settings import SettingError
+from ._untimed import call_step_once, skip_untimed
 
 __all__ = ["Gpuperf"]
 
@@ -98,6 +99,9 @@ class Gpuperf:
             settings = self.settings.with_marker(overrides) if overrides else self.settings
         except SettingError as exc:
             raise ValueError(f"gpuperf.measure(): {exc}") from None
+        if self._session.untimed:  # --gpuperf-measuring=untimed: the step once, then the test stops (_untimed.py)
+            fn()
+            skip_untimed("the step")
         label = name or self._item.nodeid
         try:
             measurement = measure_on(
@@ -150,6 +154,10 @@ class Gpuperf:
         for name in wanted:
             self._check_unrecorded(labels[name])
         what = " ".join(labels[name] for name in steps)
+        if self._session.untimed:
+            for step in steps.values():
+                call_step_once(step)
+            skip_untimed("each step")
         try:
             rounds = measure_paired(
                 steps,

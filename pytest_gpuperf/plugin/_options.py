@@ -354,6 +354,18 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "N",
         marker=False,
     ),
+    OptionSpec(
+        "measuring",
+        "on",
+        values.choice("on", "untimed", "skip", "only"),
+        "the tests that measure (gpuperf, benchmark): on (measure), untimed (run each as a plain test: its step "
+        "once, nothing timed, recorded or saved; a gpuperf test is then skipped, as what it asserts needs a "
+        "measurement), skip (skip them) or only (skip the other tests); pytest-benchmark's --benchmark-disable, "
+        "--benchmark-skip and --benchmark-only map to untimed, skip and only where our benchmark fixture serves "
+        "(default: on)",
+        "on|untimed|skip|only",
+        marker=False,
+    ),
 )
 
 BY_FIELD: Final = {spec.field: spec for spec in OPTIONS}

@@ -134,15 +134,21 @@ class GpuperfSession:
         Test ids keep the requested device, so that they and the baselines keyed by them are the
         same with and without torchrun or ``-n``; the records name the device measured on.
         """
-        if self.worker is not None and slot.available:
-            why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
-            if why:
-                pytest.fail(f"gpuperf: {why}", pytrace=False)
+        self.refuse_shared(slot)
         try:
             return bind(slot, self.binding, self.inventory)
         except DeviceError as exc:
             why = str(exc)
         pytest.fail(f"gpuperf: {why}", pytrace=False)
+
+    def refuse_shared(self, slot: DeviceSlot) -> None:
+        """In an xdist worker, fail the test with the fix where the workers would measure on ``slot``'s device at once
+        (``sharing``: the CPU, MPS, more workers than GPUs): the one rule of every fixture that measures, ``gpuperf``
+        (``physical``) and ``benchmark``."""
+        if self.worker is not None and slot.available and not self.untimed:  # untimed: nothing to disturb
+            why = sharing([slot], max(workers(self.config), self.worker + 1), self.inventory)
+            if why:
+                pytest.fail(f"gpuperf: {why}", pytrace=False)
 
     def bound_slot(self) -> DeviceSlot | None:
         """The GPU of a process bound to one (``binding``), as a slot: where a step that names no device runs."""
@@ -244,6 +250,15 @@ class GpuperfSession:
         """A fixture that measures (``benchmark``): a test asking for it waits for a quiet machine and has its
         load watched, as one asking for ``gpuperf``."""
         self._measuring_fixtures.add(name)
+
+    def measures(self, item: pytest.Item) -> bool:
+        """Does ``item`` measure: does it ask for ``gpuperf``, ``gpuperf_device`` or a declared measuring fixture?"""
+        return not ({"gpuperf_device"} | self._measuring_fixtures).isdisjoint(getattr(item, "fixturenames", ()))
+
+    @property
+    def untimed(self) -> bool:
+        """``--gpuperf-measuring=untimed``: each test that measures runs its step once, and nothing is recorded."""
+        return self.settings.measuring == "untimed"
 
     def item_settings(self, node: pytest.Item | pytest.Function) -> Settings:
         """Session settings with the test's ``@pytest.mark.gpuperf(...)`` keywords applied, farthest first."""
@@ -351,6 +366,8 @@ class GpuperfSession:
         asks to measure (a device chosen, or results to save, compare or write); tests that do not measure may use
         -n freely, and a measuring test refuses in its worker or rank (``physical``)."""
         settings = self.settings
+        if settings.measuring in ("untimed", "skip"):  # nothing is timed: -n is free, as under pytest-benchmark
+            return
         asked = "device" in user_settings(self.config)
         if not (asked or settings.save or settings.compare or settings.json or settings.asv):
             return
@@ -424,14 +441,14 @@ class GpuperfSession:
             problem = self.marker_problem(item)
             if problem:  # an error of this test alone, its message once (not chained)
                 pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
-        if not ({"gpuperf_device"} | self._measuring_fixtures).isdisjoint(getattr(item, "fixturenames", ())):
+        if self.measures(item):
             self._make_current(item)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs."""
         self._waited = 0.0
-        if self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
+        if self.untimed or self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
             return (yield)
         from ..measuring import Monitor, wait_for_quiet
 

@@ -28,7 +28,7 @@ __all__ = ["SettingError", "Settings", "chosen", "user_settings"]
 _SESSION_ONLY: Final = frozenset(
     {
         *("save", "replace", "compare", "json", "html", "asv", "asv_machine"),
-        *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait", "trace"),
+        *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait", "trace", "measuring"),
     }
 )
 
@@ -55,6 +55,7 @@ class Settings:
     confirm: int = 4
     rounds: int = 1
     trace: str = "failing"
+    measuring: str = "on"  # on, untimed, skip, only (_untimed.py)
 
     def value(self, name: str) -> Any:
         """The value of any option's field (measuring ones live in ``measure``)."""

@@ -42,6 +42,12 @@ if TYPE_CHECKING:
         save_run,
     )
     from ._fingerprint import CudaDevice, Fingerprint, GitState, Nvml, NvmlGpu, collect
+    from ._pytest_benchmark import (
+        is_pytest_benchmark,
+        pytest_benchmark_commit_info,
+        pytest_benchmark_machine_info,
+        to_pytest_benchmark,
+    )
     from ._record import (
         SCHEMA,
         SCHEMA_VERSION,
@@ -150,6 +156,7 @@ __all__ = [
     "file_kind",
     "flags",
     "head_bytes",
+    "is_pytest_benchmark",
     "json_of",
     "load_run",
     "load_runs",
@@ -161,6 +168,8 @@ __all__ = [
     "peaks_of",
     "per_joule_cell",
     "percent_of_peak",
+    "pytest_benchmark_commit_info",
+    "pytest_benchmark_machine_info",
     "remove_stale_temporaries",
     "results_table",
     "same_code",
@@ -173,6 +182,7 @@ __all__ = [
     "starved_message",
     "table_notes",
     "throttle_names",
+    "to_pytest_benchmark",
     "trace_name",
     "with_repeats",
     "write_trace",

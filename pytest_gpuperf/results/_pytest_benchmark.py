@@ -40,6 +40,8 @@ __all__ = [
     "SOURCE",
     "from_pytest_benchmark",
     "is_pytest_benchmark",
+    "pytest_benchmark_commit_info",
+    "pytest_benchmark_machine_info",
     "pytest_benchmark_stats",
     "to_pytest_benchmark",
 ]
@@ -114,7 +116,18 @@ def pytest_benchmark_stats(samples: Sequence[float], iterations: int) -> dict[st
 # ------------------------------------------------------------------ writing
 
 
-def _machine_info(fingerprint: Fingerprint) -> dict[str, Any]:
+#: The fingerprint's keys holding pytest-benchmark's ``machine_info`` and ``commit_info`` as a run of a suite with
+#: pytest-benchmark's hooks made them (``plugin/_benchmark.py``); the export writes them back as they are.
+MACHINE_INFO_KEY: Final = "machine_info"
+COMMIT_INFO_KEY: Final = "commit_info"
+
+
+def pytest_benchmark_machine_info(fingerprint: Fingerprint) -> dict[str, Any]:
+    """pytest-benchmark's ``machine_info`` of a run: the one its hooks made (the fingerprint's ``machine_info``),
+    else the one derived from the fingerprint's facts."""
+    made = fingerprint.extra.get(MACHINE_INFO_KEY)
+    if isinstance(made, Mapping):
+        return dict(made)
     implementation = fingerprint.implementation or ""
     platform = fingerprint.platform or ""
     return {
@@ -133,11 +146,16 @@ def _machine_info(fingerprint: Fingerprint) -> dict[str, Any]:
             "count": fingerprint.cpu_count,
             "arch_string_raw": fingerprint.machine,
         },
-        "gpuperf": fingerprint.to_dict(),
     }
 
 
-def _commit_info(git: GitState) -> dict[str, Any]:
+def pytest_benchmark_commit_info(fingerprint: Fingerprint) -> dict[str, Any]:
+    """pytest-benchmark's ``commit_info`` of a run: the one its hooks made (the fingerprint's ``commit_info``), else
+    the one derived from the fingerprint's git state."""
+    made = fingerprint.extra.get(COMMIT_INFO_KEY)
+    if isinstance(made, Mapping):
+        return dict(made)
+    git = fingerprint.git if fingerprint.git is not None else GitState()
     return {
         "id": git.commit or "unversioned",
         "time": None,
@@ -186,8 +204,8 @@ def _benchmark(record: Record) -> dict[str, Any]:
 def to_pytest_benchmark(run: Run) -> dict[str, Any]:
     """``run`` as pytest-benchmark's ``--benchmark-json`` writes a session (see the module docstring)."""
     return {
-        "machine_info": _machine_info(run.fingerprint),
-        "commit_info": _commit_info(run.git),
+        "machine_info": {**pytest_benchmark_machine_info(run.fingerprint), "gpuperf": run.fingerprint.to_dict()},
+        "commit_info": pytest_benchmark_commit_info(run.fingerprint),
         "benchmarks": [_benchmark(record) for record in run.records],
         "datetime": run.created,
         "version": FORMAT_VERSION,

@@ -120,3 +120,25 @@ def test_more_workers_than_gpus_are_refused(gpus: pytest.Pytester) -> None:
     result = gpus.runpytest_subprocess("-n", "3", "--gpuperf-device=cuda", *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: gpuperf: -n 3 needs 3 GPUs, one per worker, and this machine has 2*"])
+
+
+BENCHMARK_STEPS = """
+import pytest
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_bench(benchmark, k):
+    benchmark(sum, range(100))
+"""
+
+
+def test_benchmark_tests_in_workers_sharing_the_cpu_are_refused_as_gpuperf_tests_are(
+    pytester: pytest.Pytester,
+) -> None:
+    """The `benchmark` fixture (``-p no:benchmark``) follows the `gpuperf` fixture's rule: two workers timing on one
+    CPU at once fail at the fixture with the fix; on main each worker timed its tests and the run kept them."""
+    pytester.makepyfile(test_bench=BENCHMARK_STEPS, test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:benchmark", *FAST)
+    result.assert_outcomes(passed=1, errors=4)  # at the fixture, before anything is measured
+    result.stdout.fnmatch_lines(["*gpuperf: -n 2 would run 2 workers measuring on cpu at once*"])
+    assert "gpuperf results" not in result.stdout.str()
