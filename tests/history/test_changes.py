@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from scipy import stats
+from scipy import stats  # type: ignore[import-untyped]
 
 from pytest_gpuperf.history import (
     Change,
@@ -114,7 +114,7 @@ def test_a_missing_or_bad_value_is_refused_by_index(bad: object) -> None:
 )
 def test_a_bad_rule_is_refused_by_field(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
-        ChangeRule(**{field: value})
+        ChangeRule(**{field: value})  # type: ignore[arg-type]
 
 
 def test_the_t_test_agrees_with_scipy() -> None:
