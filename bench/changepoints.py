@@ -60,12 +60,14 @@ from typing import Final
 from asv import step_detect
 
 from pytest_gpuperf.history import ChangeRule, find_steps
+from pytest_gpuperf.measuring import summarize
 
 GAP: Final = 15  # commits between planted changes, at least
 TOLERANCE: Final = 1  # commits a detection may be off a planted step
 WIDE: Final = 5  # the wider margin (TCPDBench's default): a step found but placed a few commits off
 SCALES: Final = (1.0, 0.5, 0.25)  # the measured noise, and its deviations halved and quartered
 CREEP: Final = (1.01, 8)  # per commit, commits
+CI: Final = 0.99  # asv keeps each result's 99% interval, and weighs the points of its fit by it
 MIN_JUMP: Final = ChangeRule().min_magnitude  # the jump asv's boundaries must have, as ours
 
 
@@ -88,11 +90,22 @@ def worker(count: int, max_time: float) -> None:
 
     for _ in range(count):
         m = measure(step, threads=1, max_time=max_time, warmup_time=0.1, memory=False, profile="off")
-        print(json.dumps(m.median), flush=True)
+        s = summarize(m.samples, CI)
+        width = None if s.ci.falls_short(CI) else (s.ci.high - s.ci.low) / s.median
+        print(json.dumps([s.median, width]), flush=True)
 
 
-def collect_noise(processes: int, per_process: int, max_time: float) -> list[float]:
-    medians: list[float] = []
+@dataclass(frozen=True)
+class Median:
+    """One A/A median, and the width of its 99% interval relative to it (None: too few samples for one), from
+    which asv weighs a point (``asv._stats.get_weight``: 2 / width), as its graphs do."""
+
+    value: float
+    width: float | None
+
+
+def collect_noise(processes: int, per_process: int, max_time: float) -> list[Median]:
+    medians: list[Median] = []
     for i in range(processes):
         done = subprocess.run(
             [sys.executable, __file__, "--worker", str(per_process), "--max-time", str(max_time)],
@@ -103,9 +116,14 @@ def collect_noise(processes: int, per_process: int, max_time: float) -> list[flo
         )
         if done.returncode != 0:
             raise SystemExit(f"noise worker {i} failed (exit {done.returncode}):\n{done.stderr}")
-        medians += [float(line) for line in done.stdout.split()]
+        medians += [read_median(line) for line in done.stdout.splitlines()]
         print(f"noise: process {i + 1} of {processes}: {per_process} medians", file=sys.stderr, flush=True)
     return medians
+
+
+def read_median(text: str) -> Median:
+    value, width = json.loads(text)
+    return Median(float(value), None if width is None else float(width))
 
 
 # ---------------------------------------------------------------- series with planted changes
@@ -122,11 +140,12 @@ class Planted:
 @dataclass(frozen=True)
 class Trial:
     values: tuple[float, ...]
+    weights: tuple[float | None, ...]  # asv's weight of each point: 2 / the width of its 99% interval
     planted: tuple[Planted, ...]
 
 
-def bootstrap(noise: Sequence[float], length: int, rng: random.Random, block: int) -> list[float]:
-    out: list[float] = []
+def bootstrap(noise: Sequence[Median], length: int, rng: random.Random, block: int) -> list[Median]:
+    out: list[Median] = []
     while len(out) < length:
         start = rng.randrange(len(noise))
         out += [noise[(start + k) % len(noise)] for k in range(block)]
@@ -159,27 +178,33 @@ def level_at(planted: Sequence[Planted], i: int) -> float:
     return level
 
 
-def trials(noise: Sequence[float], count: int, length: int, seed: int, block: int, creep: bool) -> list[Trial]:
-    mid = sorted(noise)[len(noise) // 2]
-    relative = [v / mid for v in noise]
+def trials(noise: Sequence[Median], count: int, length: int, seed: int, block: int, creep: bool) -> list[Trial]:
+    mid = middle(noise)
+    relative = [Median(m.value / mid, m.width) for m in noise]
     rng = random.Random(seed)
     out = []
     for _ in range(count):
         planted = plant(length, rng, creep)
         base = bootstrap(relative, length, rng, block)
-        out.append(Trial(tuple(b * level_at(planted, i) for i, b in enumerate(base)), planted))
+        values = tuple(b.value * level_at(planted, i) for i, b in enumerate(base))
+        weights = tuple(None if b.width is None else 2 / (b.width * v) for b, v in zip(base, values, strict=True))
+        out.append(Trial(values, weights, planted))
     return out
+
+
+def middle(noise: Sequence[Median]) -> float:
+    return sorted(m.value for m in noise)[len(noise) // 2]
 
 
 # ---------------------------------------------------------------- detectors and scoring
 
 
-def ours(values: Sequence[float]) -> list[int]:
-    return [s.index for s in find_steps(values)]
+def ours(values: Sequence[float], weights: Sequence[float | None]) -> list[int]:
+    return [s.index for s in find_steps(values)]  # the weights are asv's: ours tests the points themselves
 
 
-def asv_steps(values: Sequence[float]) -> list[int]:
-    steps = step_detect.detect_steps(list(values))
+def asv_steps(values: Sequence[float], weights: Sequence[float | None]) -> list[int]:
+    steps = step_detect.detect_steps(list(values), list(weights))
     return [
         right[0]
         for left, right in itertools.pairwise(steps)
@@ -187,12 +212,13 @@ def asv_steps(values: Sequence[float]) -> list[int]:
     ]
 
 
-def asv_regressions(values: Sequence[float]) -> list[int]:
-    _, _, positions = step_detect.detect_regressions(step_detect.detect_steps(list(values)), threshold=0.05)
+def asv_regressions(values: Sequence[float], weights: Sequence[float | None]) -> list[int]:
+    steps = step_detect.detect_steps(list(values), list(weights))
+    _, _, positions = step_detect.detect_regressions(steps, threshold=0.05)
     return [after for _, after, _, _ in positions or ()]
 
 
-DETECTORS: Final[dict[str, Callable[[Sequence[float]], list[int]]]] = {
+DETECTORS: Final[dict[str, Callable[[Sequence[float], Sequence[float | None]], list[int]]]] = {
     "ours (E-divisive + t-test)": ours,
     "asv detect_steps (jumps >= 2%)": asv_steps,
     "asv regressions page (5%)": asv_regressions,
@@ -277,8 +303,8 @@ def row(noise: str, name: str, near: Score, wide: Score, seconds: float) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def spread(noise: Sequence[float]) -> str:
-    data = sorted(noise)
+def spread(noise: Sequence[Median]) -> str:
+    data = sorted(m.value for m in noise)
     mid = data[len(data) // 2]
     q1, q3 = data[len(data) // 4], data[(3 * len(data)) // 4]
     mean = math.fsum(data) / len(data)
@@ -286,14 +312,24 @@ def spread(noise: Sequence[float]) -> str:
     return (
         f"{len(data)} A/A medians: median {mid * 1e6:.1f} us, IQR {100 * (q3 - q1) / mid:.2f}% of it, "
         f"standard deviation {100 * sd / mean:.2f}%, min {100 * (data[0] / mid - 1):+.1f}%, "
-        f"max {100 * (data[-1] / mid - 1):+.1f}%"
+        f"max {100 * (data[-1] / mid - 1):+.1f}%; the 99% interval of each median: {interval_widths(noise)}"
     )
 
 
-def scaled(noise: Sequence[float], factor: float) -> list[float]:
-    """The medians' deviations from their median times ``factor``: the same shape (tails, drifts), less of it."""
-    mid = sorted(noise)[len(noise) // 2]
-    return [mid * (1 + factor * (v / mid - 1)) for v in noise]
+def interval_widths(noise: Sequence[Median]) -> str:
+    widths = sorted(m.width for m in noise if m.width is not None)
+    if not widths:
+        return "none (too few samples)"
+    return f"{100 * widths[len(widths) // 2]:.1f}% wide (median), none for {len(noise) - len(widths)}"
+
+
+def scaled(noise: Sequence[Median], factor: float) -> list[Median]:
+    """The medians' deviations from their median times ``factor``: the same shape (tails, drifts), less of it;
+    their intervals narrowed as much."""
+    mid = middle(noise)
+    return [
+        Median(mid * (1 + factor * (m.value / mid - 1)), None if m.width is None else m.width * factor) for m in noise
+    ]
 
 
 # ---------------------------------------------------------------- main
@@ -326,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     load = os.getloadavg()[0]
     if args.noise:
-        noise = [float(v) for v in json.loads(args.noise.read_text())]
+        noise = [read_median(json.dumps(v)) for v in json.loads(args.noise.read_text())]
         source = f"read from {args.noise}"
     else:
         noise = collect_noise(args.processes, args.per_process, args.max_time)
@@ -336,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{time.perf_counter() - started:.0f} s, load average {load:.1f}"
         )
     if args.save_noise:
-        args.save_noise.write_text(json.dumps(noise) + "\n")
+        args.save_noise.write_text(json.dumps([[m.value, m.width] for m in noise]) + "\n")
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["python bench/changepoints.py", *sys.argv[1:]])
     print(f"`{command}` ({when}, {platform.node()}, {os.cpu_count()} CPUs, torch on the CPU)")
@@ -357,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, detect in DETECTORS.items():
             near, wide = Score(TOLERANCE), Score(WIDE)
             t0 = time.perf_counter()
-            found = [detect(t.values) for t in series]
+            found = [detect(t.values, t.weights) for t in series]
             seconds = time.perf_counter() - t0
             for trial, detected in zip(series, found, strict=True):
                 for score in (near, wide):
