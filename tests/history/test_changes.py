@@ -218,3 +218,19 @@ def test_commit_order_is_first_parent_oldest_first(tmp_path: Path) -> None:
     assert commit_order(tmp_path) == run("rev-list", "--reverse", "HEAD").split()
     with pytest.raises(HistoryError, match="cannot list the commits of 'nope'"):
         commit_order(tmp_path, "nope")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 4])
+def test_a_creep_hides_every_step_from_asv_but_not_from_find_steps(seed: int) -> None:
+    """The issue's defect: asv's step detection (its graphs and regressions page) on a series with a 5% step, a creep
+    of 1%/commit over 8 commits and a 10% step, at 0.5% noise, fits one level to it all and reports nothing."""
+    from asv import step_detect
+
+    levels = [1.05 ** (i >= 20) * 1.01 ** min(max(i - 39, 0), 8) * 1.10 ** (i >= 65) for i in range(90)]
+    values = [level * noise for level, noise in zip(levels, noisy([(1.0, 90)], seed), strict=True)]
+    steps = step_detect.detect_steps(values)
+    assert [(left, right) for left, right, *_ in steps] == [(0, 90)]  # before: one level, no step, no regression
+    assert step_detect.detect_regressions(steps, threshold=0.05)[2] is None
+    found = [s.index for s in find_steps(values)]
+    assert found[0] == 20 and found[-1] == 65, found
+    assert found[1:-1] and all(39 <= i <= 48 for i in found[1:-1]), found  # the creep: commits 40 to 47
