@@ -234,3 +234,20 @@ def test_a_creep_hides_every_step_from_asv_but_not_from_find_steps(seed: int) ->
     found = [s.index for s in find_steps(values)]
     assert found[0] == 20 and found[-1] == 65, found
     assert found[1:-1] and all(39 <= i <= 48 for i in found[1:-1]), found  # the creep: commits 40 to 47
+
+
+def test_history_record_out_folder_is_read_as_its_results(tmp_path: Path) -> None:
+    """``history record --out`` holds results/, html/ and logs/: given the folder, its results are read, and
+    folders without a machine.json (html's JSON) are no results."""
+    _write_asv(tmp_path / "results", "ab" * 20, 1, 1e-3)
+    (tmp_path / "html" / "graphs").mkdir(parents=True)
+    (tmp_path / "html" / "index.json").write_text("{}")
+    (tmp_path / "html" / "graphs" / "x.json").write_text("[]")
+    (series,) = history_series(tmp_path).values()
+    assert series.values == pytest.approx([1e-3], rel=0.01)
+
+
+def test_numpy_values_are_numbers() -> None:
+    import numpy as np
+
+    assert [s.index for s in find_steps(np.array([1.0] * 10 + [2.0] * 10, dtype=np.float32))] == [10]  # type: ignore[arg-type]
