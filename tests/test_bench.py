@@ -76,3 +76,15 @@ def test_asv_scale_runs_small_and_publishes(tmp_path: Path) -> None:
     index = json.loads((html / "index.json").read_text())
     assert len(index["revision_to_hash"]) == 4 and sorted(index["params"]["machine"]) == ["gpu-type-00", "gpu-type-01"]
     assert len(index["benchmarks"]) == 3
+
+
+def test_changepoints_quick_runs() -> None:
+    """The change-point proof at its smallest: real A/A medians, planted steps, ours beside asv's (no rate judged)."""
+    done = run_bench("changepoints.py", "--quick")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "noise: 12 A/A medians: median " in out and "load average" in out
+    for noise in ("as measured", "x0.5", "x0.25"):
+        for detector in ("ours (E-divisive + t-test)", "asv detect_steps (jumps >= 2%)", "asv regressions page (5%)"):
+            assert re.search(rf"^\| {re.escape(noise)} \| {re.escape(detector)} \| ", out, re.MULTILINE), out
+    assert re.search(r"target, recall and precision >= 0.9 for ours: as measured: (met|MISSED) within 1 commit", out)

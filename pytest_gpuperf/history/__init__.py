@@ -11,6 +11,20 @@ if TYPE_CHECKING:
     from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
     from ._asv import AsvTarget, Commit, benchmark_name, write_results
     from ._asv_files import CI, FORMAT, AsvError, Point, read_results, row_of
+    from ._changes import (
+        DEFAULT_RULE,
+        Change,
+        ChangeRule,
+        HistoryPoint,
+        Series,
+        SeriesKey,
+        Step,
+        changes_of,
+        commit_order,
+        find_changes,
+        find_steps,
+        history_series,
+    )
     from ._commands import add_parser as add_history_command
     from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
 
@@ -20,19 +34,31 @@ __all__ = [
     "ASSETS",
     "CI",
     "DEFAULT_OUT",
+    "DEFAULT_RULE",
     "FORMAT",
     "Asset",
     "AsvError",
     "AsvTarget",
+    "Change",
+    "ChangeRule",
     "Commit",
     "HistoryError",
+    "HistoryPoint",
     "Layout",
     "OfflineError",
     "Point",
     "Recipe",
+    "Series",
+    "SeriesKey",
+    "Step",
     "add_history_command",
     "benchmark_name",
+    "changes_of",
+    "commit_order",
     "default_cache",
+    "find_changes",
+    "find_steps",
+    "history_series",
     "localize",
     "publish",
     "read_results",
