@@ -13,7 +13,8 @@ uses, so that a chart follows one test across commits.
 * ``bencher``: Bencher Metric Format, ``{name: {"latency": {"value", "lower_value",
   "upper_value"}}}``, in nanoseconds (Bencher's built-in ``latency`` measure).
 
-A record with too few samples for an interval (fewer than 6 at 95%) gets its median alone.
+A record with too few samples for an interval (fewer than 6 at 95%) gets its median alone. A run that
+names a record twice (a file edited or merged by hand: a session keeps one record per test) is refused.
 
 ``export -o`` replaces only an export of the same format that this tool wrote (``EXPORT_OUTPUTS``): a
 pytest-benchmark export by its ``machine_info.gpuperf`` entry, which pytest-benchmark itself never writes;
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, format_duration
-from ._files import RECOGNISE_LIMIT, OutputKind, head_bytes
+from ._files import RECOGNISE_LIMIT, OutputKind, ResultsError, head_bytes
 from ._pytest_benchmark import to_pytest_benchmark
 from ._record import Record, Run
 
@@ -93,6 +94,13 @@ def export(run: Run, fmt: str) -> str:
     """``run`` as the JSON text of format ``fmt`` (a key of FORMATS)."""
     if fmt not in FORMATS:
         raise ValueError(f"{fmt!r} is not an export format; use one of {', '.join(FORMATS)}")
+    keys = [record.key for record in run.records]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:  # github-action-benchmark would chart both, Bencher keep the last silently: refused instead
+        raise ResultsError(
+            f"the run holds {', '.join(twice)} more than once, and every format names a benchmark once; a session "
+            "keeps one record per test (a rerun's last attempt), so this file was edited or merged: keep one of each"
+        )
     return json.dumps(FORMATS[fmt](run), indent=2) + "\n"
 
 

@@ -52,3 +52,44 @@ def test_a_session_that_measured_nothing_writes_no_new_results_file(pytester: py
     result = pytester.runpytest(*FAST, "--gpuperf-json=out.json", "--gpuperf-html=report.html", "--co")
     assert result.ret == pytest.ExitCode.OK
     assert not (pytester.path / "out.json").exists() and not (pytester.path / "report.html").exists()
+
+
+# ---------------------------------------------------------------- b: one record per test under pytest-rerunfailures
+
+FLAKY = """
+from pathlib import Path
+
+
+def test_flaky(gpuperf):
+    gpuperf.measure(lambda: None)
+    attempts = Path("attempts")
+    attempts.write_text(attempts.read_text() + "x" if attempts.exists() else "x")
+    assert len(attempts.read_text()) == 3, "fails twice, then passes"
+
+
+def test_steady(gpuperf):
+    gpuperf.measure(lambda: None)
+"""
+
+
+def test_a_rerun_test_keeps_one_record_its_last_attempts(pytester: pytest.Pytester) -> None:
+    """On main, pytest-rerunfailures' 3 attempts kept 3 records of test_flaky: the github-action-benchmark export
+    named it 3 times (and Bencher's kept one of them silently)."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_m=FLAKY)
+    result = pytester.runpytest(*FAST, "-p", "rerunfailures", "--reruns=2", "--gpuperf-json=out.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*2 passed*2 rerun*"])
+    result.stdout.fnmatch_lines(
+        ["test_m.py::test_flaky[[]cpu[]]: measured in 3 attempts (rerun): the last attempt's record is kept"]
+    )
+    saved = json.loads((pytester.path / "out.json").read_text())
+    assert [r["key"] for r in saved["records"]] == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
+    assert [note[1] for note in saved["notes"]] == [
+        "measured in 3 attempts (rerun): the last attempt's record is kept"
+    ]
+    from pytest_gpuperf.cli import main
+
+    assert main(["export", "--format", "github-action-benchmark", str(pytester.path / "out.json"), "-o", "gab.json"]) == 0
+    names = [entry["name"] for entry in json.loads((pytester.path / "gab.json").read_text())]
+    assert names == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
