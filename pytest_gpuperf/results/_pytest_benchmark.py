@@ -40,6 +40,7 @@ __all__ = [
     "SOURCE",
     "from_pytest_benchmark",
     "is_pytest_benchmark",
+    "pytest_benchmark_params",
     "pytest_benchmark_stats",
     "to_pytest_benchmark",
 ]
@@ -148,6 +149,30 @@ def _commit_info(git: GitState) -> dict[str, Any]:
     }
 
 
+def _json_value(text: str) -> Any:
+    """A parameter as the JSON value pytest-benchmark writes for it: the record keeps each as ``str(value)``, so
+    an int, a float, a bool or None is read back from that text; any other value stays its text."""
+    special: dict[str, Any] = {"True": True, "False": False, "None": None}
+    if text in special:
+        return special[text]
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        if str(value) == text and math.isfinite(value):  # "1e3", " 7" or "nan" stay text: not what str() wrote
+            return value
+    return text
+
+
+def pytest_benchmark_params(record: Record) -> dict[str, Any]:
+    """pytest-benchmark's ``params``: the test's parameters by name with JSON values, and the device it ran on as
+    ``device`` (unless a parameter has that name), so that ``pytest-benchmark compare --group-by=param:device``
+    finds it in every benchmark (``null`` made that command fail with a TypeError)."""
+    params = {str(name): _json_value(str(value)) for name, value in record.params.items()}
+    return {"device": record.device, **params}
+
+
 def _benchmark(record: Record) -> dict[str, Any]:
     m = record.measurement
     path, bracket, params = record.test.partition("[")
@@ -161,7 +186,7 @@ def _benchmark(record: Record) -> dict[str, Any]:
         "group": metadata.get("group") if isinstance(metadata.get("group"), str) else None,
         "name": node_name + suffix,
         "fullname": record.key,
-        "params": dict(record.params) or None,
+        "params": pytest_benchmark_params(record),
         "param": params.removesuffix("]") if bracket else None,
         "extra_info": {
             **extra_info,
