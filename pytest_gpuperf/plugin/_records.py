@@ -160,8 +160,9 @@ class RecordBook:
     def notes(self) -> tuple[tuple[str, str], ...]:
         """(test node id, text) lines for the terminal summary: ratios, why something was not asserted, and which
         attempt's record a rerun test kept."""
+        kept = "the last attempt's record is kept"
         reruns = [
-            (record.test, f"measured in {self._attempts[record.key]} attempts (rerun): the last attempt's record is kept")
+            (record.test, f"measured in {self._attempts[record.key]} attempts (rerun): {kept}")
             for record in self._shelf.records
             if record.key in self._attempts
         ]

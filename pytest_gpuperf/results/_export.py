@@ -1,7 +1,8 @@
 """A run's records in the formats of other tools: pytest-benchmark, github-action-benchmark and Bencher.
 
 Each format gives every record its median time per call and, where the samples give one, the
-confidence interval of that median (95% unless the run asked for another). Records are named by
+confidence interval of that median (95% unless the run asked for another), each figure to six
+significant digits (``_digits.py``: the float noise of a division dropped). Records are named by
 their key (the test's node id, plus ``::name`` when a test measures twice), the name the gate
 uses, so that a chart follows one test across commits.
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, format_duration
+from ._digits import exported
 from ._files import RECOGNISE_LIMIT, OutputKind, ResultsError, head_bytes
 from ._pytest_benchmark import to_pytest_benchmark
 from ._record import Record, Run
@@ -42,7 +44,7 @@ _NS: Final = 1e9
 
 def _interval(m: Measurement) -> tuple[float, float] | None:
     """The median's interval in nanoseconds, or None when too few samples claim one."""
-    return None if m.too_few_samples else (m.ci.low * _NS, m.ci.high * _NS)
+    return None if m.too_few_samples else (exported(m.ci.low * _NS), exported(m.ci.high * _NS))
 
 
 def _extra(record: Record) -> str:
@@ -60,7 +62,7 @@ def github_action_benchmark(run: Run) -> list[dict[str, Any]]:
     out = []
     for record in run.records:
         m = record.measurement
-        entry: dict[str, Any] = {"name": record.key, "unit": "ns", "value": m.median * _NS}
+        entry: dict[str, Any] = {"name": record.key, "unit": "ns", "value": exported(m.median * _NS)}
         interval = _interval(m)
         if interval is not None:
             entry["range"] = f"{m.ci.confidence:.0%} CI [{interval[0]:.6g}, {interval[1]:.6g}]"
@@ -74,7 +76,7 @@ def bencher(run: Run) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     for record in run.records:
         m = record.measurement
-        latency = {"value": m.median * _NS}
+        latency = {"value": exported(m.median * _NS)}
         interval = _interval(m)
         if interval is not None:
             latency["lower_value"], latency["upper_value"] = interval

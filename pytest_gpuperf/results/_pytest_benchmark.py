@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, Warmup
+from ._digits import exported
 from ._fingerprint import Fingerprint, GitState
 from ._record import Evidence, Record, Run
 
@@ -115,20 +116,29 @@ def pytest_benchmark_stats(samples: Sequence[float], iterations: int) -> dict[st
 # ------------------------------------------------------------------ writing
 
 
+def _exported_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """The statistics' figures to the digits every export keeps (``exported``); the samples (``data``) and the
+    counts as they are."""
+    return {name: exported(v) if isinstance(v, float) and name != "data" else v for name, v in stats.items()}
+
+
 def _machine_info(fingerprint: Fingerprint) -> dict[str, Any]:
+    """pytest-benchmark's ``machine_info`` (its ``pytest_benchmark_generate_machine_info``) from the fingerprint: the
+    same values pytest-benchmark writes on the machine measured on, where the fingerprint records them
+    (``platform_info``; a run saved before it gets the system from ``platform`` and empty release and compiler)."""
     implementation = fingerprint.implementation or ""
-    platform = fingerprint.platform or ""
+    info = fingerprint.platform_info or {}
     return {
         "node": fingerprint.hostname,
-        "processor": fingerprint.machine,
+        "processor": info.get("processor", fingerprint.machine),
         "machine": fingerprint.machine,
-        "python_compiler": "",
+        "python_compiler": info.get("python_compiler", ""),
         "python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(implementation, implementation),
         "python_implementation_version": fingerprint.python,
         "python_version": fingerprint.python,
         "python_build": [],
-        "release": "",
-        "system": platform.split("-", 1)[0],
+        "release": info.get("release", ""),
+        "system": info.get("system", (fingerprint.platform or "").split("-", 1)[0]),
         "cpu": {
             "brand_raw": fingerprint.cpu_model,
             "count": fingerprint.cpu_count,
@@ -192,9 +202,9 @@ def _benchmark(record: Record) -> dict[str, Any]:
             **extra_info,
             "device": record.device,
             "device_name": m.device_name,
-            "median_ci": [m.ci.low, m.ci.high],
-            "median_ci_confidence": m.ci.confidence,
-            **{f"{unit}/s": m.work[unit] / m.median for unit in m.work},
+            "median_ci": [exported(m.ci.low), exported(m.ci.high)],
+            "median_ci_confidence": exported(m.ci.confidence),
+            **{f"{unit}/s": exported(m.work[unit] / m.median) for unit in m.work},
         },
         "options": {
             "timer": m.timer or None,
@@ -203,7 +213,7 @@ def _benchmark(record: Record) -> dict[str, Any]:
             "target": m.target,
             "stop_reason": m.stop_reason,
         },
-        "stats": pytest_benchmark_stats(m.samples, m.iterations),
+        "stats": _exported_stats(pytest_benchmark_stats(m.samples, m.iterations)),
         "gpuperf": ours,
     }
 
@@ -248,6 +258,9 @@ def _fingerprint(data: Mapping[str, Any]) -> Fingerprint:
             "cpu_model": cpu.get("brand_raw"),
             "cpu_count": cpu.get("count"),
             "git": git,
+            "platform_info": {
+                name: str(info[name]) for name in ("system", "release", "processor", "python_compiler") if name in info
+            },
         }
     )
 

@@ -5,7 +5,6 @@ and torch's own import warnings kept out of a ``-W error`` session's collection.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -57,7 +56,6 @@ def test_a_session_that_measured_nothing_writes_no_new_results_file(pytester: py
 # ---------------------------------------------------------------- b: one record per test under pytest-rerunfailures
 
 FLAKY = """
-from pathlib import Path
 
 
 def test_flaky(gpuperf):
@@ -85,11 +83,10 @@ def test_a_rerun_test_keeps_one_record_its_last_attempts(pytester: pytest.Pytest
     )
     saved = json.loads((pytester.path / "out.json").read_text())
     assert [r["key"] for r in saved["records"]] == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
-    assert [note[1] for note in saved["notes"]] == [
-        "measured in 3 attempts (rerun): the last attempt's record is kept"
-    ]
+    assert [note[1] for note in saved["notes"]] == ["measured in 3 attempts (rerun): the last attempt's record is kept"]
     from pytest_gpuperf.cli import main
 
-    assert main(["export", "--format", "github-action-benchmark", str(pytester.path / "out.json"), "-o", "gab.json"]) == 0
+    gab = ["export", "--format", "github-action-benchmark", "out.json", "-o", "gab.json"]
+    assert main(gab) == 0  # in pytester.path, the cwd
     names = [entry["name"] for entry in json.loads((pytester.path / "gab.json").read_text())]
     assert names == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
