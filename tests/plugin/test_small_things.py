@@ -56,6 +56,7 @@ def test_a_session_that_measured_nothing_writes_no_new_results_file(pytester: py
 # ---------------------------------------------------------------- b: one record per test under pytest-rerunfailures
 
 FLAKY = """
+from pathlib import Path
 
 
 def test_flaky(gpuperf):
