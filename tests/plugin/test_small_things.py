@@ -91,3 +91,65 @@ def test_a_rerun_test_keeps_one_record_its_last_attempts(pytester: pytest.Pytest
     assert main(gab) == 0  # in pytester.path, the cwd
     names = [entry["name"] for entry in json.loads((pytester.path / "gab.json").read_text())]
     assert names == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
+
+
+# ---------------------------------------------------------------- a: torch's import warnings under -W error
+
+#: A plugin loaded before ours (``-p``) that makes numpy absent, as in a clean install without it.
+BLOCK_NUMPY = """
+import sys
+
+
+class NoNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" or name.startswith("numpy."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoNumpy())
+
+
+def pytest_sessionfinish(session):
+    with open("imported.txt", "w") as out:
+        out.write(" ".join(name for name in ("numpy", "torch") if name in sys.modules))
+"""
+PLAIN = "def test_plain():\n    assert 1 + 1 == 2\n"
+
+
+@pytest.fixture
+def without_numpy(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(blocknumpy=BLOCK_NUMPY, test_plain=PLAIN)
+    return pytester
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A fresh process (torch imported anew, numpy blocked before it), warnings as errors."""
+    return pytester.runpytest_subprocess("-p", "blocknumpy", "-W", "error", *FAST, *args)
+
+
+def test_torchs_numpy_warning_is_no_collection_error_under_w_error(without_numpy: pytest.Pytester) -> None:
+    """On main: ``ERROR test_m.py - UserWarning: Failed to initialize NumPy``, 1 error during collection, exit 2,
+    raised in our pytest_generate_tests; test_plain.py, which never imports torch, did not run either."""
+    without_numpy.makepyfile(test_m=TEST)
+    result = _run(without_numpy)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*UserWarning: Failed to initialize NumPy*", "*3 passed, 1 warning*"])
+    assert (without_numpy.path / "imported.txt").read_text() == "torch"
+
+
+def test_a_session_without_our_fixtures_never_imports_torch(without_numpy: pytest.Pytester) -> None:
+    result = _run(without_numpy, "test_plain.py")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert (without_numpy.path / "imported.txt").read_text() == ""
+
+
+@pytest.mark.parametrize("fixture", ["benchmark", "gpuperf"])
+def test_devices_resolved_at_the_start_are_no_error_under_w_error(without_numpy: pytest.Pytester, fixture: str) -> None:
+    """``--gpuperf-missing-device=error`` resolves the devices at the session's start; the ``benchmark`` fixture
+    (ours, under ``-p no:benchmark``) imports torch while its test runs."""
+    call = {"benchmark": "benchmark(sum, range(10))", "gpuperf": "gpuperf.measure(lambda: sum(range(10)))"}[fixture]
+    without_numpy.makepyfile(test_b=f"def test_b({fixture}):\n    {call}\n")
+    result = _run(without_numpy, "-p", "no:benchmark", "--gpuperf-missing-device=error", "--gpuperf-json=out.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert json.loads((without_numpy.path / "out.json").read_text())["records"]
