@@ -71,9 +71,44 @@ def test_steady(gpuperf):
 """
 
 
+#: What pytest-rerunfailures does with a failed test (its ``pytest_runtest_protocol``): run it again, each attempt's
+#: fixtures set up anew, until it passes or the attempts run out; only the last attempt's reports are logged.
+RERUN_CONFTEST = """
+import pytest
+from _pytest.runner import runtestprotocol
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for attempt in range(3):
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        if not any(report.failed for report in reports):
+            break
+        item._initrequest()
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+"""
+
+
+def test_a_test_run_again_keeps_one_record_its_last_attempts(pytester: pytest.Pytester) -> None:
+    """The same as pytest-rerunfailures' attempts, without it (it is not a dependency): on main 3 records."""
+    pytester.makeconftest(RERUN_CONFTEST)
+    pytester.makepyfile(test_m=FLAKY)
+    result = pytester.runpytest(*FAST, "-p", "no:rerunfailures", "--gpuperf-json=out.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["test_m.py::test_flaky[[]cpu[]]: measured in 3 attempts (rerun): the last attempt's record is kept"]
+    )
+    saved = json.loads((pytester.path / "out.json").read_text())
+    assert [r["key"] for r in saved["records"]] == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
+
+
 def test_a_rerun_test_keeps_one_record_its_last_attempts(pytester: pytest.Pytester) -> None:
-    """On main, pytest-rerunfailures' 3 attempts kept 3 records of test_flaky: the github-action-benchmark export
-    named it 3 times (and Bencher's kept one of them silently)."""
+    """With the real pytest-rerunfailures where it is installed (not a dev dependency: loaded into every inner
+    pytest run, it keeps a failed test's exception, and so its tensors, alive past our release of them)."""
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_m=FLAKY)
     result = pytester.runpytest(*FAST, "-p", "rerunfailures", "--reruns=2", "--gpuperf-json=out.json")
