@@ -17,7 +17,8 @@ Layout of ``--out`` (default ``.asv/pytest`` in the repository)::
     results/     asv results (what --gpuperf-asv writes)
     html/        the published site (index.html, regressions.json ...)
     logs/        pytest output per commit
-    asv.conf.json  written by this command, so that plain asv works too:
+    benchmarks/  an empty package: asv's benchmark_dir must exist (the benchmarks are pytest's)
+    asv.conf.json  written by this command (paths relative to it), so that plain asv works too:
                    asv --config .asv/pytest/asv.conf.json compare main HEAD
 
 History is for looking back; to gate a pull request use ``pytest-gpuperf ab`` (the
@@ -221,21 +222,45 @@ def record(
 # ---------------------------------------------------------------- asv
 
 
+#: What ``write_config`` puts in the ``benchmarks`` folder asv's config must name (``benchmark_dir``).
+_BENCHMARKS_README: Final = (
+    '"""asv needs its benchmark_dir to exist, as a package, for `asv check` and the commands that discover\n'
+    "benchmarks. This history's benchmarks are pytest tests, recorded by pytest-gpuperf into results/ (its\n"
+    'benchmarks.json lists them): this folder holds none, and `asv check --config asv.conf.json` finds no problem."""\n'
+)
+
+
 def write_config(layout: Layout, branch: str) -> Path:
-    """An asv.conf.json for this history (absolute paths), so that asv's own commands read it."""
+    """An asv.conf.json for this history, so that asv's own commands read it (``asv --config <out>/asv.conf.json
+    compare``, ``asv check``).
+
+    Its paths are relative to the config's folder, which asv changes into before reading them, so that the
+    history can be moved or archived whole; the repository is absolute only where no relative path reaches it (on
+    another drive). ``benchmark_dir`` is ``<out>/benchmarks``, made here with an ``__init__.py`` that says why it
+    is empty: asv refuses a config whose ``benchmark_dir`` does not exist (``asv check`` exited 1).
+    """
+    layout.out.mkdir(parents=True, exist_ok=True)
+    out = layout.out.resolve()
+    try:
+        repo = os.path.relpath(layout.repo.resolve(), out)
+    except ValueError:  # another drive (Windows): no relative path
+        repo = str(layout.repo.resolve())
     config = {
         "version": 1,
-        "project": layout.repo.name,
+        "project": layout.repo.resolve().name,
         "project_url": "",
-        "repo": str(layout.repo),
+        "repo": repo,
         "branches": [branch],
         "environment_type": "existing",
         "pythons": ["same"],
-        "benchmark_dir": str(layout.repo / "benchmarks"),
-        "results_dir": str(layout.results.resolve()),
-        "html_dir": str(layout.html.resolve()),
+        "benchmark_dir": "benchmarks",
+        "results_dir": os.path.relpath(layout.results.resolve(), out),
+        "html_dir": os.path.relpath(layout.html.resolve(), out),
     }
-    layout.out.mkdir(parents=True, exist_ok=True)
+    package = layout.out / "benchmarks" / "__init__.py"
+    if not package.exists():
+        package.parent.mkdir(exist_ok=True)
+        package.write_text(_BENCHMARKS_README, encoding="utf-8")
     layout.config.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
     return layout.config
 

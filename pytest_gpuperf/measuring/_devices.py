@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import platform
 import re
+import sys
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -292,10 +294,21 @@ def open_device(text: str, torch_module: Any = None) -> tuple[DeviceSlot, Backen
 
 
 def torch_of(module: Any) -> Any:
+    """``module``, else torch: the measuring core's one import of it.
+
+    torch's own import warnings are shown, never raised: without numpy, importing torch warns "Failed to
+    initialize NumPy", and under ``-W error`` that warning became the collection error of every test that asks
+    for our fixtures (and stopped the session) though the user's code never imported torch. The filter is
+    ``default`` for the import alone (pytest still lists the warning in its summary); after it, the user's
+    filters hold.
+    """
     if module is not None:
         return module
-    import torch
-
+    torch = sys.modules.get("torch")
+    if torch is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            import torch
     return torch
 
 

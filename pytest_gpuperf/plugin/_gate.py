@@ -425,6 +425,9 @@ class GatePlugin:
         from ..results import ResultsError
 
         path = Path(self.settings.html)
+        if not run.records:  # a --co, or a -k that selected no measuring test: an earlier report is kept
+            self._lines.append((f"gpuperf: nothing was measured, so the HTML report {path} was left as it was", False))
+            return True
         comparison = None
         if self.baseline is not None and self.result is not None:
             comparison = compare(self.baseline, run, self._policy(), self.result)

@@ -6,7 +6,9 @@ check made later on a recorded Measurement (its observer is a call into the book
 gate's extra rounds and confirmation runs, and an xdist worker's payload. Beside the
 records it keeps the notes for the terminal summary, the devices' reference peaks and
 descriptions, and the tests that failed (which explain a missing record to the gate).
-The run's one ``Run`` is built from it.
+The run's one ``Run`` is built from it. It keeps one record per key: a test run again in the
+same session (pytest-rerunfailures' attempts) replaces its earlier attempt's record with the
+last one's, and a note says how many attempts there were.
 
 Records stay immutable: a check made after its record was kept replaces the record with
 one that holds it (``Record.with_check``); a check made before (the ``benchmark`` fixture
@@ -55,10 +57,18 @@ class Shelf:
     def records(self) -> tuple[Record, ...]:
         return tuple(self._records)
 
-    def put(self, record: Record) -> None:
+    def put(self, record: Record) -> bool:
+        """Keep ``record``; True when it replaced one of the same key, which only a rerun of its test keeps (a test
+        cannot keep a key twice: ``Gpuperf.record`` refuses), e.g. pytest-rerunfailures' next attempt: one record
+        per key, the last attempt's, in the place of the first, so that no export names a benchmark twice."""
         for check in self._waiting.pop(record.key, []):
             record = record.with_check(check)
+        for index, kept in enumerate(self._records):
+            if kept.key == record.key:
+                self._records[index] = record
+                return True
         self._records.append(record)
+        return False
 
     def add_check(self, key: str, check: Check) -> None:
         """Add ``check`` to the latest record of ``key`` (replacing that record), or hold it until that record is
@@ -88,6 +98,7 @@ class RecordBook:
         self._failures: dict[str, str] = {}
         self._headline: dict[str, Measurement] = {}  # record key -> its CPU measured at all cores
         self._headline_seconds = 0.0
+        self._attempts: dict[str, int] = {}  # record key -> attempts that kept it, where more than one (reruns)
 
     # ------------------------------------------------------------ records
 
@@ -99,8 +110,12 @@ class RecordBook:
     def keep(self, record: Record) -> bool:
         """Keep ``record``: True when it is one more record of the session, False when it is a round of a test
         being measured again (``measuring_again``), which becomes evidence of the session's record instead."""
-        (self._again or self._shelf).put(record)
-        return self._again is None
+        if self._again is not None:
+            self._again.put(record)
+            return False
+        if self._shelf.put(record):
+            self._attempts[record.key] = self._attempts.get(record.key, 1) + 1
+        return True
 
     def observer(self, key: str) -> Callable[[Check], None]:
         """What a Measurement recorded under ``key`` calls with each check made on it: the check goes to its record
@@ -143,8 +158,15 @@ class RecordBook:
 
     @property
     def notes(self) -> tuple[tuple[str, str], ...]:
-        """(test node id, text) lines for the terminal summary: ratios, and why something was not asserted."""
-        return tuple(self._notes)
+        """(test node id, text) lines for the terminal summary: ratios, why something was not asserted, and which
+        attempt's record a rerun test kept."""
+        kept = "the last attempt's record is kept"
+        reruns = [
+            (record.test, f"measured in {self._attempts[record.key]} attempts (rerun): {kept}")
+            for record in self._shelf.records
+            if record.key in self._attempts
+        ]
+        return (*self._notes, *(note for note in reruns if note not in self._notes))
 
     def note(self, nodeid: str, text: str) -> None:
         """Keep a note once: a round of a test measured again (``--gpuperf-rounds``) says again what its first
@@ -209,7 +231,7 @@ class RecordBook:
         """What an xdist worker sends its controller (JSON-ready): records, notes, peaks, devices, failures."""
         return {
             "records": [record.to_dict() for record in self._shelf.records],
-            "notes": [list(note) for note in self._notes],
+            "notes": [list(note) for note in self.notes],
             "peaks": {device: [p.flops_per_second, p.how, p.source] for device, p in self._peaks.items()},
             "devices": {device: dict(description) for device, description in self._devices.items()},
             "failures": dict(self._failures),

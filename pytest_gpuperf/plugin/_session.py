@@ -66,6 +66,7 @@ class GpuperfSession:
         self.rank = int(os.environ.get("RANK", "0"))
         self._group_started = False  # a torch.distributed process group this session started (coordinator)
         self._json_written: int | None = None  # records written to --gpuperf-json (None: not written)
+        self._json_note = ""  # why --gpuperf-json was not written, for the terminal summary
         self._sigterm: object | None = None  # SIGTERM's handler before this session's (_signals.py)
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
@@ -509,6 +510,8 @@ class GpuperfSession:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         records = self.book.records
+        if self._json_note and self.is_reporter:
+            terminalreporter.write_line(self._json_note)
         if not records or not self.is_reporter:
             return
         from ..results import Ceiling, ceilings, table_notes
@@ -600,9 +603,11 @@ class GpuperfSession:
         from ..results import ResultsError, save_run
 
         try:
-            if self.settings.json:
+            if self.settings.json and run.records:
                 save_run(Path(self.settings.json), run)
                 self._json_written = len(run.records)
+            elif self.settings.json:  # a --co, or a -k that selected no measuring test: an earlier file is kept
+                self._json_note = f"gpuperf: nothing was measured, so {self.settings.json} was left as it was"
             if self._asv is not None and run.records:
                 self._asv_note = self._asv.write(run)
         except ResultsError as exc:

@@ -209,6 +209,15 @@ def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _os(fingerprint: Mapping[str, Any]) -> str | None:
+    """The OS as ``system-release``, or None where the fingerprint does not record them (files written before
+    ``platform_info``). A pytest-benchmark file records no more than that, where ``platform`` is all of
+    ``platform.platform()`` (with the machine and libc): two fingerprints that both record them are compared by it,
+    so that a pytest-benchmark file and a run of this machine show no OS difference."""
+    info = Fingerprint.of(fingerprint).platform_info or {}
+    return f"{info['system']}-{info['release']}" if info.get("system") and info.get("release") else None
+
+
 def _mapping_change(
     base: Mapping[str, Any], head: Mapping[str, Any], *, common_only: bool
 ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -227,6 +236,8 @@ def _mapping_change(
 def differences(base: Mapping[str, Any], head: Mapping[str, Any], allow: Collection[str] = ()) -> list[Difference]:
     """Every MUST_MATCH and SHOWN key on which the two fingerprints differ; ``allow``ed keys do not block."""
     a, b = matching_view(base), matching_view(head)
+    if _os(base) and _os(head):
+        a["platform"], b["platform"] = _os(base), _os(head)
     out = []
     for key, what in {**MUST_MATCH, **SHOWN}.items():
         old, new = a[key], b[key]

@@ -1,7 +1,8 @@
 """A run's records in the formats of other tools: pytest-benchmark, github-action-benchmark and Bencher.
 
 Each format gives every record its median time per call and, where the samples give one, the
-confidence interval of that median (95% unless the run asked for another). Records are named by
+confidence interval of that median (95% unless the run asked for another), each figure to six
+significant digits (``_digits.py``: the float noise of a division dropped). Records are named by
 their key (the test's node id, plus ``::name`` when a test measures twice), the name the gate
 uses, so that a chart follows one test across commits.
 
@@ -13,7 +14,8 @@ uses, so that a chart follows one test across commits.
 * ``bencher``: Bencher Metric Format, ``{name: {"latency": {"value", "lower_value",
   "upper_value"}}}``, in nanoseconds (Bencher's built-in ``latency`` measure).
 
-A record with too few samples for an interval (fewer than 6 at 95%) gets its median alone.
+A record with too few samples for an interval (fewer than 6 at 95%) gets its median alone. A run that
+names a record twice (a file edited or merged by hand: a session keeps one record per test) is refused.
 
 ``export -o`` replaces only an export of the same format that this tool wrote (``EXPORT_OUTPUTS``): a
 pytest-benchmark export by its ``machine_info.gpuperf`` entry, which pytest-benchmark itself never writes;
@@ -30,7 +32,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, format_duration
-from ._files import RECOGNISE_LIMIT, OutputKind, head_bytes
+from ._digits import exported
+from ._files import RECOGNISE_LIMIT, OutputKind, ResultsError, head_bytes
 from ._pytest_benchmark import to_pytest_benchmark
 from ._record import Record, Run
 
@@ -41,7 +44,7 @@ _NS: Final = 1e9
 
 def _interval(m: Measurement) -> tuple[float, float] | None:
     """The median's interval in nanoseconds, or None when too few samples claim one."""
-    return None if m.too_few_samples else (m.ci.low * _NS, m.ci.high * _NS)
+    return None if m.too_few_samples else (exported(m.ci.low * _NS), exported(m.ci.high * _NS))
 
 
 def _extra(record: Record) -> str:
@@ -59,7 +62,7 @@ def github_action_benchmark(run: Run) -> list[dict[str, Any]]:
     out = []
     for record in run.records:
         m = record.measurement
-        entry: dict[str, Any] = {"name": record.key, "unit": "ns", "value": m.median * _NS}
+        entry: dict[str, Any] = {"name": record.key, "unit": "ns", "value": exported(m.median * _NS)}
         interval = _interval(m)
         if interval is not None:
             entry["range"] = f"{m.ci.confidence:.0%} CI [{interval[0]:.6g}, {interval[1]:.6g}]"
@@ -73,7 +76,7 @@ def bencher(run: Run) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     for record in run.records:
         m = record.measurement
-        latency = {"value": m.median * _NS}
+        latency = {"value": exported(m.median * _NS)}
         interval = _interval(m)
         if interval is not None:
             latency["lower_value"], latency["upper_value"] = interval
@@ -93,6 +96,13 @@ def export(run: Run, fmt: str) -> str:
     """``run`` as the JSON text of format ``fmt`` (a key of FORMATS)."""
     if fmt not in FORMATS:
         raise ValueError(f"{fmt!r} is not an export format; use one of {', '.join(FORMATS)}")
+    keys = [record.key for record in run.records]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:  # github-action-benchmark would chart both, Bencher keep the last silently: refused instead
+        raise ResultsError(
+            f"the run holds {', '.join(twice)} more than once, and every format names a benchmark once; a session "
+            "keeps one record per test (a rerun's last attempt), so this file was edited or merged: keep one of each"
+        )
     return json.dumps(FORMATS[fmt](run), indent=2) + "\n"
 
 

@@ -189,6 +189,18 @@ def _nvml_facts(
     return {"driver": driver.decode() if isinstance(driver, bytes) else str(driver), "gpus": gpus}
 
 
+def platform_info() -> dict[str, str]:
+    """The ``platform`` facts pytest-benchmark's ``machine_info`` holds and the rest of the fingerprint does not (its
+    ``platform`` is ``platform.platform()``, which joins more), so that an export writes them as pytest-benchmark
+    does on this machine and the OS compares as ``system-release`` with a file pytest-benchmark wrote."""
+    return {
+        "system": platform.system(),
+        "release": platform.release(),
+        "processor": platform.processor(),
+        "python_compiler": platform.python_compiler(),
+    }
+
+
 def collect(root: Path | None = None, *, torch_module: Any = None, nvml_module: Any = None) -> dict[str, Any]:
     """Everything a later comparison needs; keys are stable (they are part of the results schema)."""
     fingerprint: dict[str, Any] = {
@@ -200,6 +212,7 @@ def collect(root: Path | None = None, *, torch_module: Any = None, nvml_module: 
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "env": _env(),
+        "platform_info": platform_info(),
     }
     torch = torch_module if torch_module is not None else __import__("torch")
     fingerprint.update(_torch_facts(torch))
@@ -452,6 +465,8 @@ class Fingerprint(_Part, Mapping[str, Any]):
     cuda_devices: tuple[CudaDevice, ...] | None = _key(_parts(CudaDevice))
     nvml: Nvml | None = _key(_part(Nvml))  # noqa: RUF009 - _key returns a field(), as dataclass defaults do
     git: GitState | None = _key(_part(GitState))  # noqa: RUF009 - as above
+    #: ``platform_info()``: system, release, processor, python_compiler as pytest-benchmark's machine_info has them.
+    platform_info: Mapping[str, str] | None = _key(_ENV)
 
     @classmethod
     def of(cls, fingerprint: Mapping[str, Any]) -> Fingerprint:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import Measurement, Warmup
+from ._digits import exported
 from ._fingerprint import Fingerprint, GitState
 from ._record import Evidence, Record, Run
 
@@ -42,6 +43,7 @@ __all__ = [
     "is_pytest_benchmark",
     "pytest_benchmark_commit_info",
     "pytest_benchmark_machine_info",
+    "pytest_benchmark_params",
     "pytest_benchmark_stats",
     "to_pytest_benchmark",
 ]
@@ -122,25 +124,32 @@ MACHINE_INFO_KEY: Final = "machine_info"
 COMMIT_INFO_KEY: Final = "commit_info"
 
 
+def _exported_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """The statistics' figures to the digits every export keeps (``exported``); the samples (``data``) and the
+    counts as they are."""
+    return {name: exported(v) if isinstance(v, float) and name != "data" else v for name, v in stats.items()}
+
+
 def pytest_benchmark_machine_info(fingerprint: Fingerprint) -> dict[str, Any]:
     """pytest-benchmark's ``machine_info`` of a run: the one its hooks made (the fingerprint's ``machine_info``),
-    else the one derived from the fingerprint's facts."""
+    else the values pytest-benchmark writes on the machine measured on, where the fingerprint records them
+    (``platform_info``; a run saved before it gets the system from ``platform`` and empty release and compiler)."""
     made = fingerprint.extra.get(MACHINE_INFO_KEY)
     if isinstance(made, Mapping):
         return dict(made)
     implementation = fingerprint.implementation or ""
-    platform = fingerprint.platform or ""
+    info = fingerprint.platform_info or {}
     return {
         "node": fingerprint.hostname,
-        "processor": fingerprint.machine,
+        "processor": info.get("processor", fingerprint.machine),
         "machine": fingerprint.machine,
-        "python_compiler": "",
+        "python_compiler": info.get("python_compiler", ""),
         "python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(implementation, implementation),
         "python_implementation_version": fingerprint.python,
         "python_version": fingerprint.python,
         "python_build": [],
-        "release": "",
-        "system": platform.split("-", 1)[0],
+        "release": info.get("release", ""),
+        "system": info.get("system", (fingerprint.platform or "").split("-", 1)[0]),
         "cpu": {
             "brand_raw": fingerprint.cpu_model,
             "count": fingerprint.cpu_count,
@@ -166,6 +175,30 @@ def pytest_benchmark_commit_info(fingerprint: Fingerprint) -> dict[str, Any]:
     }
 
 
+def _json_value(text: str) -> Any:
+    """A parameter as the JSON value pytest-benchmark writes for it: the record keeps each as ``str(value)``, so
+    an int, a float, a bool or None is read back from that text; any other value stays its text."""
+    special: dict[str, Any] = {"True": True, "False": False, "None": None}
+    if text in special:
+        return special[text]
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        if str(value) == text and math.isfinite(value):  # "1e3", " 7" or "nan" stay text: not what str() wrote
+            return value
+    return text
+
+
+def pytest_benchmark_params(record: Record) -> dict[str, Any]:
+    """pytest-benchmark's ``params``: the test's parameters by name with JSON values, and the device it ran on as
+    ``device`` (unless a parameter has that name), so that ``pytest-benchmark compare --group-by=param:device``
+    finds it in every benchmark (``null`` made that command fail with a TypeError)."""
+    params = {str(name): _json_value(str(value)) for name, value in record.params.items()}
+    return {"device": record.device, **params}
+
+
 def _benchmark(record: Record) -> dict[str, Any]:
     m = record.measurement
     path, bracket, params = record.test.partition("[")
@@ -179,15 +212,15 @@ def _benchmark(record: Record) -> dict[str, Any]:
         "group": metadata.get("group") if isinstance(metadata.get("group"), str) else None,
         "name": node_name + suffix,
         "fullname": record.key,
-        "params": dict(record.params) or None,
+        "params": pytest_benchmark_params(record),
         "param": params.removesuffix("]") if bracket else None,
         "extra_info": {
             **extra_info,
             "device": record.device,
             "device_name": m.device_name,
-            "median_ci": [m.ci.low, m.ci.high],
-            "median_ci_confidence": m.ci.confidence,
-            **{f"{unit}/s": m.work[unit] / m.median for unit in m.work},
+            "median_ci": [exported(m.ci.low), exported(m.ci.high)],
+            "median_ci_confidence": exported(m.ci.confidence),
+            **{f"{unit}/s": exported(m.work[unit] / m.median) for unit in m.work},
         },
         "options": {
             "timer": m.timer or None,
@@ -196,7 +229,7 @@ def _benchmark(record: Record) -> dict[str, Any]:
             "target": m.target,
             "stop_reason": m.stop_reason,
         },
-        "stats": pytest_benchmark_stats(m.samples, m.iterations),
+        "stats": _exported_stats(pytest_benchmark_stats(m.samples, m.iterations)),
         "gpuperf": ours,
     }
 
@@ -241,6 +274,9 @@ def _fingerprint(data: Mapping[str, Any]) -> Fingerprint:
             "cpu_model": cpu.get("brand_raw"),
             "cpu_count": cpu.get("count"),
             "git": git,
+            "platform_info": {
+                name: str(info[name]) for name in ("system", "release", "processor", "python_compiler") if name in info
+            },
         }
     )
 

@@ -188,7 +188,11 @@ def test_bencher_metric_format() -> None:
     run = make_run(make_record(2e-3))
     latency = bencher(run)[TEST]["latency"]
     m = run.records[0].measurement
-    assert latency == {"value": pytest.approx(2e6), "lower_value": m.ci.low * 1e9, "upper_value": m.ci.high * 1e9}
+    assert latency == {
+        "value": pytest.approx(2e6),
+        "lower_value": pytest.approx(m.ci.low * 1e9, rel=1e-6),
+        "upper_value": pytest.approx(m.ci.high * 1e9, rel=1e-6),
+    }
     assert latency["lower_value"] < latency["value"] < latency["upper_value"]
 
 
