@@ -54,7 +54,7 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
     done = subprocess.run([sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
     assert "pytest_gpuperf.plugin.entry" in loaded
-    heavy = {"torch", "numpy", "tabulate", "pytest_gpuperf.cli"}
+    heavy = {"torch", "numpy", "tabulate", "pytest_gpuperf.cli", "pytest_gpuperf.suites"}
     heavy |= {f"pytest_gpuperf.{name}" for name in ("results", "history", "report")}
     assert not heavy & loaded
     assert not {
@@ -63,10 +63,10 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
 
 
 #: What each subpackage may import of the package: dependencies point one way (docs/architecture.md).
-#: ``_git``, ``_process``, ``_progress``, ``_signals``, ``_jsonfile`` and ``_escape`` are helpers beside the
-#: subpackages that import nothing of the package; the measuring core reads its expectations files through
+#: ``_git``, ``_process``, ``_progress``, ``_signals``, ``_jsonfile``, ``_escape`` and ``_suites`` are helpers beside
+#: the subpackages that import nothing of the package; the measuring core reads its expectations files through
 #: ``_jsonfile`` (bounded reads).
-UTILITIES = {"_git", "_process", "_progress", "_signals", "_jsonfile", "_escape"}
+UTILITIES = {"_git", "_process", "_progress", "_signals", "_jsonfile", "_escape", "_suites"}
 ALLOWED = {
     "measuring": {"_jsonfile"},
     "results": {"measuring", *UTILITIES},
@@ -82,8 +82,8 @@ def _imported_siblings(path: Path) -> set[str]:
     """The top-level parts of the package that a module inside a subpackage imports (``from ..gate import x``)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 2:
-            found.add((node.module or "").split(".")[0] or "?")
+        if isinstance(node, ast.ImportFrom) and node.level == 2:  # from ..gate import x; from .. import _git
+            found |= {node.module.split(".")[0]} if node.module else {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("pytest_gpuperf."):
             found.add((node.module or "").split(".")[1])
     return {name for name in found if name != "_lazy"}
@@ -159,6 +159,20 @@ def test_no_module_imports_another_packages_private_module() -> None:
                     wrong.append(f"{path.relative_to(REPOSITORY)} imports {imported}")
     assert not wrong, "imports of another package's private module or name:\n" + "\n".join(wrong)
     assert foreign == set(FOREIGN_PRIVATE), "FOREIGN_PRIVATE lists only what is still imported"
+
+
+def test_the_package_never_imports_the_suites() -> None:
+    """The suites sit above the package (``suites/`` in a clone, ``pytest_gpuperf.suites`` in a wheel): they import
+    its public API, and no module of the package imports them, under either name. An import would load torch with
+    the plugin, and in a clone load the suites' files a second time, as ``pytest_gpuperf.suites`` beside pytest's
+    ``suites``; ``_suites.py`` finds them by name, and ``ab`` imports the installed copy only where no clone is."""
+    wrong = [
+        f"{path.relative_to(REPOSITORY)} imports {name}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for name in sorted(_imported_names(path))
+        if name.split(".")[0] == "suites" or name.startswith("pytest_gpuperf.suites")
+    ]
+    assert wrong == []
 
 
 def test_an_exported_module_is_imported_on_first_use() -> None:

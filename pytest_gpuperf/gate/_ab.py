@@ -7,6 +7,8 @@ ONE process, round by round:
 
 1. Trees and loading (``_ab_load.py``): base checked out aside, each side's workloads
    module (``--workloads``, default the package ``suites/workloads``) imported on its own.
+   A repository without ``suites/workloads`` (not a clone of this project) gets the suites'
+   workloads installed with the package, one copy for both sides: an A/A run of the machine.
 2. Measuring. For every workload of both ``WORKLOADS`` dicts that can run on the
    device, base's and head's steps are built afresh before every round and timed in an
    order drawn at random (``measuring.measure_paired``): memory layout, the largest bias
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from .. import _suites
 from .._git import GitError
 from .._progress import Progress, format_elapsed
 from ..measuring import (
@@ -48,14 +51,24 @@ from ..results import (
     json_of,
     output_problem,
 )
-from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
+from ._ab_load import ALIASES, AbError, Tree, forget, load_installed, load_workloads, module_file, repository, trees
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
 from ._rule import DEFAULT_TOLERANCE
 from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
-__all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOptions", "AbResult", "run", "write_json"]
+__all__ = [
+    "DEFAULT_MAX_TIME",
+    "DEFAULT_WORKLOADS",
+    "DEFAULT_WORKLOADS_HELP",
+    "SCHEMA",
+    "AbError",
+    "AbOptions",
+    "AbResult",
+    "run",
+    "write_json",
+]
 
 SCHEMA: Final = "pytest-gpuperf/ab"
 SCHEMA_VERSION: Final = 1
@@ -68,8 +81,14 @@ def _is_ab_result(path: Path) -> bool:
 
 #: ``ab --json``: replaces only an ab result of ours (its ``"schema": "pytest-gpuperf/ab"``).
 AB_OUTPUT: Final = OutputKind("ab result", "ab.json", _is_ab_result)
-#: The suites' workloads package; a revision where it is still the module ``suites/workloads.py`` is found too.
-DEFAULT_WORKLOADS: Final = Path("suites/workloads")
+#: The suites' workloads package in a clone; a revision where it is still the module ``suites/workloads.py`` is
+#: found too. A repository without it gets the installed suites' (``_default_workloads``).
+DEFAULT_WORKLOADS: Final = _suites.CLONE / "workloads"
+#: What ``--help`` says of the default.
+DEFAULT_WORKLOADS_HELP: Final = (
+    f"{DEFAULT_WORKLOADS} when the repository has it, else the suites' workloads installed with pytest-gpuperf "
+    f"({_suites.PACKAGE}.workloads), one copy run by both sides: an A/A run of this machine"
+)
 DEFAULT_MAX_TIME: Final = 5.0
 
 
@@ -77,7 +96,7 @@ DEFAULT_MAX_TIME: Final = 5.0
 class AbOptions:
     base: str
     head: str | None = None  # None: the working tree
-    workloads: Path = DEFAULT_WORKLOADS
+    workloads: Path | None = None  # None: DEFAULT_WORKLOADS_HELP's rule
     repo: Path = Path(".")
     device: str = "auto"
     size: str = "auto"
@@ -103,6 +122,19 @@ class AbResult:
     traces: list[RowTraces] = field(default_factory=list)
     traces_dir: Path | None = None
     trace_error: str = ""  # why no trace was written (an unwritable results directory)
+    #: the installed suites' workloads ran on both sides: the folder ``workloads`` is relative to; None when the
+    #: workloads module is the repository's
+    installed_at: Path | None = None
+
+    def same_code_warning(self) -> str:
+        """With the installed workloads, why the verdicts say nothing of the revisions ('' otherwise)."""
+        if self.installed_at is None:
+            return ""
+        return (
+            f"warning: the repository has no {DEFAULT_WORKLOADS}, so both sides ran the installed suites' workloads "
+            f"({self.installed_at / self.workloads}), one copy: this was an A/A run of the machine, not a comparison "
+            "of the revisions; pass --workloads with your repository's workloads module to gate it"
+        )
 
     def trace_lines(self) -> list[str]:
         """Under the table: each traced row's ``trace of NAME: base PATH, head PATH``, or why none was written."""
@@ -197,6 +229,20 @@ def _workloads_path(repo: Path, given: Path) -> Path:
         ) from None
 
 
+def _default_workloads(repo: Path) -> tuple[Path, Path | None]:
+    """``--workloads`` not given: the repository's ``suites/workloads`` (a clone's: each side's own), else the
+    installed suites' (its path relative to the folder above the installed package, and that folder)."""
+    if module_file(repo, DEFAULT_WORKLOADS) is not None:
+        return DEFAULT_WORKLOADS, None
+    suites = _suites.installed()
+    if suites is None or module_file(suites, Path("workloads")) is None:
+        raise AbError(
+            f"{repo} has no {DEFAULT_WORKLOADS}, and this pytest-gpuperf was installed without its suites; pass "
+            "--workloads with the path of your workloads module, relative to the repository root"
+        )
+    return suites.relative_to(suites.parent.parent) / "workloads", suites.parent.parent
+
+
 def _check_json(path: Path | None) -> None:
     if path is None:
         return
@@ -209,17 +255,25 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
     """Load both sides, measure every common workload, and return the result (printing progress to ``out``,
     nothing when it is None)."""
     repo = repository(options.repo)
-    relative = _workloads_path(repo, options.workloads)
+    if options.workloads is None:
+        relative, installed_at = _default_workloads(repo)
+    else:
+        relative, installed_at = _workloads_path(repo, options.workloads), None
     _check_json(options.json)
     bench = _bench(options)
     progress = Progress(out, prefix="gpuperf ab")
     aside = options.base if options.head is None else f"{options.base} and {options.head}"
-    progress.say(f"checking out {aside} in a temporary git worktree, then importing {relative} from both sides")
+    if installed_at is None:
+        progress.say(f"checking out {aside} in a temporary git worktree, then importing {relative} from both sides")
+    else:
+        progress.say(
+            f"checking out {aside} in a temporary git worktree; {repo} has no {DEFAULT_WORKLOADS}, so both sides run "
+            f"the suites' workloads installed with pytest-gpuperf ({installed_at / relative}), one copy: an A/A run"
+        )
     try:
         with trees(repo, options.base, options.head) as (base, head):
-            roots = [base.path.resolve(), head.path.resolve()]
-            sides = {tree.side: load_workloads(tree, relative, roots) for tree in (base, head)}
-            result = AbResult(base, head, bench, relative, GateResult([], options.fail_on))
+            sides = _load_sides(base, head, relative, installed_at)
+            result = AbResult(base, head, bench, relative, GateResult([], options.fail_on), installed_at=installed_at)
             _header(result, progress)
             _run_all(result, sides["base"], sides["head"], options.select, progress)
         _write_traces(result, options)
@@ -229,6 +283,15 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
         for alias in ALIASES.values():
             forget(alias)
     return result
+
+
+def _load_sides(base: Tree, head: Tree, relative: Path, installed_at: Path | None) -> dict[str, dict[str, Any]]:
+    """Each side's workloads: its tree's module under its own name, or the installed suites' one copy for both."""
+    if installed_at is not None:
+        installed = load_installed(f"{_suites.PACKAGE}.workloads")
+        return {"base": installed, "head": installed}
+    roots = [base.path.resolve(), head.path.resolve()]
+    return {tree.side: load_workloads(tree, relative, roots) for tree in (base, head)}
 
 
 def _header(result: AbResult, progress: Progress) -> None:

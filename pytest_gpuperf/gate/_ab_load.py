@@ -26,7 +26,17 @@ from typing import Any, Final
 from .._git import GitError, git_state, resolve, toplevel, worktree
 from ..results import GitState
 
-__all__ = ["ALIASES", "AbError", "Tree", "forget", "load_workloads", "module_file", "repository", "trees"]
+__all__ = [
+    "ALIASES",
+    "AbError",
+    "Tree",
+    "forget",
+    "load_installed",
+    "load_workloads",
+    "module_file",
+    "repository",
+    "trees",
+]
 
 #: The package names the two copies of the workloads module are imported under.
 ALIASES: Final = {"base": "_gpuperf_ab_base", "head": "_gpuperf_ab_head"}
@@ -189,6 +199,20 @@ def load_workloads(tree: Tree, relative: Path, roots: Sequence[Path]) -> dict[st
             "share one copy of them and the comparison could not see a change there; import them relatively "
             "(from .models import ...) from inside the workloads package"
         )
+    return _workloads_of(module, where)
+
+
+def load_installed(name: str) -> dict[str, Any]:
+    """``WORKLOADS`` of the installed module ``name`` (the suites' ``pytest_gpuperf.suites.workloads``), imported
+    once under its own name: both sides run this one copy."""
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - a broken installation is bad input, reported with its cause
+        raise AbError(f"importing the installed {name} failed: {type(exc).__name__}: {exc}; reinstall it") from None
+    return _workloads_of(module, f"the installed {name}")
+
+
+def _workloads_of(module: ModuleType, where: str) -> dict[str, Any]:
     workloads = getattr(module, "WORKLOADS", None)
     if not isinstance(workloads, Mapping) or not all(callable(getattr(w, "build", None)) for w in workloads.values()):
         raise AbError(

@@ -128,10 +128,10 @@ def _ab_parser(commands: Any) -> None:
     abp.add_argument(
         "--workloads",
         type=values.argtype(values.given_path),
-        default=_ab.DEFAULT_WORKLOADS,
+        default=None,
         metavar="PATH",
         help="the module with the WORKLOADS dict, relative to the repository root, the same in both revisions: "
-        f"a file (perf/workloads.py) or a package (perf/workloads) (default: {_ab.DEFAULT_WORKLOADS})",
+        f"a file (perf/workloads.py) or a package (perf/workloads) (default: {_ab.DEFAULT_WORKLOADS_HELP})",
     )
     abp.add_argument(
         "--repo",
@@ -275,10 +275,12 @@ def ab_command(args: argparse.Namespace) -> int:
             title="pytest-gpuperf ab",
             context=context,
             label="gpuperf ab",
-            root=args.repo,
-            workloads=args.workloads,
+            root=ab.installed_at or args.repo,
+            workloads=ab.workloads,
         ):
             print(f"warning: {warning}", file=sys.stderr)
+        if ab.same_code_warning():
+            print(ab.same_code_warning(), file=sys.stderr)
         if args.json is not None:
             _ab.write_json(ab, args.json)
             print(f"gpuperf ab: wrote every round's times to {args.json}")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import _suites
 from .._git import GitError, NotARepository, repo_root, resolve
 from .._progress import Progress
 from ..measuring import values
@@ -57,7 +58,11 @@ def _common() -> argparse.ArgumentParser:
 def _measuring() -> argparse.ArgumentParser:
     measure = argparse.ArgumentParser(add_help=False)
     measure.add_argument(
-        "--tests", nargs="+", default=["suites"], help="test paths to run in each commit (default: suites)"
+        "--tests",
+        nargs="+",
+        default=None,
+        help="test paths to run in each commit (default: suites when the repository has a suites/ folder, each "
+        f"commit's own; else the suites installed with pytest-gpuperf, as --pyargs {_suites.PACKAGE})",
     )
     measure.add_argument(
         "--python",
@@ -182,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
             with exclusive(layout, "publish"):
                 publish(layout, branch, offline=args.offline, cache=args.asset_cache)
             return 0
-        recipe = Recipe(tuple(args.tests), args.python, args.install, tuple(args.pytest_args), args.timeout)
+        tests = tuple(args.tests) if args.tests else _suites.default_tests(layout.repo)
+        recipe = Recipe(tests, args.python, args.install, tuple(args.pytest_args), args.timeout)
         quiet = Progress(None) if args.quiet else None
         commits = _commits(args, layout, branch)
         with exclusive(layout, "record"):

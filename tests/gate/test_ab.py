@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf import _suites
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.measuring import CpuBackend
 from pytest_gpuperf.results import save_run
@@ -283,6 +284,51 @@ def test_the_default_workloads_are_the_suites_package(repo: Path, capsys: pytest
     assert set(rows(out)) == {"sleepy", "steady"}
 
 
+#: A stand-in for the suites installed with the package (``pytest_gpuperf.suites`` in a wheel): sleepers.
+INSTALLED = {
+    "installed_suites/__init__.py": "",
+    "installed_suites/delays.py": delays(0.002),
+    "installed_suites/workloads/__init__.py": PACKAGE,
+    "installed_suites/workloads/sleeping.py": SLEEPING,
+}
+
+
+@pytest.fixture
+def installed_suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``INSTALLED`` on sys.path, under the name that ``_suites`` looks for; its modules forgotten afterwards."""
+    site = tmp_path / "site"
+    for name, text in INSTALLED.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(_suites, "PACKAGE", "installed_suites")
+    yield site / "installed_suites"
+    for name in [n for n in sys.modules if n.split(".")[0] == "installed_suites"]:
+        del sys.modules[name]
+
+
+def test_a_repository_without_suites_workloads_runs_the_installed_ones_on_both_sides(
+    repo: Path, installed_suites: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No clone of this project (no suites/workloads): the default is the suites' workloads installed with the
+    package, one copy run by both sides. Head's three times slower sleep is in the repository, which that copy
+    never reads: the run is an A/A run of the machine, and it says so."""
+    commit(repo, {"perf/delays.py": delays(0.006)}, "three times the sleep, where the installed workloads do not look")
+    assert main(["ab", "--base", "base", "--max-time", "30", "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(
+        f"gpuperf ab: checking out base in a temporary git worktree; {repo} has no suites/workloads, so both sides "
+        f"run the suites' workloads installed with pytest-gpuperf ({installed_suites}/workloads), one copy: an A/A "
+        "run\n"
+    )
+    assert set(rows(captured.out)) == {"sleepy", "steady"} and "SLOWER" not in captured.out
+    assert captured.err.startswith(
+        "warning: the repository has no suites/workloads, so both sides ran the installed suites' workloads "
+        f"({installed_suites}/workloads), one copy: this was an A/A run of the machine, not a comparison of the "
+        "revisions; pass --workloads with your repository's workloads module to gate it"
+    )
+
+
 # ---------------------------------------------------------------- bad input: exit 2, the input and the fix
 
 
@@ -299,6 +345,14 @@ def test_not_a_git_repository(
     monkeypatch.chdir(tmp_path)
     err = bad(capsys, "--base", "main", *FAST)
     assert f"{tmp_path} is not inside a git repository; run the ab command in your project's checkout" in err
+
+
+def test_no_suites_workloads_and_none_installed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(_suites, "PACKAGE", "no_such_suites")
+    err = bad(capsys, "--base", "base", "--max-time", "30", "--device", "cpu")
+    assert f"{repo} has no suites/workloads, and this pytest-gpuperf was installed without its suites; pass " in err
 
 
 def test_unknown_revisions(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
