@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .._git import GitError
+from .._git import GitError, worktree
 from .._progress import Progress, format_elapsed
 from ..measuring import (
     DeviceError,
@@ -48,14 +48,24 @@ from ..results import (
     json_of,
     output_problem,
 )
-from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, trees
+from ._ab_load import ALIASES, AbError, Tree, forget, load_workloads, repository, resolve_commit, trees
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
 from ._rule import DEFAULT_TOLERANCE
 from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
-__all__ = ["DEFAULT_MAX_TIME", "DEFAULT_WORKLOADS", "SCHEMA", "AbError", "AbOptions", "AbResult", "run", "write_json"]
+__all__ = [
+    "DEFAULT_MAX_TIME",
+    "DEFAULT_WORKLOADS",
+    "SCHEMA",
+    "AbError",
+    "AbOptions",
+    "AbResult",
+    "run",
+    "workload_names",
+    "write_json",
+]
 
 SCHEMA: Final = "pytest-gpuperf/ab"
 SCHEMA_VERSION: Final = 1
@@ -229,6 +239,21 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
         for alias in ALIASES.values():
             forget(alias)
     return result
+
+
+def workload_names(repo: Path, rev: str, workloads: Path = DEFAULT_WORKLOADS) -> list[str]:
+    """The names in ``WORKLOADS`` of the workloads module at ``rev`` (checked out aside, as ``run`` does), for a
+    caller that picks which ones to measure (``history regressions``); AbError as ``run`` gives it."""
+    root = repository(repo)
+    relative = _workloads_path(root, workloads)
+    try:
+        commit = resolve_commit(root, rev)
+        with worktree(root, commit, prefix="ab-") as path:
+            return list(load_workloads(Tree("head", rev, commit, path), relative, [path.resolve()]))
+    except GitError as exc:
+        raise AbError(f"{exc}; check the repository and the revisions") from None
+    finally:
+        forget(ALIASES["head"])
 
 
 def _header(result: AbResult, progress: Progress) -> None:

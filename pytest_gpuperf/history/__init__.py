@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
     from ._asv import AsvTarget, Commit, benchmark_name, write_results
     from ._asv_files import CI, FORMAT, AsvError, Point, read_results, row_of
+    from ._bisect import Culprit, Probe, Span, hunt_span
     from ._changes import (
         DEFAULT_RULE,
         Change,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     )
     from ._commands import add_parser as add_history_command
     from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
+    from ._regressions import Finding, Hunt, Report, hunt_regressions
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -42,14 +44,20 @@ __all__ = [
     "Change",
     "ChangeRule",
     "Commit",
+    "Culprit",
+    "Finding",
     "HistoryError",
     "HistoryPoint",
+    "Hunt",
     "Layout",
     "OfflineError",
     "Point",
+    "Probe",
     "Recipe",
+    "Report",
     "Series",
     "SeriesKey",
+    "Span",
     "Step",
     "add_history_command",
     "benchmark_name",
@@ -59,6 +67,8 @@ __all__ = [
     "find_changes",
     "find_steps",
     "history_series",
+    "hunt_regressions",
+    "hunt_span",
     "localize",
     "publish",
     "read_results",
