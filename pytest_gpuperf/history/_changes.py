@@ -29,10 +29,19 @@ two changes inside or at the ends of the creep, each covering part of the rise (
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from .._git import GitError, git
+from ..measuring import median
+from ..results import ResultsError, load_run
+from ._asv import benchmark_name
+from ._asv_files import AsvError, points_of_row, read_results
+from ._record import HistoryError
 
 __all__ = [
     "DEFAULT_RULE",
@@ -166,17 +175,158 @@ def find_steps(values: Sequence[float], rule: ChangeRule = DEFAULT_RULE) -> list
     A series shorter than ``2 * rule.min_segment`` has none. ValueError names the first value that is not a finite
     number (None, NaN, infinity): a missing commit is left out of the series, never filled in.
     """
-    raise NotImplementedError
+    xs = _checked(values)
+    if len(xs) < 2 * rule.min_segment:
+        return []
+    cuts: list[int] = []
+    _split(xs, 0, len(xs), rule, _first_pass(rule.alpha), cuts)
+    return _merge(xs, sorted(cuts), rule)
+
+
+def _checked(values: Sequence[float]) -> list[float]:
+    out = []
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(
+                f"value {i} of the series is {value!r}, not a finite number: leave a commit without a result out "
+                "of the series rather than filling it in"
+            )
+        out.append(float(value))
+    return out
+
+
+def _first_pass(alpha: float) -> float:
+    """Otava's relaxed threshold for the split pass: candidates a little weaker than ``alpha`` survive it, so that
+    the merge pass, which tests each against its neighbours' whole segments, decides."""
+    return alpha * 10 if alpha < 0.05 else alpha * 2 if alpha < 0.5 else alpha
+
+
+def _split(xs: list[float], start: int, end: int, rule: ChangeRule, alpha: float, cuts: list[int]) -> None:
+    """Add to ``cuts`` the significant change points of ``xs[start:end]``, by binary segmentation."""
+    m = rule.min_segment
+    if end - start < 2 * m:
+        return
+    tau = _best_split(xs, start, end, m)
+    if _t_test(xs[start:tau], xs[tau:end]) >= alpha:
+        return
+    cuts.append(tau)
+    _split(xs, start, tau, rule, alpha, cuts)
+    _split(xs, tau, end, rule, alpha, cuts)
+
+
+def _best_split(xs: list[float], start: int, end: int, m: int) -> int:
+    """The split ``tau`` of ``xs[start:end]`` (both parts ``m`` long at least) of the largest energy statistic.
+
+    Matteson and James' divergence with exponent 1 between the parts ``L = xs[start:tau]`` and
+    ``R = xs[tau:end]``, scaled by ``|L| |R| / (|L| + |R|)``:
+    ``2 mean|l - r| - mean|l - l'| - mean|r - r'|`` over pairs. The within-part sums of distances
+    grow by one point at a time, and the cross sum is the total less both: O(n^2) for the segment.
+    """
+    n = end - start
+    seg = xs[start:end]
+    left = [0.0] * (n + 1)  # left[k]: sum of |a - b| over pairs within seg[:k]
+    for k in range(1, n + 1):
+        x = seg[k - 1]
+        left[k] = left[k - 1] + sum(abs(x - y) for y in seg[: k - 1])
+    right = [0.0] * (n + 1)  # right[k]: the same within seg[k:]
+    for k in range(n - 1, -1, -1):
+        x = seg[k]
+        right[k] = right[k + 1] + sum(abs(x - y) for y in seg[k + 1 :])
+    total = left[n]
+    best, best_q = start + m, -math.inf
+    for k in range(m, n - m + 1):
+        a, b = k, n - k
+        cross = total - left[k] - right[k]
+        q = a * b / n * (2 * cross / (a * b) - 2 * left[k] / (a * (a - 1)) - 2 * right[k] / (b * (b - 1)))
+        if q > best_q:
+            best, best_q = start + k, q
+    return best
+
+
+def _merge(xs: list[float], cuts: list[int], rule: ChangeRule) -> list[Step]:
+    """Otava's merge pass: drop the weakest change (largest p-value, else smallest magnitude) until every one left
+    passes ``rule`` against the segments its neighbours bound."""
+    while cuts:
+        steps = _steps(xs, cuts)
+        weakest = max(steps, key=lambda s: s.p_value)
+        if weakest.p_value < rule.alpha:
+            weakest = min(steps, key=lambda s: s.magnitude)
+            if weakest.magnitude >= rule.min_magnitude:
+                return steps
+        cuts = [c for c in cuts if c != weakest.index]
+    return []
+
+
+def _steps(xs: list[float], cuts: list[int]) -> list[Step]:
+    bounds = [0, *cuts, len(xs)]
+    out = []
+    for i, cut in enumerate(cuts, 1):
+        before, after = xs[bounds[i - 1] : cut], xs[cut : bounds[i + 1]]
+        out.append(Step(cut, math.fsum(before) / len(before), math.fsum(after) / len(after), _t_test(before, after)))
+    return out
+
+
+def _t_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """The two-sided p-value of Student's t-test (pooled variance) that ``a`` and ``b`` have one mean, as Otava's."""
+    na, nb = len(a), len(b)
+    mean_a, mean_b = math.fsum(a) / na, math.fsum(b) / nb
+    df = na + nb - 2
+    if df < 1:
+        return 1.0
+    pooled = (math.fsum((x - mean_a) ** 2 for x in a) + math.fsum((x - mean_b) ** 2 for x in b)) / df
+    diff = abs(mean_a - mean_b)
+    if diff <= 1e-12 * max(abs(mean_a), abs(mean_b)):
+        return 1.0  # equal means (to rounding): no change, whatever the spread
+    if pooled <= 0.0:
+        return 0.0  # two constant, different levels
+    t = diff / math.sqrt(pooled * (1 / na + 1 / nb))
+    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (Numerical Recipes' continued fraction, by Lentz)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
+    return front * _beta_fraction(a, b, x) / a
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
 
 
 def changes_of(series: Series, rule: ChangeRule = DEFAULT_RULE) -> list[Change]:
     """The changes of one series, oldest first."""
-    raise NotImplementedError
+    points = series.points
+    return [
+        Change(series.key, s.index, points[s.index - 1].commit, points[s.index].commit, s.before, s.after, s.p_value)
+        for s in find_steps(series.values, rule)
+    ]
 
 
 def find_changes(series: Iterable[Series], rule: ChangeRule = DEFAULT_RULE) -> list[Change]:
     """The changes of every series, in key order then oldest first."""
-    raise NotImplementedError
+    return [change for one in sorted(series, key=lambda s: s.key) for change in changes_of(one, rule)]
 
 
 def commit_order(repo: Path, branch: str = "HEAD") -> list[str]:
@@ -184,7 +334,15 @@ def commit_order(repo: Path, branch: str = "HEAD") -> list[str]:
 
     HistoryError when ``repo`` is not a git work tree or ``branch`` is unknown.
     """
-    raise NotImplementedError
+    try:
+        return git(Path(repo), "rev-list", "--first-parent", "--reverse", branch, "--").split()
+    except GitError as exc:
+        raise HistoryError(
+            f"cannot list the commits of {branch!r} in {repo} ({exc}); give a git repository and a branch it has"
+        ) from None
+
+
+# ---------------------------------------------------------------- reading the history
 
 
 def history_series(
@@ -208,4 +366,108 @@ def history_series(
     ``machine``: only that machine's series. HistoryError, naming what was found and the fix, when ``source`` holds
     no results, or no results of ``machine``.
     """
-    raise NotImplementedError
+    source = Path(source)
+    if not source.is_dir():
+        raise HistoryError(
+            f"{source} is not a directory: give an asv results directory (history record's <out>/results) "
+            "or a pytest-gpuperf results directory (.gpuperf)"
+        )
+    found = _stored_runs(source) if (source / "runs").is_dir() else _asv_points(source)
+    machines = sorted({key.machine for key, _ in found})
+    if not found:
+        raise HistoryError(
+            f"no history in {source}: it holds no asv results of pytest-gpuperf (<machine>/<commit>-<env>.json) "
+            "and no stored runs (runs/*.json); record some first with `pytest-gpuperf history record`"
+        )
+    if machine is not None and machine not in machines:
+        raise HistoryError(f"no results of machine {machine!r} in {source}; the machines there: {', '.join(machines)}")
+    return _series(found, order, machine)
+
+
+#: (key, point) pairs as read, before ordering and merging.
+_Found = list[tuple[SeriesKey, HistoryPoint]]
+
+
+def _asv_points(results: Path) -> _Found:
+    found: _Found = []
+    for path in sorted(results.glob("*/*.json")):
+        if path.name == "machine.json":
+            continue
+        try:
+            data = read_results(path)
+        except AsvError as exc:
+            raise HistoryError(f"{exc}") from None
+        commit, date = data.get("commit_hash"), data.get("date")
+        rows = data.get("results")
+        if not isinstance(commit, str) or not isinstance(rows, dict):
+            continue
+        date_ms = date if isinstance(date, int) and not isinstance(date, bool) else None
+        for name, row in sorted(rows.items()):
+            for device, point in points_of_row(row).items():
+                if math.isfinite(point.median):
+                    found.append(
+                        (SeriesKey(name, device, path.parent.name), HistoryPoint(commit, point.median, date_ms))
+                    )
+    return found
+
+
+def _stored_runs(root: Path) -> _Found:
+    found: _Found = []
+    for path in sorted((root / "runs").glob("*.json")):
+        try:
+            run = load_run(path)
+        except ResultsError as exc:
+            raise HistoryError(f"{exc}") from None
+        git_state = run.fingerprint.git
+        if git_state is None or not git_state.commit or git_state.dirty:
+            continue
+        host = run.fingerprint.hostname or "unknown"
+        when = _ms(run.created)
+        for record in run.records:
+            name = benchmark_name(record)
+            if name and record.measurement.samples:
+                value = median(record.measurement.samples)
+                found.append((SeriesKey(name, record.device, host), HistoryPoint(git_state.commit, value, when)))
+    return found
+
+
+def _ms(created: str) -> int | None:
+    try:
+        when = dt.datetime.fromisoformat(created)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def _series(found: _Found, order: Sequence[str] | None, machine: str | None) -> dict[SeriesKey, Series]:
+    position = {commit: i for i, commit in enumerate(order or ())}
+    by_key: dict[SeriesKey, dict[str, list[HistoryPoint]]] = {}
+    for key, point in found:
+        if machine is not None and key.machine != machine:
+            continue
+        commit = _full(point.commit, position) if order is not None else point.commit
+        if commit is None:
+            continue
+        by_key.setdefault(key, {}).setdefault(commit, []).append(point)
+    out = {}
+    for key, commits in sorted(by_key.items()):
+        points = [
+            HistoryPoint(commit, median(p.value for p in ps), min((p.date_ms for p in ps if p.date_ms), default=None))
+            for commit, ps in commits.items()
+        ]
+        if order is not None:
+            points.sort(key=lambda p: position[p.commit])
+        else:
+            points.sort(key=lambda p: (p.date_ms is None, p.date_ms or 0, p.commit))
+        out[key] = Series(key, tuple(points))
+    return out
+
+
+def _full(commit: str, position: Mapping[str, int]) -> str | None:
+    """``commit`` as named in the order (asv's file names abbreviate; its files keep the full hash): None if absent."""
+    if commit in position:
+        return commit
+    matches = [c for c in position if c.startswith(commit)] if len(commit) >= 7 else []
+    return matches[0] if len(matches) == 1 else None
