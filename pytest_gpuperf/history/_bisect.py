@@ -7,8 +7,9 @@ commits, measured side by side, differ beyond the tolerance.
 * **Confirmation.** The candidate step's two commits (the last before it, the first after) are
   measured as a pair; the step stands only when ``ab`` calls the after side slower (or faster).
   A creep (1% a commit) is no step between neighbours: when the neighbours do not differ, the
-  pair is widened once to the ends of the segments the detector compared, and a step found there
-  is bisected like any other.
+  pair is widened once to the ends of the segments the detector compared (from the change before
+  to the change after), and a step found there is bisected like any other; when its probes cannot
+  place it (each part of a creep is under the tolerance), it is reported as a creep over what is left.
 * **Bisection.** Over the first-parent commits between the two (a merge is one commit there: the
   branch it brought in, as a whole), each probe measures the probe commit against the step's
   *base*, never against its neighbour, so that every probe asks the same question, "is the change
@@ -109,7 +110,7 @@ class Culprit:
     """What the hunt found for one step.
 
     ``kind``: ``commit`` (one commit makes the step alone), ``creep`` (the change builds up over
-    ``first``..``last``; ``commit`` is where it crossed the tolerance), ``unresolved`` (the probes
+    ``first``..``last``; ``commit``, when found, is where it crossed the tolerance), ``unresolved`` (the probes
     stopped answering: the culprit is one of ``first``..``last``), ``unconfirmed`` (``ab`` found no
     step between the step's ends: nothing to report).
     """
@@ -167,15 +168,16 @@ def hunt_span(step: Span, pair: Pair) -> Culprit:
     run = _Hunt(pair)
     base, commits = step.base, step.commits
     direction = direction_of(run.ask(base, step.head, "confirm").verdict)
-    if not direction and step.wide_commits:
+    widened = not direction and bool(step.wide_commits)
+    if widened:
         base, commits = step.wide_base, step.wide_commits
         direction = direction_of(run.ask(base, commits[-1], "widen").verdict)
     if not direction:
         return Culprit("unconfirmed", "", "", step.commits[0], step.head, tuple(run.probes))
     good, bad = _bisect(base, commits, direction, run)
     first, last = commits[good + 1], commits[bad]
-    if bad - good > 1:
-        return Culprit("unresolved", direction, "", first, last, tuple(run.probes))
+    if bad - good > 1:  # a step found only between the segments' ends, that no probe could place: a creep
+        return Culprit("creep" if widened else "unresolved", direction, "", first, last, tuple(run.probes))
     culprit = commits[bad]
     parent = commits[bad - 1] if bad > 0 else base  # its first parent: commits are in first-parent order
     # A pair already measured (the confirmation of a step one commit wide, the last probe) is not measured again.

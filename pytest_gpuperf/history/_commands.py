@@ -204,7 +204,7 @@ def _regressions_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     reg.add_argument(
         "--graph-url",
         type=values.argtype(values.given_word),
-        default="",
+        default=None,
         metavar="URL",
         help="where the published page is served, for the graph links (default: <out>/html/index.html)",
     )
@@ -260,7 +260,7 @@ def _regressions(args: argparse.Namespace, layout: Layout, branch: str) -> int:
         max_time=args.max_time,
         device=args.device,
         since=parse_since(layout.repo, args.since),
-        graph_url=args.graph_url,
+        graph_url=args.graph_url or "",
     )
     progress = Progress(None if args.quiet else _print, prefix="history regressions")
     with exclusive(layout, "regressions"):

@@ -259,14 +259,17 @@ def graph_fragment(change: Change, base_url: str = "index.html") -> str:
 # ---------------------------------------------------------------- the hunt
 
 
-def _span(repo: Path, change: Change, series: Series, rule: ChangeRule) -> Span:
+def _span(repo: Path, change: Change, series: Series, changes: Sequence[Change]) -> Span:
     """The step's commits: first-parent ones after the last commit before it, up to the first after it; and the
-    wider range of the ``min_segment`` points on each side (a creep's ends)."""
+    wider range of the segments the detector compared (from the change before it to the one after it), where a
+    creep's whole rise lies."""
     points = series.points
-    wide_before = points[max(change.index - rule.min_segment, 0)].commit
-    wide_after = points[min(change.index + rule.min_segment - 1, len(points) - 1)].commit
+    earlier = [c.index for c in changes if c.index < change.index]
+    later = [c.index for c in changes if c.index > change.index]
+    wide_before = points[max(earlier, default=0)].commit
+    wide_after = points[min(later, default=len(points)) - 1].commit
     commits = _between(repo, change.before_commit, change.after_commit)
-    wide = _between(repo, wide_before, wide_after)
+    wide = _between(repo, wide_before, wide_after) if wide_after != wide_before else ()
     return Span(change.before_commit, commits, wide_before, wide if len(wide) > len(commits) else ())
 
 
@@ -329,7 +332,8 @@ def hunt_regressions(hunt: Hunt, say: Callable[[str], None] = print) -> Report:
             raise HistoryError(str(exc)) from None
     base_url = hunt.graph_url.rstrip("/") + "/index.html" if hunt.graph_url else str(layout.html / "index.html")
     for key, series in sorted(chosen.items()):
-        for change in changes_of(series, hunt.rule):
+        changes = changes_of(series, hunt.rule)
+        for change in changes:
             where = f"{key} {change.before_commit[:8]}..{change.after_commit[:8]} ({change.ratio - 1:+.1%})"
             if hunt.since is not None and not hunt.since.newer(layout.repo, change.after_commit):
                 report.skipped.append((where, f"not newer than --since {hunt.since.given}"))
@@ -341,7 +345,7 @@ def hunt_regressions(hunt: Hunt, say: Callable[[str], None] = print) -> Report:
                 )
                 continue
             say(f"step {where}: confirming with ab, workload {workload}")
-            culprit = hunt_span(_span(layout.repo, change, series, hunt.rule), ab_pair(hunt, workload, say))
+            culprit = hunt_span(_span(layout.repo, change, series, changes), ab_pair(hunt, workload, say))
             report.findings.append(_finding(hunt, change, workload, culprit, base_url))
     return report
 
@@ -364,7 +368,9 @@ def _culprit_cell(finding: Finding) -> str:
     if c.kind == "unresolved":
         return f"one of {c.first[:8]}..{c.last[:8]}"
     text = f"{c.commit[:8]} {finding.subject[:50]}"
-    return f"creep {c.first[:8]}..{c.last[:8]}, crossed the tolerance at {text}" if c.kind == "creep" else text
+    if c.kind != "creep":
+        return text
+    return f"creep over {c.first[:8]}..{c.last[:8]}" + (f", crossed the tolerance at {text}" if c.commit else "")
 
 
 def _confirm_cell(finding: Finding) -> str:
