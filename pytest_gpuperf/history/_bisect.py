@@ -8,20 +8,25 @@ commits, measured side by side, differ beyond the tolerance.
   measured as a pair; the step stands only when ``ab`` calls the after side slower (or faster).
   A creep (1% a commit) is no step between neighbours: when the neighbours do not differ, the
   pair is widened once to the ends of the segments the detector compared (from the change before
-  to the change after), and a step found there is bisected like any other; when its probes cannot
-  place it (each part of a creep is under the tolerance), it is reported as a creep over what is left.
+  to the change after), and a step found there is bisected like any other.
 * **Bisection.** Over the first-parent commits between the two (a merge is one commit there: the
   branch it brought in, as a whole), each probe measures the probe commit against the step's
   *base*, never against its neighbour, so that every probe asks the same question, "is the change
   in yet?", of a change as large as the confirmed one. ``unchanged`` sends the search later, the
   confirmed direction earlier. Any other answer (inconclusive, the opposite way) is asked once
-  more from the other end (the probe against the step's head); an answer there decides, and when
-  neither end answers, the bisection stops and says which commits are left, rather than guess.
+  more from the other end (the probe against the step's head); an answer there decides. A commit
+  inconclusive from both ends is part of the way (a creep, below); a probe that failed (a commit
+  whose workloads module ab cannot load) stops the bisection, which says which commits are left
+  rather than guess.
 * **The culprit's own pair.** When one commit remains, it is measured against its parent. A
   commit that alone makes the step is *the* culprit; one that does not is the commit where a
-  creep crossed the tolerance, and the step is reported as a creep over the range.
+  creep crossed the tolerance.
+* **A creep.** A commit part of the way (inconclusive against the base and against the head: each
+  under the tolerance), or a last commit that is not the step alone, makes the step a creep: its
+  ends are bisected too, the first commit off the base's level (against the base) and the first at
+  the head's (against the head), and the creep is reported over them.
 
-With 64 commits between the step's ends that is 1 + 6 + 1 = 8 ``ab`` runs.
+With 64 commits between the step's ends a culprit takes 1 + 6 + 1 = 8 ``ab`` runs.
 """
 
 from __future__ import annotations
@@ -110,8 +115,8 @@ class Culprit:
     """What the hunt found for one step.
 
     ``kind``: ``commit`` (one commit makes the step alone), ``creep`` (the change builds up over
-    ``first``..``last``; ``commit``, when found, is where it crossed the tolerance), ``unresolved`` (the probes
-    stopped answering: the culprit is one of ``first``..``last``), ``unconfirmed`` (``ab`` found no
+    ``first``..``last``; ``commit``, when found, is where it crossed the tolerance), ``unresolved`` (probes
+    failed, a commit ab could not load: the culprit is one of ``first``..``last``), ``unconfirmed`` (``ab`` found no
     step between the step's ends: nothing to report).
     """
 
@@ -168,30 +173,34 @@ def hunt_span(step: Span, pair: Pair) -> Culprit:
     run = _Hunt(pair)
     base, commits = step.base, step.commits
     direction = direction_of(run.ask(base, step.head, "confirm").verdict)
-    widened = not direction and bool(step.wide_commits)
-    if widened:
+    if not direction and step.wide_commits:
         base, commits = step.wide_base, step.wide_commits
         direction = direction_of(run.ask(base, commits[-1], "widen").verdict)
     if not direction:
         return Culprit("unconfirmed", "", "", step.commits[0], step.head, tuple(run.probes))
-    good, bad = _bisect(base, commits, direction, run)
-    first, last = commits[good + 1], commits[bad]
-    if bad - good > 1:  # a step found only between the segments' ends, that no probe could place: a creep
-        return Culprit("creep" if widened else "unresolved", direction, "", first, last, tuple(run.probes))
+    good, bad, inside = _bisect(base, commits, direction, run)
+    if inside is not None:  # a commit part of the way from base to head: the change builds up
+        first, last = _edges(base, commits, good, inside, run)
+        return Culprit("creep", direction, "", first, last, tuple(run.probes))
+    if bad - good > 1:  # probes that failed (a commit ab cannot load): the culprit is one of those left
+        return Culprit("unresolved", direction, "", commits[good + 1], commits[bad], tuple(run.probes))
     culprit = commits[bad]
     parent = commits[bad - 1] if bad > 0 else base  # its first parent: commits are in first-parent order
     # A pair already measured (the confirmation of a step one commit wide, the last probe) is not measured again.
     known = next((p for p in run.probes if (p.base, p.head) == (parent, culprit)), None)
-    alone = direction_of((known or run.ask(parent, culprit, "culprit")).verdict) == direction
-    if alone:
+    if direction_of((known or run.ask(parent, culprit, "culprit")).verdict) == direction:
         return Culprit("commit", direction, culprit, culprit, culprit, tuple(run.probes))
-    return Culprit("creep", direction, culprit, commits[0], commits[-1], tuple(run.probes))
+    # Not slower than its parent on its own: the commit where a creep crossed the tolerance.
+    first, last = _edges(base, commits, good, bad, run)
+    return Culprit("creep", direction, culprit, first, last, tuple(run.probes))
 
 
-def _bisect(base: str, commits: Sequence[str], direction: str, run: _Hunt) -> tuple[int, int]:
-    """The last index known good (-1: the base) and the first known bad, one apart unless a probe went unanswered.
+def _bisect(base: str, commits: Sequence[str], direction: str, run: _Hunt) -> tuple[int, int, int | None]:
+    """The last index known good (-1: the base), the first known bad, and the index of a commit found part of
+    the way (neither the base's level nor the head's: inconclusive from both ends), or None.
 
     Invariant: ``commits[bad]`` differs from ``base`` in ``direction``; ``commits[good]`` (or the base) does not.
+    The two are one apart at the end, unless a commit was found part of the way or a probe failed.
     """
     good, bad = -1, len(commits) - 1
     head = commits[-1]
@@ -205,11 +214,32 @@ def _bisect(base: str, commits: Sequence[str], direction: str, run: _Hunt) -> tu
             good = mid
             continue
         # Not answered from the base: ask from the head, where the change is the whole step or none of it.
-        answer = run.ask(commits[mid], head, "probe (from head)").verdict
-        if direction_of(answer) == direction:
+        again = run.ask(commits[mid], head, "probe (from head)").verdict
+        if direction_of(again) == direction:
             good = mid
-        elif answer == "unchanged":
+        elif again == "unchanged":
             bad = mid
         else:
-            break
-    return good, bad
+            return good, bad, mid if {answer, again} <= {"inconclusive"} else None
+    return good, bad, None
+
+
+def _edges(base: str, commits: Sequence[str], good: int, inside: int, run: _Hunt) -> tuple[str, str]:
+    """A creep's first and last commits: the first that is not at the base's level (searched between ``good``
+    and ``inside``, against the base) and the first at the head's level (after ``inside``, against the head)."""
+    low, high = good, inside
+    while high - low > 1:
+        mid = (low + high) // 2
+        if run.ask(base, commits[mid], "creep start").verdict == "unchanged":
+            low = mid
+        else:
+            high = mid
+    first = commits[low + 1]
+    low, high = inside, len(commits) - 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        if run.ask(commits[mid], commits[-1], "creep end").verdict == "unchanged":
+            high = mid
+        else:
+            low = mid
+    return first, commits[high]

@@ -263,8 +263,7 @@ def _regressions(args: argparse.Namespace, layout: Layout, branch: str) -> int:
         graph_url=args.graph_url or "",
     )
     progress = Progress(None if args.quiet else _print, prefix="history regressions")
-    with exclusive(layout, "regressions"):
-        report = hunt_regressions(hunt, say=progress.say)
+    report = hunt_regressions(hunt, say=progress.say)
     if report.findings:
         print(table(report))
     for line in lines(report):

@@ -31,7 +31,7 @@ from ..gate import DEFAULT_TOLERANCE, AbError, AbOptions, append_summary, run_ab
 from ..results import OutputKind, ResultsError, atomic_write_text, json_of, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
 from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, commit_order, history_series
-from ._record import HistoryError, Layout
+from ._record import HistoryError, Layout, exclusive
 
 __all__ = [
     "REGRESSIONS_OUTPUT",
@@ -319,35 +319,44 @@ def check_tree(repo: Path) -> None:
 
 
 def hunt_regressions(hunt: Hunt, say: Callable[[str], None] = print) -> Report:
-    """Find, confirm and bisect every step of the chosen series (see the module's docstring)."""
+    """Find, confirm and bisect every step of the chosen series (see the module's docstring).
+
+    Every check of the input (the tree, the history, the machine, the workloads module) comes first, before the
+    history's lock is taken: bad input changes nothing. The lock (``history record``'s) keeps a recording from
+    measuring on the same cores while ``ab`` does.
+    """
     layout = hunt.layout
     check_tree(layout.repo)
     chosen = _series(hunt)
-    report = Report(hunt, series=len(chosen))
     names: list[str] = []
     if hunt.workload is None:
         try:
             names = workload_names(layout.repo, hunt.branch, hunt.workloads)
         except AbError as exc:
             raise HistoryError(str(exc)) from None
-    base_url = hunt.graph_url.rstrip("/") + "/index.html" if hunt.graph_url else str(layout.html / "index.html")
-    for key, series in sorted(chosen.items()):
-        changes = changes_of(series, hunt.rule)
-        for change in changes:
-            where = f"{key} {change.before_commit[:8]}..{change.after_commit[:8]} ({change.ratio - 1:+.1%})"
-            if hunt.since is not None and not hunt.since.newer(layout.repo, change.after_commit):
-                report.skipped.append((where, f"not newer than --since {hunt.since.given}"))
-                continue
-            workload = hunt.workload or match_workload(key.benchmark, names)
-            if workload is None:
-                report.skipped.append(
-                    (where, "no workload's name is in the benchmark's name; name one with --workload")
-                )
-                continue
-            say(f"step {where}: confirming with ab, workload {workload}")
-            culprit = hunt_span(_span(layout.repo, change, series, changes), ab_pair(hunt, workload, say))
-            report.findings.append(_finding(hunt, change, workload, culprit, base_url))
+    report = Report(hunt, series=len(chosen))
+    with exclusive(layout, "regressions"):
+        for series in (chosen[key] for key in sorted(chosen)):
+            _hunt_series(hunt, series, names, report, say)
     return report
+
+
+def _hunt_series(hunt: Hunt, series: Series, names: Sequence[str], report: Report, say: Callable[[str], None]) -> None:
+    repo = hunt.layout.repo
+    base_url = hunt.graph_url.rstrip("/") + "/index.html" if hunt.graph_url else str(hunt.layout.html / "index.html")
+    changes = changes_of(series, hunt.rule)
+    for change in changes:
+        where = f"{series.key} {change.before_commit[:8]}..{change.after_commit[:8]} ({change.ratio - 1:+.1%})"
+        if hunt.since is not None and not hunt.since.newer(repo, change.after_commit):
+            report.skipped.append((where, f"not newer than --since {hunt.since.given}"))
+            continue
+        workload = hunt.workload or match_workload(series.key.benchmark, names)
+        if workload is None:
+            report.skipped.append((where, "no workload's name is in the benchmark's name; name one with --workload"))
+            continue
+        say(f"step {where}: confirming with ab, workload {workload}")
+        culprit = hunt_span(_span(repo, change, series, changes), ab_pair(hunt, workload, say))
+        report.findings.append(_finding(hunt, change, workload, culprit, base_url))
 
 
 def _finding(hunt: Hunt, change: Change, workload: str, culprit: Culprit, base_url: str) -> Finding:
