@@ -15,13 +15,14 @@ commits, measured side by side, differ beyond the tolerance.
   in yet?", of a change as large as the confirmed one. ``unchanged`` sends the search later, the
   confirmed direction earlier. Any other answer (inconclusive, the opposite way) is asked once
   more from the other end (the probe against the step's head); an answer there decides. A commit
-  inconclusive from both ends is part of the way (a creep, below); a probe that failed (a commit
-  whose workloads module ab cannot load) stops the bisection, which says which commits are left
-  rather than guess.
+  that differs significantly from both ends, each time under the tolerance, is part of the way (a
+  creep, below). Any other pair of non-answers (intervals too wide: the machine too noisy for the
+  rounds given; a commit whose workloads module ab cannot load) stops the bisection, which says
+  which commits are left rather than guess.
 * **The culprit's own pair.** When one commit remains, it is measured against its parent. A
   commit that alone makes the step is *the* culprit; one that does not is the commit where a
   creep crossed the tolerance.
-* **A creep.** A commit part of the way (inconclusive against the base and against the head: each
+* **A creep.** A commit part of the way (significantly off both the base and the head, each time
   under the tolerance), or a last commit that is not the step alone, makes the step a creep: its
   ends are bisected too, the first commit off the base's level (against the base) and the first at
   the head's (against the head), and the creep is reported over them.
@@ -115,8 +116,8 @@ class Culprit:
     """What the hunt found for one step.
 
     ``kind``: ``commit`` (one commit makes the step alone), ``creep`` (the change builds up over
-    ``first``..``last``; ``commit``, when found, is where it crossed the tolerance), ``unresolved`` (probes
-    failed, a commit ab could not load: the culprit is one of ``first``..``last``), ``unconfirmed`` (``ab`` found no
+    ``first``..``last``; ``commit``, when found, is where it crossed the tolerance), ``unresolved`` (a probe
+    answered neither way from either end: the culprit is one of ``first``..``last``), ``unconfirmed`` (``ab`` found no
     step between the step's ends: nothing to report).
     """
 
@@ -182,7 +183,7 @@ def hunt_span(step: Span, pair: Pair) -> Culprit:
     if inside is not None:  # a commit part of the way from base to head: the change builds up
         first, last = _edges(base, commits, good, inside, run)
         return Culprit("creep", direction, "", first, last, tuple(run.probes))
-    if bad - good > 1:  # probes that failed (a commit ab cannot load): the culprit is one of those left
+    if bad - good > 1:  # a probe unanswered (noise, a commit ab cannot load): the culprit is one of those left
         return Culprit("unresolved", direction, "", commits[good + 1], commits[bad], tuple(run.probes))
     culprit = commits[bad]
     parent = commits[bad - 1] if bad > 0 else base  # its first parent: commits are in first-parent order
@@ -214,14 +215,23 @@ def _bisect(base: str, commits: Sequence[str], direction: str, run: _Hunt) -> tu
             good = mid
             continue
         # Not answered from the base: ask from the head, where the change is the whole step or none of it.
-        again = run.ask(commits[mid], head, "probe (from head)").verdict
-        if direction_of(again) == direction:
+        again = run.ask(commits[mid], head, "probe (from head)")
+        if direction_of(again.verdict) == direction:
             good = mid
-        elif again == "unchanged":
+        elif again.verdict == "unchanged":
             bad = mid
         else:
-            return good, bad, mid if {answer, again} <= {"inconclusive"} else None
+            part_way = all(_significant(p, direction) for p in run.probes[-2:])
+            return good, bad, mid if part_way else None
     return good, bad, None
+
+
+def _significant(probe: Probe, direction: str) -> bool:
+    """Is ``probe``'s interval wholly on ``direction``'s side of 1 (a change, if under the tolerance)? Two such
+    probes put a commit part of the way; a wide interval (noise) does not."""
+    if probe.low is None or probe.high is None:
+        return False
+    return probe.low > 1.0 if direction == "slower" else probe.high < 1.0
 
 
 def _edges(base: str, commits: Sequence[str], good: int, inside: int, run: _Hunt) -> tuple[str, str]:

@@ -23,7 +23,11 @@ def commits(n: int) -> list[str]:
 class FakeAb:
     """``ab`` over commits whose times are ``times`` (commit -> seconds); counts its runs."""
 
-    def __init__(self, times: Mapping[str, float], answers: Mapping[tuple[str, str], str] | None = None) -> None:
+    def __init__(
+        self,
+        times: Mapping[str, float],
+        answers: Mapping[tuple[str, str], str | tuple[str, float, float]] | None = None,
+    ) -> None:
         self.times = times
         self.answers = dict(answers or {})
         self.runs: list[tuple[str, str]] = []
@@ -31,7 +35,10 @@ class FakeAb:
     def __call__(self, base: str, head: str) -> Probe:
         self.runs.append((base, head))
         ratio = self.times[head] / self.times[base]
+        low, high = ratio * 0.99, ratio * 1.01
         verdict = self.answers.get((base, head))
+        if isinstance(verdict, tuple):  # a noisy pair: its verdict and its (wide) interval
+            verdict, low, high = verdict
         if verdict is None:
             if ratio > 1 + TOLERANCE:
                 verdict = "slower"
@@ -41,7 +48,7 @@ class FakeAb:
                 verdict = "unchanged"
             else:
                 verdict = "inconclusive"
-        return Probe(base, head, verdict, ratio, ratio * 0.99, ratio * 1.01, 30)
+        return Probe(base, head, verdict, ratio, low, high, 30)
 
 
 def step_history(n: int, culprit: int, factor: float = 1.25) -> tuple[list[str], dict[str, float]]:
@@ -103,6 +110,14 @@ def test_a_probe_that_answers_neither_way_stops_the_hunt_with_the_commits_left()
     assert (found.first, found.last) == (all_commits[1], head)  # nothing decided: every commit is left
 
 
+def test_a_probe_too_noisy_from_both_ends_is_no_creep_but_leaves_the_commits_unresolved() -> None:
+    all_commits, times = step_history(16, 5)
+    base, mid, head = all_commits[0], all_commits[8], all_commits[-1]
+    noisy = {(base, mid): ("inconclusive", 0.5, 2.8), (mid, head): ("inconclusive", 0.4, 3.0)}
+    found = hunt_span(Span(base, tuple(all_commits[1:])), FakeAb(times, noisy))
+    assert (found.kind, found.commit, found.first, found.last) == ("unresolved", "", all_commits[1], head)
+
+
 def creep_history(before: int, length: int, after: int, per: float = 0.01) -> tuple[list[str], dict[str, float]]:
     all_commits = commits(before + length + after)
     times = {}
@@ -128,5 +143,3 @@ def test_a_probe_reports_its_figures() -> None:
     probe = Probe("a" * 40, "b" * 40, "slower", 1.25, 1.2, 1.3, 38, role="probe")
     assert probe.text() == "aaaaaaaa..bbbbbbbb 1.250 [1.200, 1.300] slower (38 rounds)"
     assert probe.to_dict()["role"] == "probe" and probe.to_dict()["ratio"] == 1.25
-
-
