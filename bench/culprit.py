@@ -51,6 +51,7 @@ COUNT = round(DELAY / 1e-8)
 def _build(device, size):
     def step():
         sum(range(COUNT))
+        return DELAY  # what an exact timer adds up (the tests' tests/exact_timing.py); ab's own timer ignores it
 
     return Step(step, {"calls": 1})
 
@@ -64,15 +65,18 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def scratch_repository(root: Path, delays: Sequence[float]) -> list[str]:
-    """A git repository at ``root`` with one commit per delay (oldest first); returns the commits' full hashes."""
+def scratch_repository(root: Path, delays: Sequence[float], *, work: bool = True) -> list[str]:
+    """A git repository at ``root`` with one commit per delay (oldest first); returns the commits' full hashes.
+
+    ``work=False``: the step does no work, it only returns ``DELAY`` (for an exact timer, in tests)."""
     (root / "perf").mkdir(parents=True)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "user.email", "bench@example.com")
     _git(root, "config", "user.name", "bench")
     _git(root, "config", "commit.gpgsign", "false")
     (root / "perf" / "__init__.py").write_text("", encoding="utf-8")
-    (root / "perf" / "workloads.py").write_text(_WORKLOADS, encoding="utf-8")
+    workloads = _WORKLOADS if work else _WORKLOADS.replace("COUNT = round(DELAY / 1e-8)", "COUNT = 0")
+    (root / "perf" / "workloads.py").write_text(workloads, encoding="utf-8")
     (root / ".gitignore").write_text(".asv/\n", encoding="utf-8")
     commits = []
     for number, delay in enumerate(delays):
@@ -161,12 +165,14 @@ def regressions(repo: Path, max_time: float, *extra: str) -> tuple[int, dict[str
     return done.returncode, json.loads(report.read_text(encoding="utf-8"))
 
 
-def culprit_scenario(root: Path, seed: int, between: int = 64, factor: float = 1.25) -> tuple[int, list[str]]:
+def culprit_scenario(
+    root: Path, seed: int, between: int = 64, factor: float = 1.25, *, work: bool = True
+) -> tuple[int, list[str]]:
     """(the planted culprit's index among the ``between`` commits, the commits); history written."""
     culprit = random.Random(seed).randrange(1, between + 1)  # 1..between: the n-th commit after the base
     delays = [BASE_DELAY] * 4 + [BASE_DELAY * (factor if n >= culprit else 1.0) for n in range(1, between + 1)]
     delays += [BASE_DELAY * factor] * 2
-    commits = scratch_repository(root, delays)
+    commits = scratch_repository(root, delays, work=work)
     recorded = [0, 1, 2, 3, 3 + between, 4 + between, 5 + between]
     write_history(
         root / ".asv" / "pytest" / "results", [commits[i] for i in recorded], noisy([delays[i] for i in recorded], seed)
