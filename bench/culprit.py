@@ -60,6 +60,16 @@ WORKLOADS = {"spin": Workload("spin", _build)}
 '''
 
 
+#: The scratch repository's test, so that ``history record --tests perf`` can record real history there too.
+_TEST: Final = '''\
+from .workloads import WORKLOADS
+
+
+def test_spin(gpuperf):
+    gpuperf.run(WORKLOADS["spin"])
+'''
+
+
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
     return done.stdout.strip()
@@ -77,6 +87,7 @@ def scratch_repository(root: Path, delays: Sequence[float], *, work: bool = True
     (root / "perf" / "__init__.py").write_text("", encoding="utf-8")
     workloads = _WORKLOADS if work else _WORKLOADS.replace("COUNT = round(DELAY / 1e-8)", "COUNT = 0")
     (root / "perf" / "workloads.py").write_text(workloads, encoding="utf-8")
+    (root / "perf" / "test_spin.py").write_text(_TEST, encoding="utf-8")
     (root / ".gitignore").write_text(".asv/\n", encoding="utf-8")
     commits = []
     for number, delay in enumerate(delays):
