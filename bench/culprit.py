@@ -61,13 +61,13 @@ WORKLOADS = {"spin": Workload("spin", _build)}
 
 
 #: The scratch repository's test, so that ``history record --tests perf`` can record real history there too.
-_TEST: Final = '''\
+_TEST: Final = """\
 from .workloads import WORKLOADS
 
 
 def test_spin(gpuperf):
     gpuperf.run(WORKLOADS["spin"])
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:
