@@ -28,6 +28,7 @@ from tabulate import tabulate
 
 from .._git import GitError, commit_time, git, resolve
 from ..gate import DEFAULT_TOLERANCE, AbError, AbOptions, append_summary, run_ab, workload_names
+from ..measuring import DeviceError, open_device
 from ..results import OutputKind, ResultsError, atomic_write_text, json_of, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
 from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, commit_order, history_series
@@ -88,16 +89,17 @@ def parse_since(repo: Path, given: str | None) -> Since | None:
     """``--since``: an ISO date (``2026-11-20``, ``2026-11-20T03:00:00+00:00``; UTC when no zone) or a commit."""
     if not given:
         return None
+    try:  # a commit first: a hash of digits alone would read as a date (20261120)
+        return Since(given, commit=resolve(repo, given))
+    except GitError:
+        pass
     try:
         date = dt.datetime.fromisoformat(given)
     except ValueError:
-        try:
-            return Since(given, commit=resolve(repo, given))
-        except GitError:
-            raise HistoryError(
-                f"--since {given!r} is neither a commit of {repo} nor a date; give a commit (the last nightly's, "
-                "for example) or a date such as 2026-11-20"
-            ) from None
+        raise HistoryError(
+            f"--since {given!r} is neither a commit of {repo} nor a date; give a commit (the last nightly's, "
+            "for example) or a date such as 2026-11-20"
+        ) from None
     return Since(given, date=date if date.tzinfo else date.replace(tzinfo=dt.timezone.utc))
 
 
@@ -328,17 +330,30 @@ def hunt_regressions(hunt: Hunt, say: Callable[[str], None] = print) -> Report:
     layout = hunt.layout
     check_tree(layout.repo)
     chosen = _series(hunt)
-    names: list[str] = []
-    if hunt.workload is None:
-        try:
-            names = workload_names(layout.repo, hunt.branch, hunt.workloads)
-        except AbError as exc:
-            raise HistoryError(str(exc)) from None
+    names = _workloads(hunt)
+    try:
+        open_device(hunt.device)
+    except DeviceError as exc:
+        raise HistoryError(f"--device {hunt.device}: {exc}") from None
     report = Report(hunt, series=len(chosen))
     with exclusive(layout, "regressions"):
         for series in (chosen[key] for key in sorted(chosen)):
             _hunt_series(hunt, series, names, report, say)
     return report
+
+
+def _workloads(hunt: Hunt) -> list[str]:
+    """The workloads module's names at the branch's head (``--workloads`` checked, and ``--workload`` among them)."""
+    try:
+        names = workload_names(hunt.layout.repo, hunt.branch, hunt.workloads)
+    except AbError as exc:
+        raise HistoryError(str(exc)) from None
+    if hunt.workload is not None and hunt.workload not in names:
+        raise HistoryError(
+            f"--workload {hunt.workload}: {hunt.workloads} at {hunt.branch} has no such workload; "
+            f"its workloads: {', '.join(names) or 'none'}"
+        )
+    return names
 
 
 def _hunt_series(hunt: Hunt, series: Series, names: Sequence[str], report: Report, say: Callable[[str], None]) -> None:
@@ -422,7 +437,7 @@ def lines(report: Report) -> list[str]:
     out = []
     for f in report.findings:
         out.append(f"{f.change.key}: graph {f.graph}")
-        out += [f"  {p.role}: {p.text()}" for p in f.culprit.probes]
+        out += [f"  {p.role}: {p.text()}" + (f": {p.reason}" if p.ratio is None else "") for p in f.culprit.probes]
     out += [f"not measured: {what}: {why}" for what, why in report.skipped]
     confirmed = report.confirmed
     slower = sum(f.culprit.direction == "slower" for f in confirmed)

@@ -246,3 +246,44 @@ def test_the_bench_runs_quick() -> None:
     assert "| scenario | trial | planted | reported | ab runs | wall |" in done.stdout
     assert "| culprit among 64 | 1 | commit " in done.stdout and "| creep 1% x 8 (commits 8-15) | 1 |" in done.stdout
     assert re.search(r"culprit found: [01]/1, within 8 ab runs: [01]/1; creep reported: [01]/1", done.stdout)
+
+
+def test_a_device_this_machine_lacks(history_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv_device = ["--device", "nosuch"]
+    err = refused(history_repo, capsys, *argv_device)
+    assert "--device nosuch:" in err
+
+
+def test_a_workload_the_module_lacks(history_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(history_repo, capsys, "--workload", "nosuch")
+    assert "--workload nosuch: perf/workloads.py at main has no such workload; its workloads: spin" in err
+
+
+def test_a_commit_whose_workloads_module_breaks_is_a_probe_that_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A probe on a broken commit does not end the hunt in an error: it is asked from the head, and the commits
+    left are named."""
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 4, work=False)
+    workloads = (repo / "perf" / "workloads.py").read_text()
+
+    def commit(message: str) -> str:
+        subprocess.run(["git", "commit", "-q", "-am", message], cwd=repo, check=True)
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    (repo / "perf" / "workloads.py").write_text("raise ImportError('broken on purpose')\n")
+    broken = commit("broken")
+    (repo / "perf" / "workloads.py").write_text(workloads)
+    (repo / "perf" / "delay.py").write_text("DELAY = 0.003\n")
+    commits += [broken, commit("slower, fixed")]
+    for n in range(2):
+        (repo / "perf" / "delay.py").write_text(f"DELAY = 0.003  # {n}\n")
+        commits.append(commit(f"later {n}"))
+    recorded = [0, 1, 2, 3, 5, 6, 7]
+    write_history(repo / ".asv" / "pytest" / "results", [commits[i] for i in recorded], [0.002] * 4 + [0.003] * 3)
+    assert main(args(repo)) == 1  # confirmed slower; the culprit is one of the two
+    out = capsys.readouterr().out
+    assert f"probe: {commits[3][:8]}..{broken[:8]} failed: importing perf/workloads.py in head" in out
+    assert "broken on purpose" in out and f"one of {broken[:8]}..{commits[5][:8]}" in out
