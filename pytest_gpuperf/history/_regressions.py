@@ -192,10 +192,18 @@ class Report:
 
 
 def match_workload(benchmark: str, names: Sequence[str]) -> str | None:
-    """The longest workload name found in ``benchmark`` as whole words (``_``/``.`` between them), or None."""
-    words = f"_{re.sub(r'[^A-Za-z0-9]+', '_', benchmark)}_"
-    found = [n for n in names if f"_{re.sub(r'[^A-Za-z0-9]+', '_', n)}_" in words]
-    return max(found, key=len) if found else None
+    """The workload whose name ``benchmark`` contains as whole words (``_``/``.`` between them), or None.
+
+    The one that ends last wins (the parameter comes after the test's name: ``test_mlp_train_mlp_wide_train``
+    is ``mlp_wide_train``), then the longest.
+    """
+
+    def words(text: str) -> str:
+        return f"_{re.sub(r'[^A-Za-z0-9]+', '_', text)}_"
+
+    found = {n: words(benchmark).rfind(words(n)) for n in names}
+    ends = {n: at + len(words(n)) for n, at in found.items() if at >= 0}
+    return max(ends, key=lambda n: (ends[n], len(n))) if ends else None
 
 
 def _exactly(name: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import pytest
 
 from pytest_gpuperf.history import Probe, Span, hunt_span
+from pytest_gpuperf.history._regressions import match_workload
 
 TOLERANCE = 0.05
 
@@ -143,3 +144,19 @@ def test_a_probe_reports_its_figures() -> None:
     probe = Probe("a" * 40, "b" * 40, "slower", 1.25, 1.2, 1.3, 38, role="probe")
     assert probe.text() == "aaaaaaaa..bbbbbbbb 1.250 [1.200, 1.300] slower (38 rounds)"
     assert probe.to_dict()["role"] == "probe" and probe.to_dict()["ratio"] == 1.25
+
+
+@pytest.mark.parametrize(
+    ("name", "workload"),
+    [
+        ("suites.test_mlp.test_mlp_train_mlp_train", "mlp_train"),
+        ("suites.test_mlp.test_mlp_train_mlp_wide_train", "mlp_wide_train"),  # the parameter, not the test's name
+        ("suites.test_cnn.test_cnn_train_resnet_train", "resnet_train"),
+        ("suites.test_matmul.test_matmul_float32_half", "matmul_float32"),
+        ("suites.test_amp.test_amp_speedup_mlp", None),  # "mlp" is no workload: not a word of "mlp_train"
+        ("perf.test_spin.test_spin", "spin"),
+    ],
+)
+def test_a_benchmark_is_measured_with_the_workload_its_name_ends_with(name: str, workload: str | None) -> None:
+    names = ["mlp_train", "mlp_wide_train", "cnn_train", "resnet_train", "matmul_float32", "spin", "mlp_train_amp"]
+    assert match_workload(name, names) == workload
