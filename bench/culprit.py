@@ -216,7 +216,7 @@ def _trial(kind: str, seed: int, max_time: float) -> tuple[int, list[str], dict[
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--max-time", type=float, default=1.0, help="ab's seconds of rounds per pair")
+    parser.add_argument("--max-time", type=float, default=5.0, help="ab's seconds of rounds per pair (its default)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="one trial of each, short rounds (a smoke run)")
     args = parser.parse_args(argv)
