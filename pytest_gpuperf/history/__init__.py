@@ -1,5 +1,6 @@
-"""History: asv results written from pytest runs, the recorded history of a repository's commits, and the
-offline assets that let asv's published page work without the internet."""
+"""History: asv results written from pytest runs, the recorded history of a repository's commits, the
+offline assets that let asv's published page work without the internet, and the history's steps, confirmed by
+``ab`` and bisected to their commit (``history regressions``)."""
 
 from __future__ import annotations
 
