@@ -3,13 +3,14 @@
     pytest-gpuperf compare BASE HEAD      the stored-baseline gate on two saved runs
     pytest-gpuperf ab --base REV          base and head measured side by side (the gate for noisy machines)
     pytest-gpuperf history record|publish|offline   the asv history of a repository
+    pytest-gpuperf history regressions        the history's steps, confirmed by ab and bisected to their commit
     pytest-gpuperf export --format F SOURCE   a saved run as pytest-benchmark, github-action-benchmark or Bencher JSON
     pytest-gpuperf runs [show ID | prune --keep N]   the saved runs and baselines: list, show one, prune
     pytest-gpuperf report RUN [BASELINE]      a saved run (and its verdicts) as one self-contained HTML file
 
 Exit status: 0 done (the gate passed), 1 the gate failed (or a commit could not be
-recorded), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM, after cleaning up); every
-error names the input and the fix.
+recorded, or a confirmed regression is newer than --since), 2 bad input, 130 interrupted
+(Ctrl-C or SIGTERM, after cleaning up); every error names the input and the fix.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ ALLOWED = {
     "measuring": {"_jsonfile"},
     "results": {"measuring", *UTILITIES},
     "gate": {"measuring", "results", *UTILITIES},
-    "history": {"measuring", "results", *UTILITIES},
+    "history": {"measuring", "results", "gate", *UTILITIES},
     "report": {"measuring", "results", "gate", *UTILITIES},
     "plugin": {"measuring", "results", "gate", "history", "report", *UTILITIES},
 }

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
-    from ._ab import AbOptions, AbResult
+    from ._ab import DEFAULT_WORKLOADS, AbOptions, AbResult, workload_names
+    from ._ab import run as run_ab
     from ._ab_load import AbError
     from ._commands import add_parsers as add_gate_commands
     from ._compare import (
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ._memory import MemoryChange, compare_memory
     from ._render import (
         CLOCK_HEADER,
+        append_summary,
         change_text,
         clock_ratio_cell,
         gate_lines,
@@ -82,6 +84,7 @@ __all__ = [
     "DEFAULT_FAIL_ON",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
+    "DEFAULT_WORKLOADS",
     "EXPLAINED_VERDICTS",
     "FAIL_ON_NAMES",
     "NO_BASELINE_TRACE",
@@ -107,6 +110,7 @@ __all__ = [
     "WhyLine",
     "WorkComparison",
     "add_gate_commands",
+    "append_summary",
     "attribute",
     "baseline_noise",
     "baseline_side",
@@ -128,6 +132,7 @@ __all__ = [
     "report_to_github",
     "row_runs",
     "rows_to_trace",
+    "run_ab",
     "run_confirmation",
     "runs_cell",
     "trace_records",
@@ -141,4 +146,5 @@ __all__ = [
     "work_difference",
     "work_head",
     "work_lines",
+    "workload_names",
 ]

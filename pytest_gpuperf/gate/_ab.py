@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .. import _suites
-from .._git import GitError
+from .._git import GitError, worktree
 from .._progress import Progress, format_elapsed
 from ..measuring import (
     DeviceError,
@@ -51,7 +51,18 @@ from ..results import (
     json_of,
     output_problem,
 )
-from ._ab_load import ALIASES, AbError, Tree, forget, load_installed, load_workloads, module_file, repository, trees
+from ._ab_load import (
+    ALIASES,
+    AbError,
+    Tree,
+    forget,
+    load_installed,
+    load_workloads,
+    module_file,
+    repository,
+    resolve_commit,
+    trees,
+)
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
 from ._rule import DEFAULT_TOLERANCE
@@ -67,6 +78,7 @@ __all__ = [
     "AbOptions",
     "AbResult",
     "run",
+    "workload_names",
     "write_json",
 ]
 
@@ -292,6 +304,21 @@ def _load_sides(base: Tree, head: Tree, relative: Path, installed_at: Path | Non
         return {"base": installed, "head": installed}
     roots = [base.path.resolve(), head.path.resolve()]
     return {tree.side: load_workloads(tree, relative, roots) for tree in (base, head)}
+
+
+def workload_names(repo: Path, rev: str, workloads: Path = DEFAULT_WORKLOADS) -> list[str]:
+    """The names in ``WORKLOADS`` of the workloads module at ``rev`` (checked out aside, as ``run`` does), for a
+    caller that picks which ones to measure (``history regressions``); AbError as ``run`` gives it."""
+    root = repository(repo)
+    relative = _workloads_path(root, workloads)
+    try:
+        commit = resolve_commit(root, rev)
+        with worktree(root, commit, prefix="ab-") as path:
+            return list(load_workloads(Tree("head", rev, commit, path), relative, [path.resolve()]))
+    except GitError as exc:
+        raise AbError(f"{exc}; check the repository and the revisions") from None
+    finally:
+        forget(ALIASES["head"])
 
 
 def _header(result: AbResult, progress: Progress) -> None:

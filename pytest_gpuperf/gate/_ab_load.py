@@ -35,6 +35,7 @@ __all__ = [
     "load_workloads",
     "module_file",
     "repository",
+    "resolve_commit",
     "trees",
 ]
 
@@ -73,7 +74,7 @@ def repository(path: Path) -> Path:
         ) from None
 
 
-def _commit(repo: Path, rev: str, flag: str) -> str:
+def resolve_commit(repo: Path, rev: str, flag: str = "--base") -> str:
     try:
         return resolve(repo, rev)
     except GitError:
@@ -86,8 +87,8 @@ def _commit(repo: Path, rev: str, flag: str) -> str:
 @contextmanager
 def trees(repo: Path, base: str, head: str | None) -> Iterator[tuple[Tree, Tree]]:
     """Base (and head, when it is a revision) checked out in temporary worktrees, removed at the end."""
-    base_commit = _commit(repo, base, "--base")
-    head_commit = _commit(repo, head, "--head") if head is not None else None
+    base_commit = resolve_commit(repo, base, "--base")
+    head_commit = resolve_commit(repo, head, "--head") if head is not None else None
     with ExitStack() as stack:
         base_tree = Tree("base", base, base_commit, stack.enter_context(worktree(repo, base_commit, prefix="ab-")))
         if head is not None and head_commit is not None:

@@ -416,6 +416,20 @@ def _work_note(row: Row) -> str:
     return "".join(f"\n{printable(part)}" for part in parts)
 
 
+def append_summary(markdown: str, label: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Append ``markdown`` to the file ``$GITHUB_STEP_SUMMARY`` names, when it is set; returns a warning (the
+    file could not be written) or []."""
+    summary = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
+    if not summary:
+        return []
+    try:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(markdown)
+    except OSError as exc:
+        return [f"{label}: could not append to GITHUB_STEP_SUMMARY={summary}: {exc.strerror or exc}"]
+    return []
+
+
 def report_to_github(
     result: GateResult,
     *,
@@ -430,14 +444,7 @@ def report_to_github(
     """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set and print the annotations (with ``out``)
     when ``GITHUB_ACTIONS=true``; returns warnings (a summary file that could not be written), else []."""
     env = os.environ if environ is None else environ
-    warnings = []
-    summary = env.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        try:
-            with open(summary, "a", encoding="utf-8") as f:
-                f.write(github_summary(result, title=title, context=context, label=label))
-        except OSError as exc:
-            warnings.append(f"{label}: could not append to GITHUB_STEP_SUMMARY={summary}: {exc.strerror or exc}")
+    warnings = append_summary(github_summary(result, title=title, context=context, label=label), label, env)
     if env.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result, root or Path.cwd(), label, workloads):
             out(line)

@@ -1,5 +1,6 @@
-"""History: asv results written from pytest runs, the recorded history of a repository's commits, and the
-offline assets that let asv's published page work without the internet."""
+"""History: asv results written from pytest runs, the recorded history of a repository's commits, the
+offline assets that let asv's published page work without the internet, and the history's steps, confirmed by
+``ab`` and bisected to their commit (``history regressions``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
     from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
     from ._asv import AsvTarget, Commit, benchmark_name, write_results
     from ._asv_files import CI, FORMAT, AsvError, Point, read_results, row_of
+    from ._bisect import Culprit, Probe, Span, hunt_span
     from ._changes import (
         DEFAULT_RULE,
         Change,
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     )
     from ._commands import add_parser as add_history_command
     from ._record import DEFAULT_OUT, HistoryError, Layout, Recipe, publish, record
+    from ._regressions import Finding, Hunt, Report, hunt_regressions
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -42,14 +45,20 @@ __all__ = [
     "Change",
     "ChangeRule",
     "Commit",
+    "Culprit",
+    "Finding",
     "HistoryError",
     "HistoryPoint",
+    "Hunt",
     "Layout",
     "OfflineError",
     "Point",
+    "Probe",
     "Recipe",
+    "Report",
     "Series",
     "SeriesKey",
+    "Span",
     "Step",
     "add_history_command",
     "benchmark_name",
@@ -59,6 +68,8 @@ __all__ = [
     "find_changes",
     "find_steps",
     "history_series",
+    "hunt_regressions",
+    "hunt_span",
     "localize",
     "publish",
     "read_results",

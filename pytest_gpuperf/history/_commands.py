@@ -1,4 +1,4 @@
-"""``pytest-gpuperf history record|publish|offline``: the history subcommands of the one CLI."""
+"""``pytest-gpuperf history record|publish|offline|regressions``: the history subcommands of the one CLI."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from .. import _suites
 from .._git import GitError, NotARepository, repo_root, resolve
 from .._progress import Progress
+from ..gate import DEFAULT_TOLERANCE, DEFAULT_WORKLOADS
 from ..measuring import values
 from ._assets import OfflineError, default_cache, localize
 from ._asv import machine_name
@@ -24,6 +25,17 @@ from ._record import (
     last_commits,
     publish,
     record,
+)
+from ._regressions import (
+    DEFAULT_MAX_TIME,
+    Hunt,
+    check_output,
+    hunt_regressions,
+    lines,
+    parse_since,
+    report_summary,
+    table,
+    write_report,
 )
 
 __all__ = ["add_parser"]
@@ -137,7 +149,71 @@ def add_parser(commands: Any) -> None:
         default=None,
         help=f"tarball cache (default: {default_cache()})",
     )
+    _regressions_parser(sub, common)
     history.set_defaults(handler=run)
+
+
+def _regressions_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    reg = sub.add_parser(
+        "regressions",
+        parents=[common],
+        help="find the steps in the recorded history, confirm each with ab on this machine, bisect it to its commit",
+    )
+    reg.add_argument(
+        "--since",
+        type=values.argtype(values.given_word),
+        default=None,
+        metavar="COMMIT|DATE",
+        help="exit 1 only for a confirmed regression newer than this commit or date (a nightly job's last run); "
+        "steps older than it are not measured (default: every confirmed regression fails)",
+    )
+    reg.add_argument(
+        "--json", type=values.argtype(values.given_path), default=None, metavar="PATH", help="write the report here"
+    )
+    reg.add_argument(
+        "--workloads",
+        type=values.argtype(values.given_path),
+        default=DEFAULT_WORKLOADS,
+        metavar="PATH",
+        help=f"the workloads module ab measures (default: {DEFAULT_WORKLOADS})",
+    )
+    reg.add_argument(
+        "--workload",
+        type=values.argtype(values.given_word),
+        default=None,
+        metavar="NAME",
+        help="confirm every step with this workload (default: the one whose name is in the benchmark's name)",
+    )
+    reg.add_argument(
+        "-k",
+        dest="benchmarks",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only benchmarks whose name contains PATTERN (or matches it, with * ? [), repeatable",
+    )
+    reg.add_argument(
+        "--tolerance",
+        type=values.argtype(values.fraction),
+        default=DEFAULT_TOLERANCE,
+        help=f"ab's tolerance: slower/faster only beyond it (default: {DEFAULT_TOLERANCE * 100:g}%%)",
+    )
+    reg.add_argument(
+        "--max-time",
+        type=values.argtype(values.positive_seconds),
+        default=DEFAULT_MAX_TIME,
+        metavar="TIME",
+        help=f"seconds of ab's rounds per pair of commits (default: {DEFAULT_MAX_TIME:g})",
+    )
+    reg.add_argument("--device", default="auto", help="ab's device: cpu, cuda, cuda:N, mps, auto (default: auto)")
+    reg.add_argument(
+        "--graph-url",
+        type=values.argtype(values.given_word),
+        default=None,
+        metavar="URL",
+        help="where the published page is served, for the graph links (default: <out>/html/index.html)",
+    )
+    reg.add_argument("-q", "--quiet", action="store_true", help="no progress lines: the table and the verdict")
 
 
 def _layout(args: argparse.Namespace) -> Layout:
@@ -176,13 +252,48 @@ def _offline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _regressions(args: argparse.Namespace, layout: Layout, branch: str) -> int:
+    """Exit status: 0 no confirmed regression newer than --since, 1 one or more, 2 bad input."""
+    check_output(args.json)
+    hunt = Hunt(
+        layout,
+        branch,
+        args.workloads,
+        workload=args.workload,
+        benchmarks=tuple(args.benchmarks),
+        tolerance=args.tolerance,
+        max_time=args.max_time,
+        device=args.device,
+        since=parse_since(layout.repo, args.since),
+        graph_url=args.graph_url or "",
+    )
+    progress = Progress(None if args.quiet else _print, prefix="history regressions")
+    report = hunt_regressions(hunt, say=progress.say)
+    if report.findings:
+        print(table(report))
+    for line in lines(report):
+        print(line)
+    if args.json is not None:
+        write_report(report, args.json)
+        print(f"history regressions: wrote {args.json}")
+    for warning in report_summary(report):
+        print(warning, file=sys.stderr)
+    return 1 if report.failing else 0
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Exit status: 0 done, 1 a commit could not be recorded, 2 bad input."""
+    """Exit status: 0 done, 1 a commit could not be recorded (regressions: a confirmed regression), 2 bad input."""
     try:
         if args.history_command == "offline":
             return _offline(args)
         layout = _layout(args)
         branch = args.branch or current_branch(layout.repo)
+        if args.history_command == "regressions":
+            return _regressions(args, layout, branch)
         if args.history_command == "publish":
             with exclusive(layout, "publish"):
                 publish(layout, branch, offline=args.offline, cache=args.asset_cache)
