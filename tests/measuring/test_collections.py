@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from pytest_gpuperf.measuring import CpuBackend, MeasureSettings, measure
 from pytest_gpuperf.measuring._runner import gc_paused, peak_memory
 
-FAST = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "profile": "off"}
+FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "profile": "off"}
 
 
 @pytest.fixture
