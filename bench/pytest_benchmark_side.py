@@ -311,7 +311,10 @@ def main() -> int:
                 else:
                     (medians, counts), parts = pytest_benchmark_medians(directory / "pytest-benchmark.json"), {}
                 tool.sessions.append(Session(wall, load, medians, counts, parts))
-                print(f"round {round_ + 1} {tool.name:24} {wall:7.1f} s  load average {load[0]:.2f} -> {load[1]:.2f}")
+                print(
+                    f"round {round_ + 1} {tool.name:24} {wall:7.1f} s  load average {load[0]:.2f} -> {load[1]:.2f}",
+                    flush=True,
+                )
     report(options, tools, time.perf_counter() - began)
     return 0
 

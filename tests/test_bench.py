@@ -100,3 +100,16 @@ def test_asv_scale_runs_small_and_publishes(tmp_path: Path) -> None:
     index = json.loads((html / "index.json").read_text())
     assert len(index["revision_to_hash"]) == 4 and sorted(index["params"]["machine"]) == ["gpu-type-00", "gpu-type-01"]
     assert len(index["benchmarks"]) == 3
+
+
+def test_measurement_parts_runs_and_names_every_part() -> None:
+    """Where a measurement's time goes, per step (short budgets: no figure is judged)."""
+    done = run_bench(
+        "measurement_parts.py", *("--set", "max_time=0.2", "--set", "warmup_time=0.05", "--set", "min_time=0.02")
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert re.search(r"^step +total +sample +collect +memory +profile +median +samples +CI +traced$", out, re.MULTILINE)
+    for step in ("MLP train step", "sum(range(100))"):
+        assert re.search(rf"^{re.escape(step)} +[\d.]+s ", out, re.MULTILINE), step
+    assert "load average" in out
