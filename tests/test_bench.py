@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -54,8 +56,30 @@ def test_pytest_benchmark_side_by_side_runs() -> None:
     for row in ("test_torchbench.py::TestBenchNetwork::test_eval[mlp-cpu]", "test_pybench.py::test_matmul_128"):
         assert row in out
     assert "- (5 samples)" in out  # pedantic's 5 rounds claim no interval
-    assert "benchmark(fn): geometric mean of the ratios" in out
-    assert "wall time per session (median): pytest-benchmark" in out
+    assert re.search(r"^pytest-benchmark +[\d.]+ s .* 1$", out, re.MULTILINE)  # wall per session, spread, ratio
+    assert re.search(r"^gpuperf default +[\d.]+ s ", out, re.MULTILINE)
+    assert "gpuperf default, where a session's time went" in out
+
+
+def test_pytest_benchmark_side_by_side_runs_pints_real_suite() -> None:
+    """pint's own benchmarks (shipped in its wheel) under both tools and a second configuration of ours, two sessions
+    each, alternating: each tool's run-to-run spread and wall time, the load, where our time went (quick budgets)."""
+    pytest.importorskip("pint", reason="the real suite is pint's: pip install pint")
+    done = run_bench(
+        "pytest_benchmark_side.py",
+        *("--suite", "pint", "--select", "test_pint_eval and plain and 10 and not metros", "--quick"),
+        *("--repeats", "2", "--ours", "memoryless=--gpuperf-memory=off"),
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "2 sessions of each tool, alternating" in out and "load average" in out
+    assert re.search(r"^round 2 gpuperf memoryless +[\d.]+ s  load average", out, re.MULTILINE)
+    assert "test_pint_eval[10 m-plain_tokenizer]" in out
+    assert "spread: half the range of a test's session medians, relative to their median" in out
+    for tool in ("pytest-benchmark", "gpuperf default", "gpuperf memoryless"):
+        assert re.search(rf"^{tool} +[\d.]+ s +[\d.]+, [\d.]+ +[\d.]+% ", out, re.MULTILINE), tool
+    assert "gpuperf memoryless: --gpuperf-memory=off" in out
 
 
 def test_asv_scale_runs_small_and_publishes(tmp_path: Path) -> None:
@@ -88,3 +112,16 @@ def test_changepoints_quick_runs() -> None:
         for detector in ("ours (E-divisive + t-test)", "asv detect_steps (jumps >= 2%)", "asv regressions page (5%)"):
             assert re.search(rf"^\| {re.escape(noise)} \| {re.escape(detector)} \| ", out, re.MULTILINE), out
     assert re.search(r"target, recall and precision >= 0.9 for ours: as measured: (met|MISSED) within 1 commit", out)
+
+
+def test_measurement_parts_runs_and_names_every_part() -> None:
+    """Where a measurement's time goes, per step (short budgets: no figure is judged)."""
+    done = run_bench(
+        "measurement_parts.py", *("--set", "max_time=0.2", "--set", "warmup_time=0.05", "--set", "min_time=0.02")
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert re.search(r"^step +total +sample +collect +memory +profile +median +samples +CI +traced$", out, re.MULTILINE)
+    for step in ("MLP train step", "sum(range(100))"):
+        assert re.search(rf"^{re.escape(step)} +[\d.]+s ", out, re.MULTILINE), step
+    assert "load average" in out

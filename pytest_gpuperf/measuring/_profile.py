@@ -23,6 +23,7 @@ counts still compare exactly. Times are kept as totals in seconds too, and are d
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import sys
 import time
@@ -37,6 +38,7 @@ __all__ = [
     "PROFILE_LEVELS",
     "PROFILE_SHARE",
     "SYNC_KINDS",
+    "TRACER_SECONDS_PER_CALL",
     "CompileCounters",
     "OpStat",
     "ProbeCalls",
@@ -46,6 +48,7 @@ __all__ = [
     "profile_step",
     "python_tracing",
     "read_events",
+    "tracer_cost",
 ]
 
 #: ``full``: counts and times; ``counts``: one profiled call, counts only (no times kept); ``off``: no profile.
@@ -54,6 +57,11 @@ PROFILE_LEVELS: Final = ("full", "counts", "off")
 PROFILE_SHARE: Final = 0.03
 #: At most this many calls are profiled (the counts of one call are exact; more calls steady the times).
 MAX_CALLS: Final = 5
+#: What Python's tracer (level ``full``) costs per Python call it records, in each profiled call: the call's own
+#: slowdown (0.2 us) and mostly the profiler's work on the event when it stops and when its events are read. Measured
+#: 2026-11-27 on the 2-vCPU development machine: 6 to 8 s for a call of pint's ``UnitRegistry()`` (0.12 s, 869,470
+#: Python calls). The tracer runs only where the calls counted on the counting call, at this cost, fit the budget.
+TRACER_SECONDS_PER_CALL: Final = 10e-6
 
 #: CUDA runtime calls on which the host waits for the device, by the kind of synchronization they are.
 _SYNC_CALLS: Final = {
@@ -527,20 +535,67 @@ def compile_counters() -> CompileCounters | None:
     return CompileCounters(breaks, compiles, seconds)
 
 
-def _counting_pass(fn: Callable[[], object]) -> tuple[int | None, dict[str, int]]:
+def _counting_pass(
+    fn: Callable[[], object], *, python_limit: float | None = None
+) -> tuple[int | None, dict[str, int], int | None]:
     """FLOPs and host-device bytes of one call (None, {} where the counters fail on the step: an op that
-    Python's dispatch cannot run must not fail a test whose timing went through). It comes before the profiled
-    calls, so it also opens the process's first call range: that one costs most of a millisecond (its op is
-    looked up), which stays out of the profiled calls."""
+    Python's dispatch cannot run must not fail a test whose timing went through), and with ``python_limit`` the
+    Python calls the step made in it, as Python's tracer would record them, counted until they pass that limit
+    (``_PythonCalls``; None where not counted). It comes before the profiled calls, so it also opens the process's
+    first call range: that one costs most of a millisecond (its op is looked up), which stays out of the profiled
+    calls."""
     with _call_range():
         pass
     counter = _WorkCounter()
+    skipped = type(counter.mode).__torch_dispatch__.__code__
+    python = None if python_limit is None else _PythonCalls(skipped, python_limit)
     try:
         with counter:
-            fn()
+            if python is None:
+                fn()
+            else:
+                with python:
+                    fn()
     except Exception:  # noqa: BLE001 - any failure of the counters leaves the figures unknown
-        return None, {}
-    return counter.flops, counter.moved
+        return None, {}, None
+    return counter.flops, counter.moved, None if python is None else python.calls
+
+
+class _PythonCalls:
+    """Counts the Python calls a step makes (functions and built-ins: what Python's tracer records), through
+    ``sys.setprofile``, leaving out what the counting mode's own ``__torch_dispatch__`` runs (that code runs in
+    the counting call only), and stops counting past ``limit`` (the tracer's cost would pass its budget). It costs
+    about 0.45 us a Python call (measured with pint's ``UnitRegistry()``: a twentieth of what the tracer costs over
+    two calls, so that it stops well within the budget), next to nothing for a step whose time is in torch's ops."""
+
+    def __init__(self, skipped: Any, limit: float) -> None:
+        self.calls = 0
+        self._skipped = skipped
+        self._limit = limit
+        self._inside: object = None
+
+    def __enter__(self) -> None:
+        sys.setprofile(self._event)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+    def _event(self, frame: Any, event: str, arg: object) -> None:
+        if self._inside is not None:
+            if event == "return" and frame is self._inside:
+                self._inside = None
+        elif event == "call" and frame.f_code is self._skipped:
+            self._inside = frame
+        elif event in ("call", "c_call"):
+            self.calls += 1
+            if self.calls > self._limit:
+                sys.setprofile(None)  # enough to know: the tracer's cost would pass its budget
+
+
+def tracer_cost(python_calls: int | None, calls: int) -> float:
+    """What Python's tracer would cost over ``calls`` profiled calls of a step that makes ``python_calls`` Python
+    calls (``TRACER_SECONDS_PER_CALL``); infinite where they were not counted."""
+    return math.inf if python_calls is None else python_calls * calls * TRACER_SECONDS_PER_CALL
 
 
 class _WorkCounter:
@@ -617,11 +672,24 @@ class ProbeCalls:
     The settle call runs under the counting mode (FLOPs and copies), each measured call in a call range; the
     profile then reads the probe's windows, and costs no call of its own. ``peak_memory`` drives it."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter, *, python: bool = False) -> None:
-        #: whether the measured calls run under Python's tracer too (level ``full``: ``WorkProfile.python``)
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.perf_counter,
+        *,
+        python: bool = False,
+        budget: float = math.inf,
+        traced_calls: int = 2,
+    ) -> None:
+        #: whether the measured calls run under Python's tracer too (level ``full``: ``WorkProfile.python``); asked
+        #: for, it is kept after the settle call only where the tracer's cost over the ``traced_calls`` measured
+        #: calls fits ``budget`` (``tracer_cost`` of the Python calls counted there)
         self.python = python
+        self.budget = budget
+        self.traced_calls = traced_calls
+        #: the Python calls of the settle call, where counted
         #: the measured calls' wall time, in seconds
         self.call_times: list[float] = []
+        self.python_calls: int | None = None
         self.flops: int | None = None
         self.copied: dict[str, int] = {}
         self.counted = False
@@ -633,13 +701,16 @@ class ProbeCalls:
 
     def settle(self, fn: Callable[[], object]) -> None:
         """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
-        probe needs the call, and the profile then has no FLOPs)."""
+        probe needs the call, and the profile then has no FLOPs). Decides whether the measured calls run under
+        Python's tracer (``python``)."""
         start = self._clock()
-        self.flops, self.copied = _counting_pass(fn)
+        limit = self.budget / (self.traced_calls * TRACER_SECONDS_PER_CALL) if self.python else None
+        self.flops, self.copied, self.python_calls = _counting_pass(fn, python_limit=limit)
         if self.flops is None:
             fn()  # the counters failed on the step, not the step: run it as it is
         self.counted = True
         self.settle_seconds = self._clock() - start
+        self.python = self.python and tracer_cost(self.python_calls, self.traced_calls) <= self.budget
 
     def call_range(self) -> _TimedRange:
         return _TimedRange(self.call_times, self._clock)
@@ -725,12 +796,16 @@ def profile_step(
         return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
-    flops, copied = _counting_pass(fn)
+    flops, copied, python_calls = _counting_pass(
+        fn, python_limit=budget / TRACER_SECONDS_PER_CALL if python_tracing(level) else None
+    )
+    # Python's tracer only where its cost for one call fits what is left of the budget; its cost is in each call's
+    tracing = tracer_cost(python_calls, 1)
+    traced = tracing <= budget - (clock() - start)
     calls = 0
     try:
         # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
         # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
-        traced = python_tracing(level)
         with profile(
             use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True, with_stack=traced
         ) as prof:
@@ -738,7 +813,7 @@ def profile_step(
             with _call_range():
                 fn()
             calls = 1
-            each = max(clock() - first, step_seconds)
+            each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
             while level == "full" and calls < max_calls and clock() - start + each <= budget:
                 with _call_range():
                     fn()

@@ -419,3 +419,44 @@ def test_a_profile_pickles_without_its_trace_writer() -> None:
     assert m.profile is not None and m.profile.write_trace is not None
     back = pickle.loads(pickle.dumps(m))
     assert back.profile == m.profile and back.profile is not None and back.profile.write_trace is None
+
+
+def _pure_python_step(calls: int) -> Any:
+    """A step of ``calls`` Python calls of a built-in, and nothing in torch (pint's ``UnitRegistry()`` makes 869,470
+    in 0.12 s, whose tracing cost 14 s of profiled calls on the development machine)."""
+
+    def step() -> None:
+        for _ in range(calls):
+            len(())
+
+    return step
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["probe's calls", "own calls"])
+def test_pythons_tracer_runs_only_where_its_cost_for_the_calls_counted_fits_the_budget(memory: bool) -> None:
+    """Issue 24 item 7: the tracer's cost is most of a millisecond per 100 Python calls of a profiled call (its
+    events processed when the profiler stops and read), which no budget bounded. A measurement of 1 s (a budget of
+    30 ms) traces a step of 20 Python calls and not one of 20,000 (about 0.4 s of tracing, where main traced it);
+    its counts are read all the same."""
+    from pytest_gpuperf.measuring import CpuBackend
+    from pytest_gpuperf.measuring._runner import memory_and_profile
+    from pytest_gpuperf.measuring._sampling import SamplingResult, Warmup
+
+    result = SamplingResult((1e-3,) * 5, 1, Warmup(1, 1, 0.5, True, (1e-3,)), True, "test", 0.5)
+    settings = MeasureSettings(profile="full", memory=memory)
+    profiles = {}
+    for calls in (20, 20_000):
+        _, profile = memory_and_profile(_pure_python_step(calls), CpuBackend(), settings, "cpu", result)
+        assert profile is not None and profile.calls >= 1 and profile.budget == pytest.approx(0.03)
+        profiles[calls] = profile
+    assert "len" in {stat.name for stat in profiles[20].python}
+    assert profiles[20_000].python == ()
+    assert profiles[20_000].ops == profiles[20].ops  # no torch op in either
+
+
+def test_the_tracers_cost_is_its_cost_per_python_call_for_each_profiled_call() -> None:
+    from pytest_gpuperf.measuring._profile import TRACER_SECONDS_PER_CALL, tracer_cost
+
+    assert tracer_cost(20_000, 2) == pytest.approx(20_000 * 2 * TRACER_SECONDS_PER_CALL)
+    assert tracer_cost(20_000, 2) > 0.03 > tracer_cost(20, 2)
+    assert tracer_cost(None, 1) == float("inf")  # not counted: never traced
