@@ -102,7 +102,7 @@ def write_history(
     results: Path, commits: Sequence[str], values: Sequence[float], machine: str = MACHINE, device: str = "cpu"
 ) -> None:
     """asv results of ``BENCHMARK``, one file per commit, as ``history record`` writes them."""
-    from pytest_gpuperf.history import FORMAT, Point, row_of
+    from pytest_gpuperf.history import COLUMNS, FORMAT, RESULTS_API, Point, row_of
 
     (results / machine).mkdir(parents=True, exist_ok=True)
     (results / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}), encoding="utf-8")
@@ -110,7 +110,7 @@ def write_history(
         row = row_of({device: Point(value, None, None, None, None, 1, (value,), 0, 0.0)})
         row[2] = FORMAT
         data = {
-            "version": 2,
+            "version": RESULTS_API,
             "commit_hash": commit,
             "env_name": "existing-py",
             "date": 1_700_000_000_000 + number * 60_000,
@@ -118,21 +118,7 @@ def write_history(
             "python": "3",
             "requirements": {},
             "env_vars": {},
-            "result_columns": [
-                "result",
-                "params",
-                "version",
-                "started_at",
-                "duration",
-                "stats_ci_99_a",
-                "stats_ci_99_b",
-                "stats_q_25",
-                "stats_q_75",
-                "stats_number",
-                "stats_repeat",
-                "samples",
-                "profile",
-            ],
+            "result_columns": list(COLUMNS),
             "results": {BENCHMARK: row},
             "durations": {},
         }

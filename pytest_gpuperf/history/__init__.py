@@ -11,7 +11,7 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
     from ._asv import AsvTarget, Commit, benchmark_name, write_results
-    from ._asv_files import CI, FORMAT, AsvError, Point, read_results, row_of
+    from ._asv_files import CI, COLUMNS, FORMAT, RESULTS_API, AsvError, Point, read_results, row_of
     from ._bisect import Culprit, Probe, Span, hunt_span
     from ._changes import (
         DEFAULT_RULE,
@@ -36,9 +36,11 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "ASSETS",
     "CI",
+    "COLUMNS",
     "DEFAULT_OUT",
     "DEFAULT_RULE",
     "FORMAT",
+    "RESULTS_API",
     "Asset",
     "AsvError",
     "AsvTarget",
