@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Final
 
 from .._git import GitError, git
-from ..measuring import median
+from ..measuring import median, t_two_sided_p
 from ..results import ResultsError, load_run
 from ._asv import benchmark_name
 from ._asv_files import AsvError, points_of_row, read_results
@@ -284,39 +284,7 @@ def _t_test(a: Sequence[float], b: Sequence[float]) -> float:
     if pooled <= 0.0:
         return 0.0  # two constant, different levels
     t = diff / math.sqrt(pooled * (1 / na + 1 / nb))
-    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (Numerical Recipes' continued fraction, by Lentz)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x > (a + 1) / (a + b + 2):
-        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
-    return front * _beta_fraction(a, b, x) / a
-
-
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
+    return t_two_sided_p(t, df)
 
 
 def changes_of(series: Series, rule: ChangeRule = DEFAULT_RULE) -> list[Change]:

@@ -98,6 +98,7 @@ if TYPE_CHECKING:
         quantile_ci,
         summarize,
         t_quantile,
+        t_two_sided_p,
         trend,
     )
     from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
@@ -222,6 +223,7 @@ __all__ = [
     "spawn",
     "summarize",
     "t_quantile",
+    "t_two_sided_p",
     "throttle_names",
     "torch_threads",
     "trend",
