@@ -3,6 +3,14 @@
     python bench/changepoints.py                 # 8 processes x 15 A/A medians, 300 series of 100 commits, 2 min
     python bench/changepoints.py --quick         # 2 processes x 6 medians, 20 series: the smoke run of the tests
     python bench/changepoints.py --noise F.json  # reuse the A/A medians saved by an earlier run (--save-noise F.json)
+    python bench/changepoints.py --anchored 120  # the noise of `history record --anchor`: 120 unchanged commits
+
+**Anchored noise** (``--anchored N``). The same workload in a scratch git repository of N commits that
+change nothing it runs, recorded by the real ``pytest-gpuperf history record --anchor <first commit>
+--max-time T``: each commit's value is then the median of its paired rounds' time ratios against the
+anchor's copy of the workload (``history/_anchored.py``), and its interval that median's. These values
+are the A/A noise of an anchored history; the series and the planted changes are made of them as of
+the medians (a step of 5% in the time is one of 5% in the ratio).
 
 **Noise.** An unchanged workload (a small MLP forward, 1 thread, on the CPU) is measured with
 ``pytest_gpuperf.measuring.measure`` as ``history record`` measures a commit (``--max-time`` of rounds, the
@@ -51,6 +59,7 @@ import platform
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -118,6 +127,65 @@ def collect_noise(processes: int, per_process: int, max_time: float) -> list[Med
             raise SystemExit(f"noise worker {i} failed (exit {done.returncode}):\n{done.stderr}")
         medians += [read_median(line) for line in done.stdout.splitlines()]
         print(f"noise: process {i + 1} of {processes}: {per_process} medians", file=sys.stderr, flush=True)
+    return medians
+
+
+_MLP_WORKLOADS: Final = '''\
+"""The unchanged workload of the A/A noise: the same MLP forward as bench/changepoints.py's worker."""
+
+import torch
+
+from pytest_gpuperf import Step, Workload
+
+
+def _build(device, size):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).to(device)
+    x = torch.randn(64, 256, device=device)
+
+    def step():
+        with torch.no_grad():
+            return model(x)
+
+    return Step(step, {"items": 64})
+
+
+WORKLOADS = {"mlp": Workload("mlp", _build)}
+'''
+MACHINE: Final = "aa-box"
+
+
+def collect_anchored_noise(commits: int, max_time: float, where: Path) -> list[Median]:
+    """The ratios ``history record --anchor`` records for ``commits`` commits of an unchanged workload."""
+    from pytest_gpuperf.history import commit_order, points_of_row, read_results
+
+    repo = where / "repo"
+    (repo / "perf").mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "perf" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "perf" / "workloads.py").write_text(_MLP_WORKLOADS, encoding="utf-8")
+    (repo / ".gitignore").write_text(".asv/\n", encoding="utf-8")
+    for number in range(commits):
+        (repo / "NOTES").write_text(f"commit {number}: the workload is unchanged\n", encoding="utf-8")
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "--no-gpg-sign", "-m", f"commit {number}"], check=True)
+    order = commit_order(repo, "main")
+    command = [
+        sys.executable, "-m", "pytest_gpuperf.cli", "history", "record", "--repo", str(repo), "--anchor", order[0],
+        "--last", str(commits), "--max-time", str(max_time), "--device", "cpu", "--workloads", "perf/workloads.py",
+        "--machine", MACHINE, "--no-publish", "-q",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"history record --anchor failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+    medians = []
+    for commit in order:
+        (path,) = (repo / ".asv" / "pytest" / "results" / MACHINE).glob(f"{commit[:8]}-*.json")
+        rows = read_results(path)["results"]
+        (point,) = points_of_row(rows[f"ab_vs_{order[0][:8]}.mlp"]).values()
+        width = None if point.ci_low is None or point.ci_high is None else (point.ci_high - point.ci_low) / point.median
+        medians.append(Median(point.median, width))
     return medians
 
 
@@ -303,14 +371,15 @@ def row(noise: str, name: str, near: Score, wide: Score, seconds: float) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def spread(noise: Sequence[Median]) -> str:
+def spread(noise: Sequence[Median], ratios: bool = False) -> str:
     data = sorted(m.value for m in noise)
     mid = data[len(data) // 2]
     q1, q3 = data[len(data) // 4], data[(3 * len(data)) // 4]
     mean = math.fsum(data) / len(data)
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in data) / (len(data) - 1))
     return (
-        f"{len(data)} A/A medians: median {mid * 1e6:.1f} us, IQR {100 * (q3 - q1) / mid:.2f}% of it, "
+        f"{len(data)} A/A {'ratios' if ratios else 'medians'}: median "
+        f"{f'{mid:.4f}' if ratios else f'{mid * 1e6:.1f} us'}, IQR {100 * (q3 - q1) / mid:.2f}% of it, "
         f"standard deviation {100 * sd / mean:.2f}%, min {100 * (data[0] / mid - 1):+.1f}%, "
         f"max {100 * (data[-1] / mid - 1):+.1f}%; the 99% interval of each median: {interval_widths(noise)}"
     )
@@ -347,6 +416,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--block", type=int, default=1, help="draw the noise in blocks of this many consecutive medians")
     p.add_argument("--no-creep", action="store_true", help="plant no creep (asv's fit sees no step beside one)")
     p.add_argument("--noise", type=Path, help="read the A/A medians from this JSON list instead of measuring")
+    p.add_argument(
+        "--anchored",
+        type=int,
+        metavar="N",
+        help="measure the noise as `history record --anchor` records it, over N unchanged commits (--max-time each)",
+    )
     p.add_argument("--save-noise", type=Path, help="write the A/A medians measured to this JSON list")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     return p
@@ -361,9 +436,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.processes, args.per_process, args.series, args.max_time = 2, 6, 20, 0.15
     started = time.perf_counter()
     load = os.getloadavg()[0]
+    ratios = bool(args.anchored)
     if args.noise:
-        noise = [read_median(json.dumps(v)) for v in json.loads(args.noise.read_text())]
+        saved = json.loads(args.noise.read_text())
+        if isinstance(saved, dict):  # {"ratios": bool, "medians": [...]}; a plain list: medians of seconds
+            ratios, saved = bool(saved["ratios"]), saved["medians"]
+        noise = [read_median(json.dumps(v)) for v in saved]
         source = f"read from {args.noise}"
+    elif args.anchored:
+        with tempfile.TemporaryDirectory(prefix="changepoints-") as where:
+            noise = collect_anchored_noise(args.anchored, args.max_time, Path(where))
+        load = max(load, os.getloadavg()[0])
+        source = (
+            f"history record --anchor over {args.anchored} unchanged commits, {args.max_time:g} s of paired rounds "
+            f"each, {time.perf_counter() - started:.0f} s, load average {load:.1f}"
+        )
     else:
         noise = collect_noise(args.processes, args.per_process, args.max_time)
         load = max(load, os.getloadavg()[0])
@@ -372,11 +459,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{time.perf_counter() - started:.0f} s, load average {load:.1f}"
         )
     if args.save_noise:
-        args.save_noise.write_text(json.dumps([[m.value, m.width] for m in noise]) + "\n")
+        medians = [[m.value, m.width] for m in noise]
+        args.save_noise.write_text(json.dumps({"ratios": ratios, "medians": medians} if ratios else medians) + "\n")
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["python bench/changepoints.py", *sys.argv[1:]])
     print(f"`{command}` ({when}, {platform.node()}, {os.cpu_count()} CPUs, torch on the CPU)")
-    print(f"noise: {spread(noise)} ({source})")
+    print(f"noise: {spread(noise, ratios=ratios)} ({source})")
     creep = "" if args.no_creep else ", a creep of +1%/commit over 8 commits"
     draws = "each commit an independent draw" if args.block == 1 else f"drawn in blocks of {args.block} commits"
     print(

@@ -147,6 +147,21 @@ def test_the_github_publishing_jobs_never_run_on_a_pull_request() -> None:
     assert jobs["deploy"]["needs"] == "history" and "if" not in jobs["deploy"]
 
 
+def test_the_github_nightly_job_records_against_the_anchor_and_hunts_those_series() -> None:
+    workflow = _github()
+    assert workflow[True]["schedule"] and "gpu-trusted" in workflow["jobs"]["regressions"]["runs-on"]
+    job = workflow["jobs"]["regressions"]
+    assert job["if"] == "github.event_name == 'schedule'"
+    assert job["concurrency"]["group"] == workflow["jobs"]["history"]["concurrency"]["group"]
+    checkout = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0  # the bisection checks out commits between recorded ones
+    found = [words for words in _job_commands(job) if words[:1] == ["pytest-gpuperf"]]
+    record, hunt = (parser().parse_args(words[1:]) for words in found)
+    assert (record.history_command, record.anchor, record.no_publish) == ("record", "$ANCHOR", True)
+    assert (hunt.history_command, hunt.benchmarks, hunt.since) == ("regressions", ["ab_vs_"], "$SINCE")
+    assert record.out == hunt.out and record.machine == hunt.machine
+
+
 def test_the_github_pull_request_job_shares_no_runner_environment_or_folder_with_publishing() -> None:
     jobs = _github()["jobs"]
     gate, history = jobs["gate"], jobs["history"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
-    from ._ab import DEFAULT_WORKLOADS, AbOptions, AbResult, workload_names
+    from ._ab import DEFAULT_WORKLOADS, AbOptions, AbResult, select_names, workload_names
     from ._ab import run as run_ab
     from ._ab_load import AbError
     from ._commands import add_parsers as add_gate_commands
@@ -135,6 +135,7 @@ __all__ = [
     "run_ab",
     "run_confirmation",
     "runs_cell",
+    "select_names",
     "trace_records",
     "trace_rows",
     "verdict_cell",

@@ -78,6 +78,7 @@ __all__ = [
     "AbOptions",
     "AbResult",
     "run",
+    "select_names",
     "workload_names",
     "write_json",
 ]
@@ -222,7 +223,10 @@ def _bench(options: AbOptions) -> Bench:
     return Bench(slot, backend, resolve_size(options.size, slot.kind, backend), settings, options.tolerance)
 
 
-def _selected(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
+def select_names(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
+    """The names ``-k`` selects: those containing a pattern, or matching it where it has ``* ? [`` (all of them
+    without patterns); ``ab``'s workloads, ``history``'s benchmarks."""
+
     def wanted(name: str) -> bool:
         return not patterns or any(
             fnmatch.fnmatchcase(name, p) if any(c in p for c in "*?[") else p in name for p in patterns
@@ -340,7 +344,7 @@ def _run_all(
     progress: Progress,
 ) -> None:
     everything = [*head, *(name for name in base if name not in head)]
-    names = _selected(everything, select)
+    names = select_names(everything, select)
     if select and not names:
         raise AbError(f"-k {' -k '.join(select)} matched none of the workloads ({', '.join(everything)})")
     for number, name in enumerate(names, 1):

@@ -11,7 +11,7 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._assets import ASSETS, Asset, OfflineError, default_cache, localize, remote_urls
     from ._asv import AsvTarget, Commit, benchmark_name, write_results
-    from ._asv_files import CI, COLUMNS, FORMAT, RESULTS_API, AsvError, Point, read_results, row_of
+    from ._asv_files import CI, COLUMNS, FORMAT, RESULTS_API, AsvError, Point, points_of_row, read_results, row_of
     from ._bisect import Culprit, Probe, Span, hunt_span
     from ._changes import (
         DEFAULT_RULE,
@@ -73,6 +73,7 @@ __all__ = [
     "hunt_regressions",
     "hunt_span",
     "localize",
+    "points_of_row",
     "publish",
     "read_results",
     "record",

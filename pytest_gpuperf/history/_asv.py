@@ -64,6 +64,7 @@ __all__ = [
     "git_commit",
     "machine_info",
     "machine_name",
+    "write_points",
     "write_results",
 ]
 
@@ -168,21 +169,49 @@ def _environment(fingerprint: Fingerprint) -> tuple[str, str, dict[str, str]]:
 
 def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) -> Path:
     """Write ``run`` as asv results for ``commit`` into ``directory``; return the results file written."""
-    directory = Path(directory)
-    check_machine_name(machine)
     started = _js_time(run.created)
     points, described, tests = _collect(run.records, started)
     if not points:
-        raise AsvError(f"no measurements to write to {directory}: the run measured nothing")
+        raise AsvError(f"no measurements to write to {Path(directory)}: the run measured nothing")
+    code = {name: f"# measured by pytest-gpuperf ({described[name]}):\n# pytest {tests[name]}" for name in points}
+    pretty = {name: f"{name} ({described[name]})" for name in points}
+    return write_points(
+        directory,
+        points,
+        code=code,
+        pretty=pretty,
+        unit=UNIT,
+        fingerprint=run.fingerprint,
+        machine=machine,
+        commit=commit,
+    )
+
+
+def write_points(
+    directory: Path,
+    points: Mapping[str, Mapping[str, Point]],
+    *,
+    code: Mapping[str, str],
+    pretty: Mapping[str, str],
+    unit: str,
+    fingerprint: Fingerprint,
+    machine: str,
+    commit: Commit,
+) -> Path:
+    """Write ``{benchmark: {device: Point}}`` as asv results for ``commit``, merged with what is there; return the
+    results file written. ``code`` and ``pretty`` are each benchmark's entry in ``benchmarks.json`` (what asv shows
+    as its code and its name), ``unit`` the unit of every value (lower is better, whatever it is)."""
+    directory = Path(directory)
+    check_machine_name(machine)
     # Sessions (several machines of a fleet, or xdist-free parallel jobs) may write into one directory at once:
     # each shared file is re-read, merged and written under its own lock, as baselines are (results._files).
     benchmarks = directory / "benchmarks.json"
     benchmarks.parent.mkdir(parents=True, exist_ok=True)
     with locked(benchmarks):
-        _write_benchmarks(benchmarks, points, described, tests)
-    info = machine_info(run.fingerprint, machine)
+        _write_benchmarks(benchmarks, points, code, pretty, unit)
+    info = machine_info(fingerprint, machine)
     write_json(directory / machine / "machine.json", {**info, "version": MACHINE_API})
-    env_name, python, requirements = _environment(run.fingerprint)
+    env_name, python, requirements = _environment(fingerprint)
     path = directory / machine / f"{commit.hash[:8]}-{env_name}.json"
     with locked(path):
         _merge_results(path, commit, env_name, info, python, requirements, points)
@@ -251,8 +280,9 @@ def _describe(record: Record) -> str:
 def _write_benchmarks(
     path: Path,
     points: Mapping[str, Mapping[str, Point]],
-    described: Mapping[str, str],
-    tests: Mapping[str, str],
+    code: Mapping[str, str],
+    pretty: Mapping[str, str],
+    unit: str,
 ) -> None:
     entries: dict[str, Any] = {}
     if path.exists():
@@ -263,14 +293,14 @@ def _write_benchmarks(
         known = [unrepr(p) for p in (old.get("params") or [[]])[0]] if old.get("version") == FORMAT else []
         devices = sorted(set(known) | set(by_device))
         entries[name] = {
-            "code": f"# measured by pytest-gpuperf ({described[name]}):\n# pytest {tests[name]}",
+            "code": code[name],
             "name": name,
             "param_names": ["device"],
             "params": [[repr(d) for d in devices]],
-            "pretty_name": f"{name} ({described[name]})",
+            "pretty_name": pretty[name],
             "timeout": 0,
             "type": "track",
-            "unit": UNIT,
+            "unit": unit,
             "version": FORMAT,
         }
     write_json(path, {**dict(sorted(entries.items())), "version": BENCHMARKS_API})

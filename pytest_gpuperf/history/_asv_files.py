@@ -43,6 +43,8 @@ __all__ = [
 #: The ``version`` of every benchmark written here; bump it only when the values change meaning.
 FORMAT: Final = "pytest-gpuperf-asv-1"
 UNIT: Final = "seconds"
+#: The names of the benchmarks ``history record --anchor`` writes start with this (``_anchored.py``).
+ANCHORED: Final = "ab_vs_"
 RESULTS_API: Final = 2
 BENCHMARKS_API: Final = 2
 MACHINE_API: Final = 1

@@ -12,6 +12,7 @@ from .._git import GitError, NotARepository, repo_root, resolve
 from .._progress import Progress
 from ..gate import DEFAULT_TOLERANCE, DEFAULT_WORKLOADS
 from ..measuring import values
+from ._anchored import AnchoredRecipe
 from ._assets import OfflineError, default_cache, localize
 from ._asv import machine_name
 from ._asv_files import AsvError
@@ -19,6 +20,7 @@ from ._record import (
     DEFAULT_OUT,
     HistoryError,
     Layout,
+    Measures,
     Recipe,
     current_branch,
     exclusive,
@@ -106,6 +108,27 @@ def _measuring() -> argparse.ArgumentParser:
     return measure
 
 
+def _ab_settings() -> argparse.ArgumentParser:
+    """What ``ab`` is told where a history command runs it (``record --anchor``, ``regressions``)."""
+    ab = argparse.ArgumentParser(add_help=False)
+    ab.add_argument(
+        "--workloads",
+        type=values.argtype(values.given_path),
+        default=None,
+        metavar="PATH",
+        help=f"the workloads module ab measures (default: {DEFAULT_WORKLOADS})",
+    )
+    ab.add_argument(
+        "--max-time",
+        type=values.argtype(values.positive_seconds),
+        default=None,
+        metavar="TIME",
+        help=f"seconds of ab's paired rounds per workload and pair of commits (default: {DEFAULT_MAX_TIME:g})",
+    )
+    ab.add_argument("--device", default=None, help="ab's device: cpu, cuda, cuda:N, mps, auto (default: auto)")
+    return ab
+
+
 def _publishing() -> argparse.ArgumentParser:
     publishing = argparse.ArgumentParser(add_help=False)
     publishing.add_argument(
@@ -123,10 +146,10 @@ def add_parser(commands: Any) -> None:
         "history", help="record the asv history of a git repository's suites and publish it as graphs"
     )
     sub = history.add_subparsers(dest="history_command", required=True)
-    common, measuring, publishing = _common(), _measuring(), _publishing()
+    common, measuring, publishing, ab = _common(), _measuring(), _publishing(), _ab_settings()
     rec = sub.add_parser(
         "record",
-        parents=[common, measuring, publishing],
+        parents=[common, measuring, publishing, ab],
         help="record the last N commits (or the given ones), then publish",
     )
     rec.add_argument("commits", nargs="*", help="commits to record instead of --last")
@@ -135,6 +158,23 @@ def add_parser(commands: Any) -> None:
         type=values.argtype(values.positive_int),
         default=None,
         help="record the last N first-parent commits of the branch",
+    )
+    rec.add_argument(
+        "--anchor",
+        type=values.argtype(values.given_word),
+        default=None,
+        metavar="REV",
+        help="record each commit's workloads timed side by side with this commit's (ab's paired rounds): the "
+        "history is their time ratios, which the machine's drift between commits does not move "
+        "(--workloads, --device, --max-time and -k apply; the tests, --install and --pytest-arg do not)",
+    )
+    rec.add_argument(
+        "-k",
+        dest="select",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="with --anchor: only workloads whose name contains PATTERN (or matches it, with * ? [), repeatable",
     )
     rec.add_argument("--no-publish", action="store_true", help="record only")
     rec.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only each commit's outcome")
@@ -149,14 +189,14 @@ def add_parser(commands: Any) -> None:
         default=None,
         help=f"tarball cache (default: {default_cache()})",
     )
-    _regressions_parser(sub, common)
+    _regressions_parser(sub, common, ab)
     history.set_defaults(handler=run)
 
 
-def _regressions_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def _regressions_parser(sub: Any, common: argparse.ArgumentParser, ab: argparse.ArgumentParser) -> None:
     reg = sub.add_parser(
         "regressions",
-        parents=[common],
+        parents=[common, ab],
         help="find the steps in the recorded history, confirm each with ab on this machine, bisect it to its commit",
     )
     reg.add_argument(
@@ -169,13 +209,6 @@ def _regressions_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     reg.add_argument(
         "--json", type=values.argtype(values.given_path), default=None, metavar="PATH", help="write the report here"
-    )
-    reg.add_argument(
-        "--workloads",
-        type=values.argtype(values.given_path),
-        default=DEFAULT_WORKLOADS,
-        metavar="PATH",
-        help=f"the workloads module ab measures (default: {DEFAULT_WORKLOADS})",
     )
     reg.add_argument(
         "--workload",
@@ -198,14 +231,6 @@ def _regressions_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOLERANCE,
         help=f"ab's tolerance: slower/faster only beyond it (default: {DEFAULT_TOLERANCE * 100:g}%%)",
     )
-    reg.add_argument(
-        "--max-time",
-        type=values.argtype(values.positive_seconds),
-        default=DEFAULT_MAX_TIME,
-        metavar="TIME",
-        help=f"seconds of ab's rounds per pair of commits (default: {DEFAULT_MAX_TIME:g})",
-    )
-    reg.add_argument("--device", default="auto", help="ab's device: cpu, cuda, cuda:N, mps, auto (default: auto)")
     reg.add_argument(
         "--graph-url",
         type=values.argtype(values.given_word),
@@ -258,12 +283,12 @@ def _regressions(args: argparse.Namespace, layout: Layout, branch: str) -> int:
     hunt = Hunt(
         layout,
         branch,
-        args.workloads,
+        args.workloads or DEFAULT_WORKLOADS,
         workload=args.workload,
         benchmarks=tuple(args.benchmarks),
         tolerance=args.tolerance,
-        max_time=args.max_time,
-        device=args.device,
+        max_time=args.max_time or DEFAULT_MAX_TIME,
+        device=args.device or "auto",
         since=parse_since(layout.repo, args.since),
         graph_url=args.graph_url or "",
     )
@@ -285,6 +310,38 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
+#: What applies to pytest's recording only, and what to ab's (``--anchor``) only: (option, attribute).
+_PYTEST_ONLY = (("--tests", "tests"), ("--install", "install"), ("--pytest-arg", "pytest_args"))
+_AB_ONLY = (("--workloads", "workloads"), ("--max-time", "max_time"), ("--device", "device"), ("-k", "select"))
+
+
+def _recipe(args: argparse.Namespace, layout: Layout) -> Measures:
+    """pytest's tests in each commit, or (``--anchor``) ab against the anchor; an option of the other kind given
+    is refused, since it would be silently ignored."""
+    if args.anchor is None:
+        given = [option for option, name in _AB_ONLY if getattr(args, name)]
+        if given:
+            raise HistoryError(
+                f"{', '.join(given)} apply to recording with --anchor REV (ab's paired rounds); without it the "
+                "tests run under pytest: pass pytest's options with --pytest-arg, --pytest-arg=--gpuperf-max-time=2"
+            )
+        tests = tuple(args.tests) if args.tests else _suites.default_tests(layout.repo)
+        return Recipe(tests, args.python, args.install, tuple(args.pytest_args), args.timeout)
+    given = [option for option, name in _PYTEST_ONLY if getattr(args, name)]
+    if given:
+        raise HistoryError(
+            f"{', '.join(given)} apply to pytest's recording, not to --anchor (ab measures the workloads module, "
+            "imported from each commit and the anchor): drop them, or choose the workloads with --workloads and -k"
+        )
+    return AnchoredRecipe(
+        resolve(layout.repo, args.anchor),
+        args.workloads or DEFAULT_WORKLOADS,
+        device=args.device or "auto",
+        max_time=args.max_time or DEFAULT_MAX_TIME,
+        select=tuple(args.select),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit status: 0 done, 1 a commit could not be recorded (regressions: a confirmed regression), 2 bad input."""
     try:
@@ -298,10 +355,10 @@ def run(args: argparse.Namespace) -> int:
             with exclusive(layout, "publish"):
                 publish(layout, branch, offline=args.offline, cache=args.asset_cache)
             return 0
-        tests = tuple(args.tests) if args.tests else _suites.default_tests(layout.repo)
-        recipe = Recipe(tests, args.python, args.install, tuple(args.pytest_args), args.timeout)
+        recipe = _recipe(args, layout)
         quiet = Progress(None) if args.quiet else None
         commits = _commits(args, layout, branch)
+        recipe.check(layout)
         with exclusive(layout, "record"):
             outcomes = record(layout, commits, recipe, force=args.force, progress=quiet)
             if not args.no_publish:

@@ -38,17 +38,19 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .._git import git, worktree
 from .._progress import Progress
 from ..results import LockHeld, ResultsError, locked
 from ._assets import OfflineError, default_cache, localize
+from ._asv_files import ANCHORED, AsvError, read_results
 
 __all__ = [
     "DEFAULT_OUT",
     "HistoryError",
     "Layout",
+    "Measures",
     "Recipe",
     "current_branch",
     "exclusive",
@@ -91,8 +93,19 @@ class Layout:
     def config(self) -> Path:
         return self.out / "asv.conf.json"
 
-    def recorded(self, commit: str) -> bool:
-        return any((self.results / self.machine).glob(f"{commit[:8]}-*.json"))
+    def recorded(self, commit: str, anchor: str | None = None) -> bool:
+        """Whether ``commit`` has results on this machine: its tests' or, given an ``anchor`` (a commit hash), its
+        ratios against that anchor (``_anchored.py``: benchmarks named ``ANCHORED<anchor[:8]>.<workload>``). A file
+        that cannot be read counts as recorded: the commands that read it report it, and none overwrites it."""
+        prefix = ANCHORED if anchor is None else f"{ANCHORED}{anchor[:8]}."
+        for path in (self.results / self.machine).glob(f"{commit[:8]}-*.json"):
+            try:
+                rows = read_results(path).get("results") or {}
+            except AsvError:
+                return True
+            if any(str(name).startswith(prefix) == (anchor is not None) for name in rows):
+                return True
+        return False
 
 
 @contextlib.contextmanager
@@ -139,15 +152,37 @@ def last_commits(repo: Path, branch: str, count: int) -> list[str]:
 # ---------------------------------------------------------------- recording
 
 
+class Measures(Protocol):
+    """How ``record`` measures a commit: pytest's tests (``Recipe``), or ab against an anchor (``_anchored.py``)."""
+
+    def check(self, layout: Layout) -> None:
+        """Raise HistoryError for what can be found wrong before any commit is measured."""
+
+    def recorded(self, layout: Layout, commit: str) -> bool:
+        """Whether ``commit`` has this recipe's results already."""
+
+    def measure(self, layout: Layout, commit: str) -> str:
+        """Measure and write ``commit``; a one-line outcome (``nothing recorded ...`` when nothing was)."""
+
+
 @dataclass(frozen=True)
 class Recipe:
-    """How to measure one commit."""
+    """How to measure one commit: its tests, run by pytest in a worktree of the commit."""
 
     tests: tuple[str, ...]
     python: str
     install: str | None
     pytest_args: tuple[str, ...]
     timeout: float
+
+    def check(self, layout: Layout) -> None:
+        """Nothing to check before measuring: each commit's pytest reports its own problems, in its log."""
+
+    def recorded(self, layout: Layout, commit: str) -> bool:
+        return layout.recorded(commit)
+
+    def measure(self, layout: Layout, commit: str) -> str:
+        return record_commit(layout, commit, self)
 
 
 def record_commit(layout: Layout, commit: str, recipe: Recipe) -> str:
@@ -198,7 +233,7 @@ def _print(line: str) -> None:
 
 
 def record(
-    layout: Layout, commits: Sequence[str], recipe: Recipe, *, force: bool = False, progress: Progress | None = None
+    layout: Layout, commits: Sequence[str], recipe: Measures, *, force: bool = False, progress: Progress | None = None
 ) -> list[str]:
     """Record each commit not recorded yet (all of them with ``force``); print and return the outcomes.
 
@@ -208,11 +243,11 @@ def record(
     outcomes = []
     for number, commit in enumerate(commits, 1):
         subject = git(layout.repo, "show", "-s", "--format=%s", commit)
-        if layout.recorded(commit) and not force:
+        if recipe.recorded(layout, commit) and not force:
             outcome = "already recorded"
         else:
             progress.step(f"measuring {commit[:8]} {subject[:60]}", number, len(commits), "commit")
-            outcome = record_commit(layout, commit, recipe)
+            outcome = recipe.measure(layout, commit)
         line = f"{commit[:8]} {subject[:60]}: {outcome}"
         print(line, flush=True)
         outcomes.append(line)

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -27,7 +26,7 @@ from urllib.parse import quote
 from tabulate import tabulate
 
 from .._git import GitError, commit_time, git, resolve
-from ..gate import DEFAULT_TOLERANCE, AbError, AbOptions, append_summary, run_ab, workload_names
+from ..gate import DEFAULT_TOLERANCE, AbError, AbOptions, append_summary, run_ab, select_names, workload_names
 from ..measuring import DeviceError, open_device
 from ..results import OutputKind, ResultsError, atomic_write_text, json_of, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
@@ -291,12 +290,6 @@ def _between(repo: Path, base: str, head: str) -> tuple[str, ...]:
     return tuple(listed)
 
 
-def _selected(name: str, patterns: Sequence[str]) -> bool:
-    return not patterns or any(
-        fnmatch.fnmatchcase(name, p) if any(c in p for c in "*?[") else p in name for p in patterns
-    )
-
-
 def _series(hunt: Hunt) -> dict[Any, Series]:
     layout = hunt.layout
     if not layout.results.is_dir():
@@ -305,7 +298,7 @@ def _series(hunt: Hunt) -> dict[Any, Series]:
             "(pytest-gpuperf history record --last N), or pass --out with where it was recorded"
         )
     found = history_series(layout.results, order=commit_order(layout.repo, hunt.branch), machine=layout.machine)
-    chosen = {key: s for key, s in found.items() if _selected(key.benchmark, hunt.benchmarks)}
+    chosen = {key: s for key, s in found.items() if select_names([key.benchmark], hunt.benchmarks)}
     if not chosen:
         raise HistoryError(f"-k {' -k '.join(hunt.benchmarks)} matched none of the benchmarks in {layout.results}")
     longest = max(len(s.points) for s in chosen.values())

@@ -1,0 +1,199 @@
+"""``pytest-gpuperf history record --anchor REV`` on scratch repositories (``bench/culprit.py`` builds them).
+
+``ab`` runs for real, in this process, with the exact timer of ``tests/exact_timing.py``: a step
+returns its nominal time, so a commit planted 50% slower than the anchor is recorded as exactly
+1.5 whatever the machine is doing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.cli import main
+from pytest_gpuperf.history import commit_order, history_series, points_of_row, read_results
+from pytest_gpuperf.history._anchored import UNIT, anchored_name, ratio_point
+from pytest_gpuperf.measuring import CpuBackend
+from tests.exact_timing import exact_time_block
+from tests.history.test_regressions import ROOT, scratch_repository
+
+MACHINE = "anchor-box"
+
+
+@pytest.fixture(autouse=True)
+def exact_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def record_args(repo: Path, *more: str) -> list[str]:
+    return [
+        "history",
+        "record",
+        "--repo",
+        str(repo),
+        "--machine",
+        MACHINE,
+        "--workloads",
+        "perf/workloads.py",
+        "--device",
+        "cpu",
+        "--max-time",
+        "0.05",
+        "--no-publish",
+        "-q",
+        *more,
+    ]
+
+
+def results_of(repo: Path) -> Path:
+    return repo / ".asv" / "pytest" / "results"
+
+
+def snapshot(repo: Path) -> list[str]:
+    return sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts)
+
+
+def test_each_commit_is_recorded_as_its_ratio_to_the_anchor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 3 + [0.003] * 3, work=False)
+    assert main(record_args(repo, "--anchor", commits[0], "--last", "6")) == 0
+    out = capsys.readouterr().out
+    assert f"{commits[3][:8]} commit 3: DELAY 0.003000: recorded against {commits[0][:8]}: spin 1.500" in out
+    name = anchored_name(commits[0], "spin")
+    assert name == f"ab_vs_{commits[0][:8]}.spin"
+    (series,) = history_series(results_of(repo), order=commit_order(repo, "main"), machine=MACHINE).values()
+    assert series.key.benchmark == name and series.key.device == "cpu"
+    assert [p.commit for p in series.points] == commits
+    assert [p.value for p in series.points] == [1.0, 1.0, 1.0, 1.5, 1.5, 1.5]
+    (path,) = (results_of(repo) / MACHINE).glob(f"{commits[3][:8]}-*.json")
+    (point,) = points_of_row(read_results(path)["results"][name]).values()
+    assert point.ci_low is not None and point.ci_high is not None and point.ci_low <= 1.5 <= point.ci_high
+    assert point.samples and set(point.samples) == {1.5}  # the per-round ratios
+    entry = json.loads((results_of(repo) / "benchmarks.json").read_text())[name]
+    assert entry["unit"] == UNIT and "paired rounds" in entry["pretty_name"] and commits[0] in entry["code"]
+
+
+def test_the_anchored_history_is_hunted_and_bisected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A step recorded every third commit is confirmed and bisected to its commit, as for the tests' history."""
+    repo = tmp_path / "repo"
+    delays = [0.002] * 13 + [0.003] * 11
+    commits = scratch_repository(repo, delays, work=False)
+    every_third = commits[::3]
+    assert main(record_args(repo, "--anchor", commits[0], *every_third)) == 0
+    capsys.readouterr()
+    regressions = ["history", "regressions", "--repo", str(repo), "--machine", MACHINE, "--branch", "main"]
+    regressions += ["--workloads", "perf/workloads.py", "--device", "cpu", "--max-time", "0.05", "-q"]
+    assert main(regressions) == 1
+    out = capsys.readouterr().out
+    assert "1 candidate step in 1 series: 1 confirmed slower" in out
+    assert f"{commits[13][:8]} commit 13: DELAY 0.003000" in out
+
+
+def test_recorded_commits_are_skipped_and_force_measures_them_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 2, work=False)
+    anchor = ["--anchor", commits[0], "--last", "2"]
+    assert main(record_args(repo, *anchor)) == 0
+    capsys.readouterr()
+    assert main(record_args(repo, *anchor)) == 0
+    assert capsys.readouterr().out.count(": already recorded") == 2
+    assert main(record_args(repo, *anchor, "--force")) == 0
+    assert capsys.readouterr().out.count(f"recorded against {commits[0][:8]}: spin 1.000") == 2
+    # Against another anchor, the same commits are not recorded yet: it is another series.
+    assert main(record_args(repo, "--anchor", commits[1], "--last", "2")) == 0
+    assert capsys.readouterr().out.count(f"recorded against {commits[1][:8]}") == 2
+
+
+def test_ratios_do_not_count_as_the_tests_history(tmp_path: Path) -> None:
+    """A commit with ratios only is not recorded for pytest's recording, nor the other way round."""
+    from pytest_gpuperf.history import Layout
+
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 2, work=False)
+    assert main(record_args(repo, "--anchor", commits[0], commits[1])) == 0
+    layout = Layout(repo, repo / ".asv" / "pytest", MACHINE)
+    assert layout.recorded(commits[1], anchor=commits[0])
+    assert not layout.recorded(commits[1])
+    assert not layout.recorded(commits[1], anchor=commits[1])
+
+
+def test_a_commit_that_ab_cannot_load_is_reported_and_the_others_are_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 2, work=False)
+    (repo / "perf" / "workloads.py").write_text("raise RuntimeError('broken on purpose')\n")
+    subprocess.run(["git", "commit", "-qam", "break the workloads"], cwd=repo, check=True)
+    assert main(record_args(repo, "--anchor", commits[0], "--last", "3")) == 1
+    out = capsys.readouterr().out
+    assert out.count("recorded against") == 2
+    assert "break the workloads: nothing recorded (ab: " in out and "broken on purpose" in out
+
+
+@pytest.mark.parametrize(
+    ("more", "said"),
+    [
+        (["--anchor", "no-such-rev", "--last", "2"], "no-such-rev"),
+        (["--anchor", "HEAD", "--last", "2", "--pytest-arg=--gpuperf-max-time=2"], "--pytest-arg apply to pytest's"),
+        (["--anchor", "HEAD", "--last", "2", "--tests", "perf"], "--tests apply to pytest's recording, not to"),
+        (["--anchor", "HEAD", "--last", "2", "-k", "nosuch"], "-k nosuch selects none of the workloads"),
+        (["--anchor", "HEAD", "--last", "2", "--device", "nosuch"], "--device nosuch:"),
+        (["--last", "2"], "--workloads, --max-time, --device apply to recording with --anchor REV"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], more: list[str], said: str
+) -> None:
+    repo = tmp_path / "repo"
+    scratch_repository(repo, [0.002] * 2, work=False)
+    before = snapshot(repo)
+    assert main(record_args(repo, *more)) == 2
+    captured = capsys.readouterr()
+    assert said in captured.err and "Traceback" not in captured.err
+    assert "recorded" not in captured.out
+    assert snapshot(repo) == before
+
+
+def test_an_anchor_without_the_workloads_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 2, work=False)
+    before = snapshot(repo)
+    assert main(record_args(repo, "--anchor", commits[0], "--workloads", "perf/nosuch.py", "--last", "2")) == 2
+    err = capsys.readouterr().err
+    assert f"--anchor {commits[0][:8]}:" in err and "perf/nosuch.py" in err
+    assert snapshot(repo) == before
+
+
+def test_ratio_point_is_the_median_of_the_rounds_ratios_with_its_99_interval() -> None:
+    rounds = [(1.0, 1.0 + 0.01 * (i % 7)) for i in range(60)]
+    point = ratio_point(rounds, iterations=4, seconds=0.5, started=123)
+    assert point.median == pytest.approx(1.03)
+    assert point.ci_low is not None and point.ci_high is not None and point.ci_low <= 1.03 <= point.ci_high
+    assert (point.number, point.duration, point.started_at, len(point.samples)) == (4, 0.5, 123, 60)
+    few = ratio_point([(1.0, 1.1), (1.0, 1.2)], iterations=1, seconds=0.1, started=0)
+    assert few.median == pytest.approx(1.15) and few.ci_low is None and few.ci_high is None
+    with pytest.raises(ValueError, match="no round with a positive time"):
+        ratio_point([(0.0, 1.0)], iterations=1, seconds=0.1, started=0)
+
+
+def test_the_bench_measures_anchored_noise_quick() -> None:
+    """``bench/changepoints.py --anchored``: the real ``history record --anchor`` over unchanged commits, real
+    timer; the table comes out (no figure is asserted)."""
+    command = [sys.executable, str(ROOT / "bench" / "changepoints.py"), "--anchored", "6", "--max-time", "0.05"]
+    done = subprocess.run(
+        [*command, "--series", "5"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "noise: 6 A/A ratios: median " in done.stdout and "history record --anchor over 6 unchanged" in done.stdout
+    assert "target, recall and precision >= 0.9 for ours: as measured: " in done.stdout
