@@ -197,3 +197,18 @@ def test_the_bench_measures_anchored_noise_quick() -> None:
     assert done.returncode == 0, done.stderr
     assert "noise: 6 A/A ratios: median " in done.stdout and "history record --anchor over 6 unchanged" in done.stdout
     assert "target, recall and precision >= 0.9 for ours: as measured: " in done.stdout
+
+
+def test_a_workload_whose_work_changed_since_the_anchor_gets_no_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ab calls it another workload (incomparable), so no ratio of it is written, and the line says why."""
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002], work=False)
+    workloads = repo / "perf" / "workloads.py"
+    workloads.write_text(workloads.read_text().replace('{"calls": 1}', '{"calls": 2}'))
+    subprocess.run(["git", "commit", "-qam", "twice the calls"], cwd=repo, check=True)
+    assert main(record_args(repo, "--anchor", commits[0], "--last", "1")) == 1
+    out = capsys.readouterr().out
+    assert "twice the calls: nothing recorded: ab measured no workload on both sides; spin (incomparable: " in out
+    assert not list((results_of(repo) / MACHINE).glob("*.json"))
