@@ -4,6 +4,7 @@
     python bench/changepoints.py --quick         # 2 processes x 6 medians, 20 series: the smoke run of the tests
     python bench/changepoints.py --noise F.json  # reuse the A/A medians saved by an earlier run (--save-noise F.json)
     python bench/changepoints.py --anchored 120  # the noise of `history record --anchor`: 120 unchanged commits
+    python bench/changepoints.py --anchored 60 --max-time 5 --device cuda   # the same on a GPU
 
 **Anchored noise** (``--anchored N``). The same workload in a scratch git repository of N commits that
 change nothing it runs, recorded by the real ``pytest-gpuperf history record --anchor <first commit>
@@ -155,7 +156,7 @@ WORKLOADS = {"mlp": Workload("mlp", _build)}
 MACHINE: Final = "aa-box"
 
 
-def collect_anchored_noise(commits: int, max_time: float, where: Path) -> list[Median]:
+def collect_anchored_noise(commits: int, max_time: float, where: Path, device: str = "cpu") -> list[Median]:
     """The ratios ``history record --anchor`` records for ``commits`` commits of an unchanged workload."""
     from pytest_gpuperf.history import commit_order, points_of_row, read_results
 
@@ -173,7 +174,7 @@ def collect_anchored_noise(commits: int, max_time: float, where: Path) -> list[M
     order = commit_order(repo, "main")
     command = [
         sys.executable, "-m", "pytest_gpuperf.cli", "history", "record", "--repo", str(repo), "--anchor", order[0],
-        "--last", str(commits), "--max-time", str(max_time), "--device", "cpu", "--workloads", "perf/workloads.py",
+        "--last", str(commits), "--max-time", str(max_time), "--device", device, "--workloads", "perf/workloads.py",
         "--machine", MACHINE, "--no-publish", "-q",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -422,6 +423,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="measure the noise as `history record --anchor` records it, over N unchanged commits (--max-time each)",
     )
+    p.add_argument("--device", default="cpu", help="with --anchored: the device ab measures on (cuda on a GPU)")
     p.add_argument("--save-noise", type=Path, help="write the A/A medians measured to this JSON list")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     return p
@@ -445,11 +447,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = f"read from {args.noise}"
     elif args.anchored:
         with tempfile.TemporaryDirectory(prefix="changepoints-") as where:
-            noise = collect_anchored_noise(args.anchored, args.max_time, Path(where))
+            noise = collect_anchored_noise(args.anchored, args.max_time, Path(where), args.device)
         load = max(load, os.getloadavg()[0])
         source = (
-            f"history record --anchor over {args.anchored} unchanged commits, {args.max_time:g} s of paired rounds "
-            f"each, {time.perf_counter() - started:.0f} s, load average {load:.1f}"
+            f"history record --anchor over {args.anchored} unchanged commits on {args.device}, {args.max_time:g} s of "
+            f"paired rounds each, {time.perf_counter() - started:.0f} s, load average {load:.1f}"
         )
     else:
         noise = collect_noise(args.processes, args.per_process, args.max_time)
@@ -463,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.save_noise.write_text(json.dumps({"ratios": ratios, "medians": medians} if ratios else medians) + "\n")
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["python bench/changepoints.py", *sys.argv[1:]])
-    print(f"`{command}` ({when}, {platform.node()}, {os.cpu_count()} CPUs, torch on the CPU)")
+    on = "the CPU" if not args.anchored or args.device == "cpu" else args.device
+    print(f"`{command}` ({when}, {platform.node()}, {os.cpu_count()} CPUs, torch on {on})")
     print(f"noise: {spread(noise, ratios=ratios)} ({source})")
     creep = "" if args.no_creep else ", a creep of +1%/commit over 8 commits"
     draws = "each commit an independent draw" if args.block == 1 else f"drawn in blocks of {args.block} commits"
