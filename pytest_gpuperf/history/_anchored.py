@@ -122,7 +122,8 @@ class AnchoredRecipe:
                 f"# measured by pytest-gpuperf ab: time of {row.key} at this commit / its time at the anchor "
                 f"{self.anchor}, in paired rounds (lower is better)\n# workloads module: {result.workloads}"
             )
-        left += [f"{name} ({why})" for name, why in result.result.skipped.items()]
+        # ab's skipped workloads (unsupported on this device on both sides, ...): the reason's head is enough here
+        left += [f"{name} ({why.split(': ')[0]})" for name, why in result.result.skipped.items()]
         if not points:
             return "nothing recorded: ab measured no workload on both sides" + (f"; {'; '.join(left)}" if left else "")
         pretty = {name: f"{name} (time / the anchor's, paired rounds; lower is better)" for name in points}
