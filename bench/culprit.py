@@ -130,19 +130,15 @@ def noisy(values: Sequence[float], seed: int, spread: float = 0.005) -> list[flo
     return [v * (1 + rng.gauss(0.0, spread)) for v in values]
 
 
-def regressions(repo: Path, max_time: float, *extra: str) -> tuple[int, dict[str, Any]]:
-    """``pytest-gpuperf history regressions`` on ``repo`` (its exit status and JSON report)."""
-    report = repo / "regressions.json"
-    argv = [
-        sys.executable,
-        "-m",
-        "pytest_gpuperf",
+def regressions_args(repo: Path, max_time: float, *extra: str, machine: str = MACHINE) -> list[str]:
+    """The words of ``pytest-gpuperf history regressions`` on a scratch repository, after the program's name."""
+    return [
         "history",
         "regressions",
         "--repo",
         str(repo),
         "--machine",
-        MACHINE,
+        machine,
         "--branch",
         "main",
         "--workloads",
@@ -151,11 +147,15 @@ def regressions(repo: Path, max_time: float, *extra: str) -> tuple[int, dict[str
         "cpu",
         "--max-time",
         str(max_time),
-        "--json",
-        str(report),
         "-q",
         *extra,
     ]
+
+
+def regressions(repo: Path, max_time: float, *extra: str) -> tuple[int, dict[str, Any]]:
+    """``pytest-gpuperf history regressions`` on ``repo`` (its exit status and JSON report)."""
+    report = repo / "regressions.json"
+    argv = [sys.executable, "-m", "pytest_gpuperf", *regressions_args(repo, max_time, "--json", str(report), *extra)]
     done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, check=False)
     if done.returncode not in (0, 1):
         raise SystemExit(f"history regressions failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")

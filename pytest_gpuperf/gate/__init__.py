@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
-    from ._ab import DEFAULT_WORKLOADS, AbOptions, AbResult, select_names, workload_names
+    from ._ab import DEFAULT_MAX_TIME, DEFAULT_WORKLOADS, AbOptions, AbResult, select_names, workload_names
     from ._ab import run as run_ab
     from ._ab_load import AbError
     from ._commands import add_parsers as add_gate_commands
@@ -82,6 +82,7 @@ __all__ = [
     "CLOCK_HEADER",
     "CONFIRMATION_ENV",
     "DEFAULT_FAIL_ON",
+    "DEFAULT_MAX_TIME",
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "DEFAULT_WORKLOADS",

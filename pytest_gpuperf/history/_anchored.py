@@ -2,15 +2,15 @@
 
 A history of medians, one process per commit, carries the machine's drift between the
 moments the commits were measured: on a shared machine the medians of an unchanged workload
-moved by 5 to 7% (standard deviation) from one process to the next, while each median's own
-interval was near 1% wide (``docs/evidence.md``, the change-point benchmark). No number of
-samples in one process removes that, and a 5% step hides in it.
+moved by 4 to 8% (standard deviation) from one process to the next, while each median's own
+99% interval was about 3% wide (``docs/evidence.md``, the change-point benchmark). No number
+of samples in one process removes that, and a 5% step hides in it.
 
 Here each commit is measured as ``ab`` measures a pull request: its workloads module and the
 anchor's, imported side by side in one process, timed in paired rounds (``measuring/_paired.py``).
 What is recorded is the median of the per-round ratios, commit's time / anchor's time, with the
 99% interval of that median: the drift falls on both sides of every round and cancels. An
-unchanged workload's ratios moved by 1.3% at 1 s of rounds per commit on the same machine. The
+unchanged workload's ratios moved by 1.1% at 1 s of rounds per commit on the same machine. The
 anchor is fixed for the whole history, so the ratios of different commits compare with each
 other; its first 8 hex digits are part of each benchmark's name (``ab_vs_1a2b3c4d.mlp_train``),
 so that a history against another anchor is another series. Like every value this project
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from .._git import commit_time
-from ..gate import AbError, AbOptions, AbResult, Row, run_ab, select_names, workload_names
+from ..gate import DEFAULT_MAX_TIME, AbError, AbOptions, AbResult, Row, run_ab, select_names, workload_names
 from ..measuring import DeviceError, open_device, summarize
 from ..results import Fingerprint, collect
 from ._asv import Commit, write_points
@@ -64,7 +64,7 @@ class AnchoredRecipe:
     anchor: str
     workloads: Path
     device: str = "auto"
-    max_time: float = 5.0
+    max_time: float = DEFAULT_MAX_TIME
     select: tuple[str, ...] = ()  # ab's -k patterns
 
     def check(self, layout: Layout) -> None:

@@ -112,7 +112,7 @@ class HistoryPoint:
     """One commit's value of one benchmark on one machine."""
 
     commit: str  # the full hash
-    value: float  # the median time per step, seconds (lower is better)
+    value: float  # the median time per step in seconds, or an anchored series' time ratio (lower is better)
     date_ms: int | None = None  # the commit's date as asv stores it (milliseconds); None where unknown
 
 
@@ -149,8 +149,8 @@ class Change:
     index: int  # of after_commit in the series' points
     before_commit: str
     after_commit: str
-    before: float  # mean of the segment before, seconds
-    after: float  # mean of the segment after, seconds
+    before: float  # mean of the segment before, in the series' unit (seconds, or a ratio to the anchor)
+    after: float  # mean of the segment after, in the same unit
     p_value: float
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 from .. import _suites
 from .._git import GitError, NotARepository, repo_root, resolve
 from .._progress import Progress
-from ..gate import DEFAULT_TOLERANCE, DEFAULT_WORKLOADS
+from ..gate import DEFAULT_MAX_TIME, DEFAULT_TOLERANCE, DEFAULT_WORKLOADS
 from ..measuring import values
 from ._anchored import AnchoredRecipe
 from ._assets import OfflineError, default_cache, localize
@@ -29,7 +29,6 @@ from ._record import (
     record,
 )
 from ._regressions import (
-    DEFAULT_MAX_TIME,
     Hunt,
     check_output,
     hunt_regressions,

@@ -26,7 +26,16 @@ from urllib.parse import quote
 from tabulate import tabulate
 
 from .._git import GitError, commit_time, git, resolve
-from ..gate import DEFAULT_TOLERANCE, AbError, AbOptions, append_summary, run_ab, select_names, workload_names
+from ..gate import (
+    DEFAULT_MAX_TIME,
+    DEFAULT_TOLERANCE,
+    AbError,
+    AbOptions,
+    append_summary,
+    run_ab,
+    select_names,
+    workload_names,
+)
 from ..measuring import DeviceError, open_device
 from ..results import OutputKind, ResultsError, atomic_write_text, json_of, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
@@ -52,8 +61,6 @@ __all__ = [
 
 SCHEMA: Final = "pytest-gpuperf/regressions"
 SCHEMA_VERSION: Final = 1
-#: ``history regressions`` gives ab this much time of rounds per pair unless told (``--max-time``).
-DEFAULT_MAX_TIME: Final = 5.0
 
 
 def _is_report(path: Path) -> bool:

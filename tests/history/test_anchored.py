@@ -19,9 +19,10 @@ from pytest_gpuperf.history import commit_order, history_series, points_of_row, 
 from pytest_gpuperf.history._anchored import UNIT, anchored_name, ratio_point
 from pytest_gpuperf.measuring import CpuBackend
 from tests.exact_timing import exact_time_block
-from tests.history.test_regressions import ROOT, scratch_repository
+from tests.history.test_regressions import BENCH, ROOT, scratch_repository
 
 MACHINE = "anchor-box"
+regressions_args = BENCH.regressions_args
 
 
 @pytest.fixture(autouse=True)
@@ -86,9 +87,7 @@ def test_the_anchored_history_is_hunted_and_bisected(tmp_path: Path, capsys: pyt
     every_third = commits[::3]
     assert main(record_args(repo, "--anchor", commits[0], *every_third)) == 0
     capsys.readouterr()
-    regressions = ["history", "regressions", "--repo", str(repo), "--machine", MACHINE, "--branch", "main"]
-    regressions += ["--workloads", "perf/workloads.py", "--device", "cpu", "--max-time", "0.05", "-q"]
-    assert main(regressions) == 1
+    assert main(regressions_args(repo, 0.05, machine=MACHINE)) == 1
     out = capsys.readouterr().out
     assert "1 candidate step in 1 series: 1 confirmed slower" in out
     assert f"{commits[13][:8]} commit 13: DELAY 0.003000" in out

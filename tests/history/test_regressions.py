@@ -54,24 +54,8 @@ def exact_timer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def args(repo: Path, *more: str) -> list[str]:
-    return [
-        "history",
-        "regressions",
-        "--repo",
-        str(repo),
-        "--machine",
-        MACHINE,
-        "--branch",
-        "main",
-        "--workloads",
-        "perf/workloads.py",
-        "--device",
-        "cpu",
-        "--max-time",
-        "0.2",
-        "-q",
-        *more,
-    ]
+    words: list[str] = BENCH.regressions_args(repo, 0.2, *more)
+    return words
 
 
 def planted(root: Path) -> tuple[int, list[str]]:
