@@ -4,13 +4,15 @@ work profile, for a few real steps on the CPU.
     python bench/measurement_parts.py [--set KEY=VALUE ...] [--repeats 1]
 
 Each step is measured with ``pytest_gpuperf.measure`` (the path both fixtures take), with the
-measuring core's phases wrapped to time them: ``sample`` (the first call, the warmup and the
-samples), ``peak_memory`` (the memory probe, and on a CPU the work profile's calls that ride on
-it), ``work_profile`` (reading the profile, or its own calls), and every ``gc.collect`` made
-inside them. ``--set`` changes a setting (``--set profile=counts --set max_time=1``), as
-``measure(**settings)`` takes it. The steps: pint's ``UnitRegistry()`` and its tokenizer
-(where pint is installed: ``pip install pint``), a training step of a small MLP, and
-``sum(range(100))``. Prints the load average before and after.
+measuring core's phases timed through its readings (``pytest_gpuperf.measuring.Reading``):
+``sample`` (the first call, the warmup and the samples: the span a reading registered for it has
+its sensor open), ``peak_memory`` (the memory reading's read after timing: the memory probe, and
+on a CPU the work profile's calls that ride on it), ``work_profile`` (the work profile's: reading
+the profile, or its own calls), and every ``gc.collect`` made inside them. ``--set`` changes a
+setting (``--set profile=counts --set max_time=1``), as ``measure(**settings)`` takes it. The
+steps: pint's ``UnitRegistry()`` and its tokenizer (where pint is installed: ``pip install
+pint``), a training step of a small MLP, and ``sum(range(100))``. Prints the load average before
+and after.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from pytest_gpuperf.measuring import Around, Reading
 
 PARTS = ("sample", "peak_memory", "work_profile")
 
@@ -57,12 +61,29 @@ def steps() -> dict[str, Callable[[], object]]:
     return out
 
 
+class _SampleSpan(Reading[None]):
+    """A reading that reads nothing: its sensor is open over the sampling, which it times into ``spent``."""
+
+    name = "bench: sample"
+
+    def __init__(self, spent: dict[str, float]) -> None:
+        self.spent = spent
+
+    @contextmanager
+    def open(self, around: Around) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield None
+        finally:
+            self.spent["sample"] = self.spent.get("sample", 0.0) + time.perf_counter() - start
+
+
 @contextmanager
 def timed_parts(spent: dict[str, float]) -> Iterator[None]:
-    """The measuring core's phases, and ``gc.collect``, timed into ``spent`` while inside."""
-    from pytest_gpuperf.measuring import _runner
+    """The measuring core's phases, and ``gc.collect``, timed into ``spent`` while inside: the sampling through a
+    reading registered for it, the reads after timing by wrapping the memory's and the work profile's."""
+    from pytest_gpuperf.measuring import MEMORY, PROFILE, register_reading
 
-    originals = {name: getattr(_runner, name) for name in PARTS}
     collect = gc.collect
 
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -76,14 +97,14 @@ def timed_parts(spent: dict[str, float]) -> Iterator[None]:
 
         return timed
 
-    for name, fn in originals.items():
-        setattr(_runner, name, wrap(name, fn))
+    for name, reading in (("peak_memory", MEMORY), ("work_profile", PROFILE)):
+        reading.after = wrap(name, reading.after)  # type: ignore[method-assign]
     gc.collect = wrap("gc.collect", collect)
     try:
-        yield
+        with register_reading(_SampleSpan(spent)):
+            yield
     finally:
-        for name, fn in originals.items():
-            setattr(_runner, name, fn)
+        del MEMORY.after, PROFILE.after  # the instance's wrappers: the class's methods again
         gc.collect = collect
 
 

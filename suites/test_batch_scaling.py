@@ -40,7 +40,6 @@ from pytest_gpuperf.measuring import format_bytes, format_rate
 
 # The plugin's own out-of-memory test and release (what it does after a test that ran out of memory).
 from pytest_gpuperf.plugin import is_out_of_memory, release_failed_test_memory
-from pytest_gpuperf.results import peak_memory_cell
 
 from .workloads import BATCH_LADDER, BATCH_LADDER_CUDA_MAX, batch_step
 
@@ -149,8 +148,8 @@ def _measure_rung(gpuperf: Gpuperf, model: str, unit: str, batch: int) -> Rung:
     assert step.check is not None
     step.check()  # loss finite and falling, the optimizer stepped
     low, high = m.throughput_ci(unit)
-    peak = None if m.process_peak else m.peak_memory
-    return Rung(batch, m.throughput(unit).value, low.value, high.value, peak, peak_memory_cell(m))
+    peak = None if m.memory.process_peak else m.memory.peak
+    return Rung(batch, m.throughput(unit).value, low.value, high.value, peak, m.memory.cell)
 
 
 @pytest.mark.parametrize("model", list(BATCH_LADDER))

@@ -43,11 +43,12 @@ TRANSIENT: Final = "transient memory (growth above the call's start)"
 def _judged_memory(m: Measurement) -> tuple[int | None, str]:
     """The figure the saving is judged on and its name: the high-water mark of the step's allocations where the
     device gives one, else (a CPU) the transient part; None and why where neither is known."""
-    if m.peak_memory is not None and not m.process_peak:
-        return m.peak_memory, HIGH_WATER
-    if m.memory_transient is not None:
-        return m.memory_transient, TRANSIENT
-    return None, m.transient_method if m.transient_method.startswith("unknown") else m.memory_method
+    memory = m.memory
+    if memory.peak is not None and not memory.process_peak:
+        return memory.peak, HIGH_WATER
+    if memory.transient is not None:
+        return memory.transient, TRANSIENT
+    return None, memory.transient_method if memory.transient_method.startswith("unknown") else memory.method
 
 
 def test_checkpoint_memory_and_overhead(gpuperf: Gpuperf) -> None:
@@ -68,7 +69,7 @@ def test_checkpoint_memory_and_overhead(gpuperf: Gpuperf) -> None:
     figures = {m.name: _judged_memory(m) for m in (full, ckpt)}
     (before, what), (after, _) = figures[full.name], figures[ckpt.name]
     if before is None or after is None:
-        # memory_method says why: "off" (--gpuperf-memory=off), or "unknown: ..." (MPS has no peak statistic).
+        # memory.method says why: "off" (--gpuperf-memory=off), or "unknown: ..." (MPS has no peak statistic).
         why = "; ".join(f"{name}: {reason}" for name, (n, reason) in figures.items() if n is None)
         gpuperf.note(f"the memory saving is not checked: no figure of the step's memory ({why})")
     elif before == 0:
@@ -77,7 +78,7 @@ def test_checkpoint_memory_and_overhead(gpuperf: Gpuperf) -> None:
         saving = 1.0 - after / before
         gpuperf.note(
             f"{what} {format_bytes(before)} -> {format_bytes(after)} "
-            f"({saving:.0%} saved, {ckpt.memory_method if what == HIGH_WATER else ckpt.transient_method})"
+            f"({saving:.0%} saved, {ckpt.memory.method if what == HIGH_WATER else ckpt.memory.transient_method})"
         )
         # The allocator's figures are deterministic for a fixed step, so a plain comparison is sound here.
         assert saving >= MIN_MEMORY_SAVING, (

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.measuring import Measurement, Warmup
+from pytest_gpuperf.measuring import Measurement, Warmup, readings
 from pytest_gpuperf.results import Evidence, Fingerprint, Record, ResultsDir, Run
 
 FINGERPRINT: dict[str, Any] = {
@@ -34,7 +34,10 @@ def samples_around(median: float, n: int = 41, spread: float = 0.004) -> tuple[f
 
 
 def make_measurement(name: str, samples: Sequence[float], **fields: Any) -> Measurement:
-    """A Measurement of exactly these samples (seconds per call); ``fields`` override the defaults."""
+    """A Measurement of exactly these samples (seconds per call); ``fields`` override the defaults, and those named
+    as a reading (``clocks=``, ``energy=``, ``memory=``, ``profile=``) are what it read."""
+    named = {r.name: fields.pop(r.name) for r in readings() if r.name in fields}
+    read = {name: value for name, value in named.items() if value is not None}
     values: dict[str, Any] = {
         "name": name,
         "device": "cpu",
@@ -50,7 +53,7 @@ def make_measurement(name: str, samples: Sequence[float], **fields: Any) -> Meas
         "work": {"FLOP": 1e9},
         "timer": "perf_counter_ns",
     }
-    return Measurement(**{**values, **fields})
+    return Measurement(**{**values, **fields, "readings": read})
 
 
 def make_record(

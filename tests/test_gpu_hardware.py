@@ -146,7 +146,7 @@ def test_a_launch_bound_step_and_a_step_left_on_the_cpu_are_flagged() -> None:
 
     tiny = torch.zeros(1, device="cuda:0")
     m = measure(lambda: tiny.add_(1.0), device="cuda", memory=False)
-    assert m.launch_bound and m.host_per_call is not None
+    assert m.host_bound and m.host_per_call is not None
     on_cpu = torch.zeros(16)
     with pytest.warns(NoDeviceWorkWarning, match="ran no work on cuda:0"):
         measure(lambda: on_cpu.add_(1.0), device="cuda", memory=False)

@@ -105,8 +105,6 @@ FOREIGN_PRIVATE = {
     "torch._C._profiler": "the profiler's allocation events (CPU peak memory): torch has no public type for them",
     "torch.utils._python_dispatch": "TorchDispatchMode (the GEMM census): torch exports it nowhere else",
     "asv._stats": "asv's own statistics, which bench/gate_power.py compares the gate with",
-    "pytest_gpuperf.measuring._runner": "bench/measurement_parts.py wraps the runner's phases (sample, peak_memory, "
-    "work_profile) where the runner calls them, to time each: no public hook times them",
 }
 
 

@@ -26,19 +26,17 @@ if TYPE_CHECKING:
         compare_runs,
         count_verdicts,
         row_runs,
+        with_work,
     )
     from ._confirm import CONFIRMATION_ENV
     from ._confirm import run as run_confirmation
     from ._evidence import RunSamples, disturbed, work_difference
-    from ._memory import MemoryChange, compare_memory
     from ._render import (
         CLOCK_HEADER,
         append_summary,
-        change_text,
         clock_ratio_cell,
         gate_lines,
         gate_table,
-        memory_text,
         ratio_cell,
         report_to_github,
         runs_cell,
@@ -47,7 +45,6 @@ if TYPE_CHECKING:
         why_heading,
         why_lines,
         why_markdown,
-        work_head,
         work_lines,
     )
     from ._rule import (
@@ -73,7 +70,6 @@ if TYPE_CHECKING:
         parse_verdicts,
     )
     from ._why import EXPLAINED_VERDICTS, Attribution, WhyLine, attribute
-    from ._work import CountChange, WorkComparison, compare_work
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -99,9 +95,7 @@ __all__ = [
     "AbResult",
     "Attribution",
     "BaselineNoise",
-    "CountChange",
     "GateResult",
-    "MemoryChange",
     "PairedRounds",
     "Policy",
     "Row",
@@ -109,24 +103,19 @@ __all__ = [
     "RunSamples",
     "Verdict",
     "WhyLine",
-    "WorkComparison",
     "add_gate_commands",
     "append_summary",
     "attribute",
     "baseline_noise",
     "baseline_side",
-    "change_text",
     "clock_ratio_cell",
-    "compare_memory",
     "compare_runs",
-    "compare_work",
     "count_verdicts",
     "describe_fail_on",
     "disturbed",
     "estimate",
     "gate_lines",
     "gate_table",
-    "memory_text",
     "parse_verdicts",
     "ratio_cell",
     "reason_for",
@@ -145,8 +134,8 @@ __all__ = [
     "why_heading",
     "why_lines",
     "why_markdown",
+    "with_work",
     "work_difference",
-    "work_head",
     "work_lines",
     "workload_names",
 ]

@@ -39,6 +39,7 @@ from ..measuring import (
     MeasureSettings,
     Threads,
     open_device,
+    readings,
     resolve_size,
 )
 from ..results import (
@@ -202,11 +203,9 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
 
 
 def _work_dict(row: Row, fail_on: frozenset[str]) -> dict[str, Any]:
-    """The row's counts and peak memory compared (issue 22): ``work`` and ``memory``, null where not known."""
-    return {
-        "work": None if row.work is None else row.work.to_dict(fail_on),
-        "memory": None if row.memory is None else row.memory.to_dict(),
-    }
+    """What each reading's comparison found (issue 22: ``work``, the counts, and ``memory``), null where not known."""
+    keys = [r.change_key for r in readings() if r.change_key]
+    return {key: change.to_dict(fail_on) if (change := row.changes.get(key)) else None for key in keys}
 
 
 def _bench(options: AbOptions) -> Bench:

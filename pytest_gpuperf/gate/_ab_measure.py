@@ -20,17 +20,13 @@ from ..measuring import (
     Paired,
     Step,
     WorkloadUnsupported,
-    WorkProfile,
     measure_paired,
     median,
 )
-from ._compare import PairedRounds, Row
+from ._compare import PairedRounds, Row, with_work
 from ._evidence import work_difference
-from ._memory import compare_memory
 from ._rule import reason_for, verdict_for
 from ._verdicts import Verdict
-from ._why import why_for
-from ._work import compare_work
 
 __all__ = ["Bench", "compare_workload"]
 
@@ -120,9 +116,7 @@ def _measure(
     reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
     rounds = _rounds(paired, work)
     baseline, current = median(rounds.base), median(rounds.head)
-    base_profiles, head_profiles = _profiles(paired, "base"), _profiles(paired, "head")
-    sides = paired.measurements
-    return _row(
+    row = _row(
         name,
         bench,
         verdict,
@@ -137,19 +131,11 @@ def _measure(
         base_rounds=ratio.count,
         head_rounds=ratio.count,
         paired=rounds,
-        base_profiles=base_profiles,
-        head_profiles=head_profiles,
-        work=compare_work(base_profiles, head_profiles),
-        memory=compare_memory([sides["base"]], [sides["head"]]),
-        # The head's time as the paired ratio has it (a median of the rounds' ratios, not the ratio of the sides'
-        # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
-        why=why_for(verdict.value, base_profiles, head_profiles, baseline, baseline * ratio.value),
     )
-
-
-def _profiles(paired: Paired, side: str) -> tuple[WorkProfile, ...]:
-    profile = paired.measurements[side].profile
-    return () if profile is None else (profile,)
+    # The head's time as the paired ratio has it (a median of the rounds' ratios, not the ratio of the sides'
+    # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
+    sides = paired.measurements
+    return with_work(row, [sides["base"]], [sides["head"]], baseline * ratio.value)
 
 
 def _rounds(paired: Paired, work: tuple[Mapping[str, float], Mapping[str, float]]) -> PairedRounds:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..measuring import Estimate, WorkProfile
+from ..measuring import Change, Estimate, Measurement, MemoryChange, WorkComparison, WorkProfile, profiles_of, readings
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import (
     RunSamples,
@@ -29,11 +29,9 @@ from ._evidence import (
     unrecorded,
     work_difference,
 )
-from ._memory import MemoryChange, compare_memory
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
 from ._verdicts import Verdict
 from ._why import Attribution, why_for
-from ._work import WorkComparison, compare_work
 
 __all__ = [
     "BaselineNoise",
@@ -45,6 +43,7 @@ __all__ = [
     "count_verdicts",
     "row_runs",
     "same_work",
+    "with_work",
 ]
 
 
@@ -93,19 +92,27 @@ class Row:
     #: (stored route: the baseline's records and the current ones; ``ab``: one per side, from the paired rounds)
     base_profiles: tuple[WorkProfile, ...] = ()
     head_profiles: tuple[WorkProfile, ...] = ()
-    #: what the counts of those profiles say, compared exactly (``_work.compare_work``), whatever the verdict;
-    #: None where a side has no profile
-    work: WorkComparison | None = None
-    #: each side's peak memory compared (``_memory.compare_memory``); None where a side has no gated figure
-    memory: MemoryChange | None = None
+    #: what each reading's comparison found, whatever the verdict (``with_work``), by its ``change_key``: ``work``
+    #: (the profiles' counts, compared exactly), ``memory`` (each side's peak); none where a side has no figure
+    changes: Mapping[str, Change] = field(default_factory=dict)
     #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most (``_why.py``)
     why: Attribution | None = None
 
+    @property
+    def work(self) -> WorkComparison | None:
+        """What the counts of the work profiles say (``measuring.compare_work``); None where a side has none."""
+        work = self.changes.get("work")
+        return work if isinstance(work, WorkComparison) else None
+
+    @property
+    def memory(self) -> MemoryChange | None:
+        """Each side's peak memory compared (``measuring.compare_memory``); None where a side has no gated figure."""
+        memory = self.changes.get("memory")
+        return memory if isinstance(memory, MemoryChange) else None
+
     def work_failing(self, fail_on: frozenset[str]) -> list[str]:
         """What of the step's work went up and fails (count categories, ``memory``), whatever the verdict."""
-        failing = [] if self.work is None else self.work.failing(fail_on)
-        more_memory = self.memory is not None and self.memory.change == "more" and "memory" in fail_on
-        return failing + (["memory"] if more_memory else [])
+        return [name for change in self.changes.values() for name in change.failing(fail_on)]
 
 
 @dataclass(frozen=True)
@@ -267,15 +274,12 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
     reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
     clocked = _clock_estimate(b, h, floor, policy.confidence)
     verdict, reason, cause = _other_cause(verdict, reason, est, clocked, b, h, tolerance)
-    base_profiles, head_profiles = _profiles(base), _profiles(head)
-    work = compare_work(base_profiles, head_profiles)
-    verdict, reason = same_work(verdict, reason, work)
     reason += _left_out(b, h)
     work_note = work_difference(base[-1].measurement.work, newest.measurement.work)[1]
     reason += f"; {work_note}" if work_note and "work" not in unrecorded(base[-1]) else ""
     baseline = math.exp(sum(s.value for s in b.kept) / len(b.kept))
     current = math.exp(sum(s.value for s in h.kept) / len(h.kept))
-    return Row(
+    row = Row(
         key,
         newest.test,
         newest.device,
@@ -295,12 +299,22 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         clock_estimate=clocked,
         base_clock_mhz=None if b.clocks is None else b.clocks.sm_clock_mhz,
         head_clock_mhz=None if h.clocks is None else h.clocks.sm_clock_mhz,
-        base_profiles=base_profiles,
-        head_profiles=head_profiles,
-        work=work,
-        memory=compare_memory((r.measurement for r in base), (r.measurement for r in head)),
-        why=why_for(verdict.value, base_profiles, head_profiles, baseline, current),
     )
+    return with_work(row, [r.measurement for r in base], [r.measurement for r in head], current)
+
+
+def with_work(row: Row, base: Sequence[Measurement], head: Sequence[Measurement], current: float) -> Row:
+    """``row`` with what both sides' readings say, for every route (one Measurement per run on each side of the
+    stored route; ``ab``: each side's of the paired rounds): each reading's comparison (``Row.changes``: the
+    counts, the peak memory), the verdict ``same-work`` where an unattributed slowdown did the same work
+    (``same_work``), and for a slower row why (``_why.py``: ``current`` is the head's time per call the verdict
+    judged)."""
+    changes = {r.change_key: c for r in readings() if r.change_key and (c := r.compare(base, head)) is not None}
+    base_profiles, head_profiles = profiles_of(base), profiles_of(head)
+    row = dataclasses.replace(row, changes=changes, base_profiles=base_profiles, head_profiles=head_profiles)
+    verdict, reason = same_work(row.verdict, row.reason, row.work)
+    why = why_for(verdict.value, base_profiles, head_profiles, row.baseline, current)
+    return dataclasses.replace(row, verdict=verdict, reason=reason, why=why)
 
 
 def same_work(verdict: Verdict, reason: str, work: WorkComparison | None) -> tuple[Verdict, str]:
@@ -310,10 +324,6 @@ def same_work(verdict: Verdict, reason: str, work: WorkComparison | None) -> tup
         return verdict, reason
     counted = f"every count identical, {work.compared} counts compared"
     return Verdict.SAME_WORK, f"the step did the same work ({counted}), the machine changed: {reason}"
-
-
-def _profiles(records: Iterable[Record]) -> tuple[WorkProfile, ...]:
-    return tuple(r.measurement.profile for r in records if r.measurement.profile is not None)
 
 
 def row_runs(

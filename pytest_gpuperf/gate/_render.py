@@ -24,32 +24,27 @@ from __future__ import annotations
 import html
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
 
 from tabulate import tabulate
 
 from .._escape import print_command, printable
-from ..measuring import Estimate, format_bytes, format_duration
+from ..measuring import SHOWN_CHANGES, Estimate, format_duration
 from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row
 from ._verdicts import WORK_NAMES, Verdict, describe_fail_on
 from ._why import Attribution, WhyLine
-from ._work import CountChange
 
 __all__ = [
     "CLOCK_HEADER",
     "HEADERS",
-    "change_text",
     "clock_ratio_cell",
     "gate_lines",
     "gate_table",
     "github_annotations",
     "github_summary",
-    "memory_text",
     "ratio_cell",
     "report_to_github",
     "runs_cell",
@@ -58,7 +53,6 @@ __all__ = [
     "why_heading",
     "why_lines",
     "why_markdown",
-    "work_head",
     "work_lines",
 ]
 
@@ -159,84 +153,22 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
 
 # ------------------------------------------------------------------ counts and memory (issue 22, items 2 and 5)
 
-#: At most this many changed counts are listed under a row; the rest are counted.
-SHOWN_CHANGES: Final = 5
-
-
-def _per_call(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{float(value):.3g}"
-
-
-def _bytes_or_count(change: CountChange, value: Fraction) -> str:
-    if change.category in ("allocated", "copied"):
-        return format_bytes(round(value))
-    return f"{float(value):.3g}" if change.category == "flops" else _per_call(value)
-
-
-def change_text(change: CountChange) -> str:
-    """``aten::mm 1 -> 2/call (+1)``; ``flops 1.05e+06 -> 1.57e+06/call (+50.0%)``; ``htod 4 MiB -> 8 MiB/call``."""
-    base, head = change.base, change.head
-    delta = head - base
-    if change.category in ("flops", "allocated", "copied") and base:
-        relative = f"{float(delta / base):+.1%}"
-    else:
-        relative = ("+" if delta > 0 else "-") + _bytes_or_count(change, abs(delta))
-    return (
-        f"{change.category} {change.name}: "
-        if change.category in ("syncs", "copied", "runtime", "kernels")
-        else f"{change.name} "
-    ) + f"{_bytes_or_count(change, base)} -> {_bytes_or_count(change, head)}/call ({relative})"
-
-
-def shown_changes(changes: Sequence[CountChange], limit: int = SHOWN_CHANGES) -> list[CountChange]:
-    """At most ``limit`` of ``changes`` (sorted by category, then size), the largest of each category first, so
-    that a change of FLOPs or bytes is not hidden behind many ops; in their order."""
-    firsts = [next(c for c in changes if c.category == cat) for cat in dict.fromkeys(c.category for c in changes)]
-    rest = [c for c in changes if c not in firsts]
-    chosen = {*firsts[:limit], *rest[: max(0, limit - len(firsts))]}
-    return [c for c in changes if c in chosen]
-
-
-def work_head(row: Row, fail_on: frozenset[str]) -> str | None:
-    """``counts more (ops more, flops more; failing)`` for a row whose counts changed, else None."""
-    work = row.work
-    if work is None or work.verdict in ("same", "unknown"):
-        return None
-    changed = ", ".join(f"{c} {v}" for c, v in work.categories.items() if v != "same")
-    failing = work.failing(fail_on)
-    return f"counts {work.verdict} ({changed}{'; failing on ' + ','.join(failing) if failing else ''})"
-
-
-def memory_text(row: Row) -> str | None:
-    """``peak memory more: 51 MiB -> 55 MiB (+4 MiB, cuda allocator peak)`` where it changed, else None."""
-    memory = row.memory
-    if memory is None or memory.change == "same":
-        return None
-    delta = memory.head_bytes - memory.base_bytes
-    sign = "+" if delta > 0 else "-"
-    return (
-        f"peak memory {memory.change}: {format_bytes(memory.base_bytes)} -> {format_bytes(memory.head_bytes)} "
-        f"({sign}{format_bytes(abs(delta))}, {memory.kind})"
-    )
-
 
 def work_lines(result: GateResult) -> list[str]:
-    """Under the table, per row whose counts or peak memory changed: what changed, a handful of lines at most."""
+    """Under the table, per row whose counts or peak memory changed (each reading's comparison, ``Row.changes``):
+    what changed, a handful of lines at most."""
     lines = []
     for row in result.rows:
-        head, memory = work_head(row, result.fail_on), memory_text(row)
-        if head is None and memory is None:
-            continue
         name = f"{short_test(row)} [{row.device}]"
-        if head is not None and row.work is not None:
-            lines.append(f"{name}: {head}")
-            changes = row.work.changes
-            lines += [f"  {change_text(c)}" for c in shown_changes(changes)]
-            if len(changes) > SHOWN_CHANGES:
-                lines.append(f"  ... and {len(changes) - SHOWN_CHANGES} more")
-        if memory is not None:
-            failing = " (failing on memory)" if "memory" in row.work_failing(result.fail_on) else ""
-            lines.append(f"{name}: {memory}{failing}")
+        for change in row.changes.values():
+            summary = change.summary(result.fail_on)
+            if summary is None:
+                continue
+            lines.append(f"{name}: {summary}")
+            shown, every = change.details(SHOWN_CHANGES), len(change.details())
+            lines += [f"  {line}" for line in shown]
+            if every > len(shown):
+                lines.append(f"  ... and {every - len(shown)} more")
     return [printable(line) for line in lines]
 
 
@@ -410,9 +342,9 @@ def github_annotations(
 
 def _work_note(row: Row) -> str:
     """The counts and memory that changed, for an annotation's message."""
-    parts = [text for text in (work_head(row, frozenset()), memory_text(row)) if text]
-    if row.work is not None and parts and row.work.changes:
-        parts.append("; ".join(change_text(c) for c in shown_changes(row.work.changes)))
+    changed = [change for change in row.changes.values() if change.summary(frozenset()) is not None]
+    parts = [change.summary(frozenset()) or "" for change in changed]
+    parts += ["; ".join(shown) for change in changed if (shown := change.details(SHOWN_CHANGES))]
     return "".join(f"\n{printable(part)}" for part in parts)
 
 

@@ -1,14 +1,16 @@
 """The verdicts a comparison can reach, and the parser of ``--gpuperf-fail-on``/``--fail-on``'s list of them.
 
 Beside the verdicts, the list takes the names of what a step's work can grow in: the count categories
-(``CATEGORIES``, which ``_work.py`` compares) and ``memory`` (its peak); each fails only where it went up. Kept
-here, not in ``_work.py``, so that loading the plugin imports nothing of the gate's machinery.
+(``CATEGORIES``, which ``measuring.compare_work`` compares) and ``memory`` (its peak); each fails only where it
+went up. Kept apart from the rest of the gate, so that loading the plugin imports nothing of its machinery.
 """
 
 from __future__ import annotations
 
 import enum
 from typing import Final
+
+from ..measuring import CATEGORIES
 
 __all__ = [
     "CATEGORIES",
@@ -39,8 +41,6 @@ class Verdict(str, enum.Enum):
 
 
 VERDICTS: Final = tuple(v.value for v in Verdict)
-#: The count categories of a step's work (``_work.category_of``), in the order they are shown.
-CATEGORIES: Final = ("ops", "kernels", "runtime", "syncs", "flops", "allocated", "copied", "compiles")
 #: What the step's work can grow in: each count category, and its peak memory.
 WORK_NAMES: Final = (*CATEGORIES, "memory")
 FAIL_ON_NAMES: Final = (*VERDICTS, *WORK_NAMES)

@@ -35,17 +35,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._backends import Backend, CudaBackend
 from ._devices import torch_of
+from ._reading import Around, Reading
 from ._stats import median
+from ._values import optional
+
+if TYPE_CHECKING:
+    from ._measurement import Measurement
 
 _T = TypeVar("_T")
 
 __all__ = [
+    "CLOCKS",
     "THROTTLE_REASONS",
     "THROTTLE_THRESHOLD",
     "THROTTLING_REASONS",
@@ -56,7 +62,6 @@ __all__ = [
     "clock_monitor",
     "import_nvml",
     "match_nvml_device",
-    "monitored",
     "nvml_field",
     "read_clocks",
     "same_uuid",
@@ -220,10 +225,6 @@ def read_clocks(pynvml: Any, handle: Any) -> ClockReading:
 # ---------------------------------------------------------------- the summary a Measurement keeps
 
 
-def _optional(value: Any, convert: Callable[[Any], _T]) -> _T | None:
-    return None if value is None else convert(value)
-
-
 @dataclass(frozen=True)
 class ClockSummary:
     """The GPU's clocks over a measurement's samples: one reading after each sample's block. A figure no reading
@@ -320,14 +321,14 @@ class ClockSummary:
         sm, mem = data.get("sm_clock_mhz") or {}, data.get("mem_clock_mhz") or {}
         return cls(
             readings=int(data.get("readings", 0)),
-            sm_clock_mhz_min=_optional(sm.get("min"), int),
-            sm_clock_mhz_median=_optional(sm.get("median"), float),
-            sm_clock_mhz_max=_optional(sm.get("max"), int),
-            mem_clock_mhz_min=_optional(mem.get("min"), int),
-            mem_clock_mhz_max=_optional(mem.get("max"), int),
-            temperature_c_max=_optional(data.get("temperature_c_max"), int),
-            power_w_max=_optional(data.get("power_w_max"), float),
-            max_sm_clock_mhz=_optional(data.get("max_sm_clock_mhz"), int),
+            sm_clock_mhz_min=optional(sm.get("min"), int),
+            sm_clock_mhz_median=optional(sm.get("median"), float),
+            sm_clock_mhz_max=optional(sm.get("max"), int),
+            mem_clock_mhz_min=optional(mem.get("min"), int),
+            mem_clock_mhz_max=optional(mem.get("max"), int),
+            temperature_c_max=optional(data.get("temperature_c_max"), int),
+            power_w_max=optional(data.get("power_w_max"), float),
+            max_sm_clock_mhz=optional(data.get("max_sm_clock_mhz"), int),
             reasons=tuple(str(r) for r in data.get("reasons") or ()),
             throttled_samples=tuple(int(i) for i in data.get("throttled_samples") or ()),
             threshold=float(data.get("threshold", THROTTLE_THRESHOLD)),
@@ -360,25 +361,24 @@ class ClockMonitor:
         self.readings.append(reading)
         return reading
 
-    def energy_joules(self) -> float | None:
-        """NVML's total-energy counter of the device in joules (millijoules since the driver loaded; Volta and
-        later), or None where the GPU or driver has none."""
-        return nvml_field(lambda: self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.match.handle), _joules)
-
     def summary(self, samples: int) -> ClockSummary | None:
         """The summary of the last ``samples`` readings: those of the samples (the warmup's blocks come first)."""
         last = self.readings[-samples:] if samples > 0 else []
         source = f"nvml {self.match.index} ({self.match.how})"
         return ClockSummary.of(last, self.max_sm_clock_mhz, self.threshold, source)
 
+    # The monitor is the clocks' Sensor: one reading after every block, the summary of the samples' readings.
+
+    def after_block(self, iterations: int, seconds: float) -> None:
+        self.read()
+
+    def value(self, samples: int) -> ClockSummary | None:
+        return self.summary(samples)
+
 
 def _max_sm_clock(pynvml: Any, handle: Any) -> int | None:
     """Recorded for the reader only (the throttle test needs no maximum); None where NVML does not say."""
     return nvml_field(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM), int) or None
-
-
-def _joules(millijoules: Any) -> float:
-    return float(millijoules) / 1000.0
 
 
 @contextmanager
@@ -418,16 +418,32 @@ def _open(pynvml: Any, backend: CudaBackend, threshold: float) -> ClockMonitor |
     return ClockMonitor(pynvml, match, _max_sm_clock(pynvml, match.handle), threshold)
 
 
-def monitored(run_block: Callable[[int], float], monitor: ClockMonitor | None) -> Callable[[int], float]:
-    """``run_block`` followed by one reading of ``monitor`` after every block, outside the timed region;
-    ``run_block`` itself when there is no monitor."""
-    if monitor is None:
-        return run_block
-    read = monitor.read
+class _Clocks(Reading[ClockSummary]):
+    name = "clocks"
 
-    def block(iterations: int) -> float:
-        elapsed = run_block(iterations)
-        read()
-        return elapsed
+    def open(self, around: Around) -> AbstractContextManager[ClockMonitor | None]:
+        return clock_monitor(around.backend, threshold=around.settings.throttle_threshold)
 
-    return block
+    def to_json(self, value: ClockSummary) -> dict[str, Any]:
+        return value.to_dict()
+
+    def decode(self, data: Mapping[str, Any]) -> ClockSummary | None:
+        return ClockSummary.from_dict(data.get("clocks"))
+
+    def flags(self, m: Measurement) -> list[str]:
+        clocks = m.clocks
+        return [f"throttled {clocks.throttled}/{len(m.samples)}"] if clocks is not None and clocks.throttled else []
+
+    def facts(self, m: Measurement) -> list[tuple[str, str]]:
+        clocks = m.clocks
+        if clocks is None or clocks.sm_clock_mhz_median is None:
+            return []
+        text = f"median {clocks.sm_clock_mhz_median:.0f} MHz ({clocks.sm_clock_mhz_min}-{clocks.sm_clock_mhz_max})"
+        text += f" of {clocks.max_sm_clock_mhz} max" if clocks.max_sm_clock_mhz else ""
+        text += f", {clocks.throttled} of {len(m.samples)} samples throttled" if clocks.throttled else ""
+        text += f"; reasons seen: {', '.join(clocks.reasons)}" if clocks.reasons else ""
+        return [("SM clock", text)]
+
+
+#: The GPU's clocks over the samples: NVML read after every block (a CUDA device with NVML only).
+CLOCKS: Final = _Clocks()

@@ -34,22 +34,30 @@ counts the whole package, other processes' work included.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._backends import Backend, CpuBackend, CudaBackend
-from ._clocks import ClockMonitor
+from ._clocks import CLOCKS, ClockMonitor, nvml_field
+from ._reading import Around, Reading, Sensor
+from ._units import format_rate
+from ._values import optional
+
+if TYPE_CHECKING:
+    from ._measurement import Measurement
 
 __all__ = [
+    "ENERGY",
     "ENERGY_MAX_ERROR",
     "POWERCAP",
     "EnergySummary",
     "EnergyTrace",
     "RaplCounter",
     "energy_trace",
-    "metered",
+    "nvml_joules",
     "rapl_counter",
 ]
 
@@ -111,18 +119,13 @@ class EnergySummary:
     def from_dict(cls, data: Mapping[str, Any] | None) -> EnergySummary | None:
         if not isinstance(data, Mapping):
             return None
-
-        def number(key: str) -> float | None:
-            value = data.get(key)
-            return None if value is None else float(value)
-
         return cls(
             source=str(data.get("source", "")),
-            joules=number("joules"),
-            seconds=number("seconds"),
+            joules=optional(data.get("joules"), float),
+            seconds=optional(data.get("seconds"), float),
             calls=int(data.get("calls", 0)),
-            timed_seconds=number("timed_seconds"),
-            error=number("error"),
+            timed_seconds=optional(data.get("timed_seconds"), float),
+            error=optional(data.get("error"), float),
             note=str(data.get("note", "")),
         )
 
@@ -150,8 +153,12 @@ class EnergyTrace:
     def start(self) -> None:
         self.marks.append(_Mark(self.clock(), self.counter(), 0, 0.0))
 
-    def after(self, calls: int, timed: float) -> None:
-        self.marks.append(_Mark(self.clock(), self.counter(), calls, timed))
+    def after_block(self, iterations: int, seconds: float) -> None:
+        """Read the counter after a block of ``iterations`` calls timed at ``seconds`` (outside the timed region)."""
+        self.marks.append(_Mark(self.clock(), self.counter(), iterations, seconds))
+
+    def value(self, samples: int) -> EnergySummary:
+        return self.summary(samples)
 
     def summary(self, blocks: int) -> EnergySummary:
         """The energy of the last ``blocks`` blocks (the samples'; the warmup's come first), edge-aligned to the
@@ -186,21 +193,6 @@ class EnergyTrace:
             timed_seconds=sum(m.timed for m in inside),
             error=error,
         )
-
-
-def metered(run_block: Callable[[int], float], trace: EnergyTrace | None) -> Callable[[int], float]:
-    """``run_block`` with the counter read once before the first block and after every block, outside the timed
-    region; ``run_block`` itself without a trace."""
-    if trace is None:
-        return run_block
-    trace.start()
-
-    def block(iterations: int) -> float:
-        elapsed = run_block(iterations)
-        trace.after(iterations, elapsed)
-        return elapsed
-
-    return block
 
 
 # ---------------------------------------------------------------- RAPL
@@ -260,6 +252,13 @@ def rapl_counter(root: Path = POWERCAP) -> tuple[RaplCounter | None, str]:
 # ---------------------------------------------------------------- which counter
 
 
+def nvml_joules(monitor: ClockMonitor) -> Callable[[], float | None]:
+    """NVML's total-energy counter of the monitor's device in joules (millijoules since the driver loaded; Volta
+    and later), read through the clock monitor's NVML session; a reading is None where the GPU or driver has none."""
+    nvml, handle = monitor.nvml, monitor.match.handle
+    return lambda: nvml_field(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle), lambda mj: float(mj) / 1e3)
+
+
 def energy_trace(
     backend: Backend,
     monitor: ClockMonitor | None,
@@ -272,10 +271,88 @@ def energy_trace(
     if isinstance(backend, CudaBackend):
         if monitor is None:
             return "no NVML reading of this GPU (nvidia-ml-py not installed, no driver, or the device not matched)"
-        if monitor.energy_joules() is None:
+        joules = nvml_joules(monitor)
+        if joules() is None:
             return "this GPU or its driver has no NVML total-energy counter (Volta and later GPUs have one)"
-        return EnergyTrace(monitor.energy_joules, f"nvml {monitor.match.index} total energy", clock)
+        return EnergyTrace(joules, f"nvml {monitor.match.index} total energy", clock)
     if isinstance(backend, CpuBackend):
         counter, what = rapl_counter(powercap)
         return what if counter is None else EnergyTrace(counter, what, clock)
     return f"no energy counter is read on {backend.name}"
+
+
+# ---------------------------------------------------------------- the reading
+
+
+@dataclass(frozen=True)
+class _NoCounter:
+    """The sensor where there is no counter: its value says why."""
+
+    note: str
+
+    def after_block(self, iterations: int, seconds: float) -> None:
+        pass
+
+    def value(self, samples: int) -> EnergySummary:
+        return EnergySummary("", note=self.note)
+
+
+class _Energy(Reading[EnergySummary]):
+    name = "energy"
+    header = "per joule"
+
+    @contextmanager
+    def open(self, around: Around) -> Iterator[Sensor[EnergySummary] | None]:
+        if around.paired:  # a round times several steps: none of them has a block's energy of its own
+            yield None
+            return
+        clocks = around.opened.get(CLOCKS.name)  # one NVML session serves both
+        trace = energy_trace(around.backend, clocks if isinstance(clocks, ClockMonitor) else None, clock=around.clock)
+        if isinstance(trace, str):
+            yield _NoCounter(trace)
+            return
+        trace.start()
+        yield trace
+
+    def to_json(self, value: EnergySummary) -> dict[str, Any]:
+        return value.to_dict()
+
+    def decode(self, data: Mapping[str, Any]) -> EnergySummary | None:
+        return EnergySummary.from_dict(data.get("energy"))
+
+    def cell(self, m: Measurement) -> str | None:
+        """Work per joule for each unit of work (samples/J beside samples/s), or joules per call without work; None
+        without an energy figure."""
+        per_call = None if m.energy is None else m.energy.joules_per_call
+        if per_call is None:
+            return None
+        cells = [format_rate(amount / per_call, unit, per="J") for unit, amount in m.work.items()]
+        return ", ".join(cells) or f"{per_call:.4g} J/call"
+
+    def notes(self, measurements: Sequence[Measurement]) -> list[str]:
+        """Once per device: why the measurements that read no energy figure have none (no counter, a span too short
+        for it)."""
+        out: list[str] = []
+        for device in dict.fromkeys(m.device for m in measurements):
+            mine = [m.energy for m in measurements if m.device == device and m.energy is not None]
+            notes = [e.note for e in mine if e.joules is None and e.note]
+            if not notes:
+                continue
+            count = "" if len(notes) == len(mine) else f" for {len(notes)} of {len(mine)} records"
+            more = "" if len(set(notes)) == 1 else f" (and {len(set(notes)) - 1} other reason(s): see the JSON)"
+            out.append(f"energy: none{count} on {device}: {notes[0]}{more}")
+        return out
+
+    def facts(self, m: Measurement) -> list[tuple[str, str]]:
+        energy = m.energy
+        if energy is not None and energy.joules_per_call is not None and energy.watts is not None:
+            text = f"{energy.joules_per_call:.4g} J/call, mean {energy.watts:.4g} W over {energy.seconds or 0:.3g} s"
+            text += f" (+-{energy.error or 0:.0%}; {energy.source})"
+            return [("energy", text + (f"; {self.cell(m)}" if m.work else ""))]
+        if energy is not None and energy.note:
+            return [("energy", f"none: {energy.note}")]
+        return []
+
+
+#: The energy of the sampled blocks: a joule counter read after every block (NVML's on CUDA, RAPL on a CPU).
+ENERGY: Final = _Energy()

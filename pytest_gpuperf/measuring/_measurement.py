@@ -14,18 +14,21 @@ distribution-free interval. Means of blocks have no per-call percentiles: they a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from ._backends import CUDA_EVENT_TIMER, CUDA_PEAK
-from ._clocks import ClockSummary
-from ._cpu_memory import RSS_METHOD, TRANSIENT_METHOD
-from ._energy import EnergySummary
+from ._backends import CUDA_EVENT_TIMER
+from ._clocks import CLOCKS, ClockSummary
+from ._energy import ENERGY, EnergySummary
 from ._judge import Check, JudgeContext, Relation, check_bound, judge
+from ._memory import MEMORY, NOT_READ, MemoryReading
 from ._profile import WorkProfile
+from ._profiler import PROFILE
+from ._reading import Reading, readings
 from ._sampling import Warmup
 from ._stats import (
     Estimate,
@@ -39,9 +42,17 @@ from ._stats import (
     summarize,
     trend,
 )
-from ._units import Quantity, UnitError, format_bytes, format_duration, parse_quantity
+from ._units import Quantity, UnitError, format_duration, parse_quantity
+from ._values import optional
 
-__all__ = ["DRIFT_MIN", "DRIFT_P", "PERCENTILES", "Measurement", "NoDeviceWorkWarning"]
+__all__ = ["BUILTIN_READINGS", "DRIFT_MIN", "DRIFT_P", "PERCENTILES", "Measurement", "NoDeviceWorkWarning"]
+
+V = TypeVar("V")
+
+#: What is read beside every measurement's samples, in order (``_reading.py``): sensors open in this order (energy
+#: reads NVML through the clocks' session); the results tables show their columns, the HTML report their facts and
+#: the gate their changes in it.
+BUILTIN_READINGS: Final[tuple[Reading[Any], ...]] = (CLOCKS, ENERGY, PROFILE, MEMORY)
 
 #: A device block shorter than this (and than NO_WORK_FRACTION of the host's time) ran no device work.
 NO_WORK_BLOCK: Final = 5e-6
@@ -74,15 +85,8 @@ class Measurement:
     confidence: float
     #: work done by one call, by unit: {"FLOP": 2 * n**3, "samples": 256}
     work: Mapping[str, float] = field(default_factory=dict)
-    #: the high-water mark of a call in bytes (CUDA: ``max_memory_allocated`` after a reset at its start: weights,
-    #: gradients, optimizer state, inputs and activations; CPU: the process's RSS high-water mark), or None
-    peak_memory: int | None = None
-    #: how ``peak_memory`` was read, or why there is none (``off``, ``unknown: ...``)
-    memory_method: str = "none"
     threads: int = 0
     timer: str = ""
-    #: the GPU's clocks over the samples, and which samples were throttled (None: not read, see ``_clocks.py``)
-    clocks: ClockSummary | None = None
     inconclusive: str = "warn"
     #: timing mode: warm, cold or graph (``MeasureSettings.mode``)
     mode: str = "warm"
@@ -92,16 +96,6 @@ class Measurement:
     #: each sample is one call timed alone (a block of one call), so percentiles of the samples are per call
     single_calls: bool = False
     observer: Callable[[Check], None] | None = field(default=None, compare=False, repr=False)
-    #: the energy of the sampled blocks, or why there is none (None: not read; see ``_energy.py``)
-    energy: EnergySummary | None = None
-    # The rest of a call's memory (``MemoryReading``): the level at its start on the counter of ``peak_memory``,
-    # the growth above the start (on a CPU torch's allocator's, as ``transient_method`` says, or why it is
-    # unknown), the allocator's reserved high-water mark (CUDA), each device's high-water mark (several devices).
-    memory_resident: int | None = None
-    memory_transient: int | None = None
-    transient_method: str = ""
-    memory_reserved: int | None = None
-    memory_devices: Mapping[str, int] = field(default_factory=dict)
     #: median device seconds per call with the queue kept full (behind the lead), where that differs from the
     #: sample (an asynchronous device; None for a step that synchronizes, and on a CPU)
     device_per_call: float | None = None
@@ -110,15 +104,47 @@ class Measurement:
     short_leads: int = 0
     #: each sample is one call's latency, from the call to its result (``--gpuperf-per-call``)
     latency: bool = False
-    #: read from a file written before a CUDA sample was the loop's time (results 1): its samples are device time
-    #: behind the lead, which a host-bound step's loop does not pay (``sample_kind``)
-    legacy_device_time: bool = False
-    #: what the step did, read after timing outside the samples (``_profile.py``; None: off, not read, or the
-    #: profiler could not start)
-    profile: WorkProfile | None = None
     #: why the measurement could not keep to ``max_time`` (one call longer than what was left of it), and what
     #: it left out for that; "" where it kept to it
     over_time: str = ""
+    #: what was read beside the samples, by reading name (``_reading.py``): ``memory``, ``clocks``, ``energy``,
+    #: ``profile`` and any registered; a reading that read nothing has no entry
+    readings: Mapping[str, Any] = field(default_factory=dict)
+
+    def reading(self, of: Reading[V]) -> V | None:
+        """The value ``of`` read, or None where it read none."""
+        value: V | None = self.readings.get(of.name)
+        return value
+
+    def with_reading(self, of: Reading[V], value: V | None) -> Measurement:
+        """This measurement with ``value`` as what ``of`` read (None: nothing)."""
+        values = {name: v for name, v in self.readings.items() if name != of.name}
+        return dataclasses.replace(self, readings=values if value is None else {**values, of.name: value})
+
+    @property
+    def memory(self) -> MemoryReading:
+        """The memory of a call, read after timing: its high-water mark (``peak``, CUDA: ``max_memory_allocated``
+        after a reset at its start: weights, gradients, optimizer state, inputs and activations; a CPU: the
+        process's RSS high-water mark), how it was read (``method``, or why there is none: ``off``,
+        ``unknown: ...``), the level at its start, the growth above it (``transient``), the allocator's reserved
+        high-water mark (CUDA), each device's high-water mark (several devices)."""
+        return self.reading(MEMORY) or NOT_READ
+
+    @property
+    def clocks(self) -> ClockSummary | None:
+        """The GPU's clocks over the samples, and which samples were throttled (None: not read, ``_clocks.py``)."""
+        return self.reading(CLOCKS)
+
+    @property
+    def energy(self) -> EnergySummary | None:
+        """The energy of the sampled blocks, or why there is none (None: not read; ``_energy.py``)."""
+        return self.reading(ENERGY)
+
+    @property
+    def profile(self) -> WorkProfile | None:
+        """What the step did, read after timing outside the samples (``_profiler.py``; None: off, not read, or the
+        profiler could not start)."""
+        return self.reading(PROFILE)
 
     # ------------------------------------------------------------ statistics
 
@@ -152,11 +178,6 @@ class Measurement:
         return host is not None and host >= self._device_time > 0 and not self.no_device_work
 
     @property
-    def launch_bound(self) -> bool:
-        """The older name of ``host_bound``."""
-        return self.host_bound
-
-    @property
     def no_device_work(self) -> bool:
         """Timed on an asynchronous device whose clock saw next to nothing: the step's work ran elsewhere."""
         host, device = self.host_per_call, self._device_time
@@ -165,18 +186,15 @@ class Measurement:
     @property
     def sample_kind(self) -> str:
         """What a sample times, for the gate's comparability rule: the loop's time (the larger of device and host
-        time on CUDA), one call's latency from call to result, or a CUDA device time of an older file. On a host
-        clock a call alone and a block of calls time the same thing."""
+        time on CUDA), or one call's latency from call to result. On a host clock a call alone and a block of calls
+        time the same thing."""
         if self.timer != CUDA_EVENT_TIMER:
             return "host clock"
-        if self.legacy_device_time:
-            return "device time behind the lead"
         return "call to result" if self.latency else "the loop's time"
 
     @property
     def _device_time(self) -> float:
-        """Device seconds per call; where none is kept beside a host time (a file written when samples were the
-        device's time), the median."""
+        """Device seconds per call; the median where none is kept beside a host time (a step that synchronizes)."""
         return self.median if self.device_per_call is None else self.device_per_call
 
     @property
@@ -364,49 +382,13 @@ class Measurement:
         ]
         for unit in self.work:
             parts.append(str(self.throughput(unit)))
-        memory = self.memory_text
+        memory = self.memory.text
         if memory:
             parts.append(memory)
         parts.append(f"{len(self.samples)}x{self.iterations} calls")
         if self.single_calls:
             parts.append(" ".join(f"p{p} {self.percentile_text(p)}" for p in PERCENTILES))
         return ", ".join(parts)
-
-    @property
-    def process_peak(self) -> bool:
-        """``peak_memory`` is the whole process's (a CPU's RSS high-water mark: the interpreter, torch's libraries and
-        the C allocator's kept pages included), not the high-water mark of the step's own allocations."""
-        return self.peak_memory is not None and self.memory_method == RSS_METHOD
-
-    @property
-    def gated_memory(self) -> tuple[int, str] | None:
-        """The memory figure a comparison can gate on, and what it is; None without one. CUDA: the allocator's
-        high-water mark (exact). A CPU: the transient from torch's allocator events (exact: the same bytes in 18
-        of 18 A/A calls over 3 processes, 2026-11-26), not the process's RSS, which moves by about 1 MiB between
-        identical calls."""
-        if self.peak_memory is not None and self.memory_method.startswith(CUDA_PEAK):
-            return self.peak_memory, "cuda allocator peak"
-        if self.memory_transient is not None and self.transient_method == TRANSIENT_METHOD:
-            return self.memory_transient, "cpu allocator peak above the call's start"
-        return None
-
-    @property
-    def memory_text(self) -> str:
-        """The call's memory in words, each figure named: ``peak 51 MiB (resident 16.9 MiB + transient 34.1 MiB)``
-        on CUDA, ``transient 24.3 MiB (torch's CPU allocator), process RSS high-water mark 612 MiB`` on a CPU;
-        empty where none was read."""
-        peak, resident, transient = self.peak_memory, self.memory_resident, self.memory_transient
-        if peak is not None and self.process_peak:
-            rss = f"process RSS high-water mark {format_bytes(peak)}"
-            return rss if transient is None else f"transient {format_bytes(transient)} (torch's CPU allocator), {rss}"
-        if peak is not None:  # a device allocator's high-water mark (CUDA)
-            if resident is None or transient is None:
-                return f"peak {format_bytes(peak)}"
-            parts = f"resident {format_bytes(resident)} + transient {format_bytes(transient)}"
-            return f"peak {format_bytes(peak)} ({parts})"
-        if transient is not None:
-            return f"transient {format_bytes(transient)} (no high-water mark known)"
-        return ""
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary
@@ -446,29 +428,16 @@ class Measurement:
                 "block_times": list(self.warmup.block_times),
                 "resizes": self.warmup.resizes,
             },
-            "peak_memory_bytes": self.peak_memory,
-            "memory_method": self.memory_method,
             "threads": self.threads,
             "timer": self.timer,
             "mode": self.mode,
             "host_per_call": self.host_per_call,
             "single_calls": self.single_calls,
-            "clocks": None if self.clocks is None else self.clocks.to_dict(),
-            "energy": None if self.energy is None else self.energy.to_dict(),
-            "memory": {
-                "peak": "high-water mark",
-                "resident_bytes": self.memory_resident,
-                "transient_bytes": self.memory_transient,
-                "transient_method": self.transient_method,
-                "reserved_bytes": self.memory_reserved,
-                "devices": dict(self.memory_devices),
-            },
             "device_per_call": self.device_per_call,
             "short_leads": self.short_leads,
             "latency": self.latency,
-            **({"legacy_device_time": True} if self.legacy_device_time else {}),
-            "profile": None if self.profile is None else self.profile.to_dict(),
             **({"over_time": self.over_time} if self.over_time else {}),
+            **{key: value for r in readings() for key, value in r.encode(self.readings.get(r.name)).items()},
         }
 
     @classmethod
@@ -494,58 +463,20 @@ class Measurement:
             target=float(data["target"]),
             confidence=float(data.get("confidence", 0.95)),
             work={str(k): float(v) for k, v in data.get("work", {}).items()},
-            **_memory_fields(data),
             threads=int(data.get("threads", 0)),
             timer=str(data.get("timer", "")),
             mode=str(data.get("mode", "warm")),
-            host_per_call=None if data.get("host_per_call") is None else float(data["host_per_call"]),
-            # Files written before samples said whether they were single calls make no claim.
+            host_per_call=optional(data.get("host_per_call"), float),
             single_calls=bool(data.get("single_calls", False)),
-            clocks=ClockSummary.from_dict(data.get("clocks")),
-            energy=EnergySummary.from_dict(data.get("energy")),
-            device_per_call=None if data.get("device_per_call") is None else float(data["device_per_call"]),
+            device_per_call=optional(data.get("device_per_call"), float),
             short_leads=int(data.get("short_leads", 0)),
             latency=bool(data.get("latency", False)),
-            # Results 1 kept no "latency": its CUDA samples were the device's time behind the lead.
-            legacy_device_time=bool(
-                data.get("legacy_device_time", "latency" not in data and data.get("timer") == CUDA_EVENT_TIMER)
-            ),
-            profile=WorkProfile.from_dict(data.get("profile")),
             over_time=str(data.get("over_time", "")),
+            readings={r.name: value for r in readings() if (value := r.decode(data)) is not None},
         )
 
     def __str__(self) -> str:
         return self.describe()
-
-
-#: The ``memory_method`` of a peak read from a file written before peak memory meant the high-water mark.
-OLD_PEAK: Final = "unknown: recorded before peak memory meant the high-water mark (the file's figure is the transient)"
-
-
-def _optional_int(value: object) -> int | None:
-    return None if value is None else int(str(value))
-
-
-def _memory_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The memory fields of a stored Measurement. A file written before the ``memory`` block held, as its
-    ``peak_memory_bytes``, the growth above the call's start: it is read as the transient, and no peak."""
-    method = str(data.get("memory_method", "none"))
-    stored = _optional_int(data.get("peak_memory_bytes"))
-    memory = data.get("memory")
-    if not isinstance(memory, Mapping):
-        if stored is None:
-            return {"peak_memory": None, "memory_method": method}
-        return {"peak_memory": None, "memory_method": OLD_PEAK, "memory_transient": stored, "transient_method": method}
-    devices = memory.get("devices") or {}
-    return {
-        "peak_memory": stored,
-        "memory_method": method,
-        "memory_resident": _optional_int(memory.get("resident_bytes")),
-        "memory_transient": _optional_int(memory.get("transient_bytes")),
-        "transient_method": str(memory.get("transient_method", "")),
-        "memory_reserved": _optional_int(memory.get("reserved_bytes")),
-        "memory_devices": {str(k): int(v) for k, v in devices.items()},
-    }
 
 
 def _bounds(

@@ -53,18 +53,11 @@ from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from ._backends import Backend, block_timer
-from ._clocks import clock_monitor, monitored
+from ._calls import gc_paused, torch_threads
 from ._judge import Check
 from ._measurement import Measurement
-from ._runner import (
-    BlockTimes,
-    Coordinator,
-    Subject,
-    gc_paused,
-    measurement_of,
-    memory_and_profile,
-    torch_threads,
-)
+from ._reading import After, Around, open_sensors, read_after, sensed
+from ._runner import BlockTimes, Coordinator, Subject, measurement_of
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
 from ._stats import Estimate, estimate_median, median, median_ci
@@ -319,24 +312,22 @@ def measure_paired(
     rule = PairedStopRule(plan, times)
     agree = coordinator.agree if coordinator is not None else _same
     runner = RoundRunner(rounds, timed, plan, backend, times)
-    monitoring = clock_monitor(backend, threshold=settings.throttle_threshold)
-    with torch_threads(settings.threads_for(device)) as threads, gc_paused(), monitoring as monitor:
-        result = sample(monitored(runner, monitor), plan, stop_rule=rule, agree=agree)
+    around = Around(backend, settings, paired=True)
+    with torch_threads(settings.threads_for(device)) as threads, gc_paused(), open_sensors(around) as sensors:
+        # Each sensor is told once per round (``Around.paired``): what it reads is shared by the round's steps.
+        result = sample(sensed(runner, sensors.values()), plan, stop_rule=rule, agree=agree)
     n = len(result.samples)
-    clocks = None if monitor is None else monitor.summary(n)  # one reading per round, shared by its steps
     sampled = {name: times[name][-n:] for name in steps}
     measurements: dict[str, Measurement] = {}
     for name in steps:
         step = rounds.current[name]
-        memory, profile = memory_and_profile(
-            step.fn, backend, settings, device, result, share_of=len(steps), distributed=coordinator is not None
-        )
+        after = After(step.fn, backend, settings, device, result, len(steps), distributed=coordinator is not None)
         measurements[name] = measurement_of(
             result,
             backend,
             settings,
             Subject((names or {}).get(name, name), device, step.work, (observers or {}).get(name)),
-            runner.read[name].readings(threads, memory, clocks, profile=profile),
+            runner.read[name].readings(threads, read_after(after, sensors)),
             paired_samples=sampled[name],
         )
     work = {name: dict(rounds.current[name].work) for name in steps}

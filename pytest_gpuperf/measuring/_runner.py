@@ -1,4 +1,4 @@
-"""One measurement, end to end: backend + sampler + peak memory -> Measurement.
+"""One measurement, end to end: backend + sampler + what is read beside the samples (``_reading.py``) -> Measurement.
 
 This is the public entry point outside pytest too (asv benchmarks, scripts)::
 
@@ -10,31 +10,18 @@ This is the public entry point outside pytest too (asv benchmarks, scripts)::
 from __future__ import annotations
 
 import dataclasses
-import gc
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ._backends import Backend, MemoryProbe, block_timer
-from ._clocks import ClockSummary, clock_monitor, monitored
+from ._backends import Backend, block_timer
+from ._calls import gc_paused, torch_threads
 from ._devices import open_device
-from ._energy import EnergySummary, EnergyTrace, energy_trace, metered
 from ._judge import Check
 from ._measurement import Measurement, NoDeviceWorkWarning
-from ._profile import (
-    MAX_CALLS,
-    PROFILE_SHARE,
-    CompileCounters,
-    ProbeCalls,
-    WorkProfile,
-    compile_counters,
-    profile_of_probe,
-    profile_step,
-    python_tracing,
-)
+from ._reading import After, Around, open_sensors, read_after, sensed
 from ._sampling import FixedBudget, SamplingResult, sample
 from ._settings import MeasureSettings
 from ._stats import counted_as, median
@@ -44,17 +31,13 @@ __all__ = [
     "BlockTimes",
     "Coordinator",
     "FixedCall",
-    "MemoryReading",
     "Readings",
     "Subject",
-    "gc_paused",
     "measure",
     "measure_fixed",
     "measure_on",
     "measurement_of",
-    "memory_and_profile",
-    "peak_memory",
-    "torch_threads",
+    "over_time_of",
     "work_from",
 ]
 
@@ -79,49 +62,16 @@ class Subject:
 
 
 @dataclass(frozen=True)
-class MemoryReading:
-    """The memory of one call, as a backend's probe read it (``MemoryProbe``): its high-water mark (``peak``, how it
-    was read in ``method``, or None with ``off`` / ``unknown: ...`` there), the level at the call's start, the
-    growth above it (``transient``, read as ``transient_method`` says), the allocator's reserved high-water mark,
-    and each device's high-water mark where the call used several."""
-
-    peak: int | None = None
-    method: str = "off"
-    resident: int | None = None
-    transient: int | None = None
-    transient_method: str = ""
-    reserved: int | None = None
-    devices: Mapping[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, probe: MemoryProbe) -> MemoryReading:
-        method = probe.method if probe.peak_bytes is not None else probe.reason or f"unknown: {probe.method} gave none"
-        return cls(
-            probe.peak_bytes,
-            method,
-            probe.resident_bytes,
-            probe.transient_bytes,
-            probe.transient_method,
-            probe.reserved_bytes,
-            dict(probe.devices),
-        )
-
-
-@dataclass(frozen=True)
 class Readings:
-    """What was read beside the timed samples: torch's threads in effect, the memory of a call (``off`` where it
-    was not read), the host's seconds per call of each block (on an asynchronous device; the last ones match the
-    kept samples), the GPU's clocks, the energy of the sampled blocks (``_energy.py``), and per block the device's
-    seconds per call behind the lead and whether the lead was short (``BlockTimes``)."""
+    """What was read beside the timed samples: torch's threads in effect, each reading's value by name
+    (``_reading.py``), and per block the host's seconds per call (on an asynchronous device; the last ones match the
+    kept samples), the device's seconds per call behind the lead and whether the lead was short (``BlockTimes``)."""
 
     threads: int
-    memory: MemoryReading = MemoryReading()
+    values: Mapping[str, object] = field(default_factory=dict)
     host: Sequence[float | None] = ()
-    clocks: ClockSummary | None = None
-    energy: EnergySummary | None = None
     device: Sequence[float | None] = ()
     short: Sequence[bool] = ()
-    profile: WorkProfile | None = None
 
 
 @dataclass(frozen=True)
@@ -174,77 +124,6 @@ def work_from(
     return out
 
 
-@contextmanager
-def torch_threads(count: int | None) -> Iterator[int]:
-    """torch's intra-op threads set to ``count`` (None: leave them) inside the block; yields the count in effect."""
-    import torch
-
-    before = torch.get_num_threads()
-    if count is not None and count != before:
-        torch.set_num_threads(count)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
-
-
-#: The generations a pause collects by default: the young ones, where the garbage of the test's setup and of the
-#: step's calls lies. A full collection walks every object the process holds (with torch and a suite loaded,
-#: 172,796 objects: 0.05 to 0.13 s on the development machine, more than a fast step's whole sampling).
-YOUNG: Final = 1
-
-
-@contextmanager
-def gc_paused(*, full: bool = False) -> Iterator[None]:
-    """Collect the young generations (every one with ``full``), then keep Python's garbage collector off inside the
-    block (and restore it)."""
-    # A collection in the middle of a sample is noise that belongs to no iteration.
-    was_enabled = gc.isenabled()
-    gc.collect(2 if full else YOUNG)
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def peak_memory(
-    fn: Callable[[], object],
-    backend: Backend,
-    settings: MeasureSettings,
-    device: str,
-    work: ProbeCalls | None = None,
-) -> MemoryReading:
-    """The memory of a call of ``fn`` under the backend's probe (``MemoryReading``): ``off`` if disabled, and each
-    figure None where the probe cannot tell (its method says why: ``unknown: ...``).
-
-    With ``work``, the work profile rides on the probe's calls where the probe runs them under the profiler (a
-    probe with ``settle_calls`` and ``windows``: the CPU's): the settle calls are counted, each measured call runs
-    in a call range, and ``work.windows`` gets the probe's profiler windows."""
-    if not settings.memory:
-        return MemoryReading()
-    # A GPU's figures count every live tensor of the device: an earlier test's garbage goes first. The CPU's (the
-    # RSS high-water mark over the call, the allocator's events in it) do not hold what is merely unreachable.
-    full = device.split(":", 1)[0] != "cpu"
-    with torch_threads(settings.threads_for(device)), gc_paused(full=full), backend.track_memory() as probe:
-        settle = int(getattr(probe, "settle_calls", 0))
-        riding = work if settle else None
-        for index in probe.calls():
-            if riding is not None and index < settle:
-                riding.settle(fn)
-                # The measured calls' windows start after it: Python's tracer in them, where its cost fits the budget
-                probe.trace_python = riding.python  # type: ignore[attr-defined]  # a probe with settle_calls has it
-            else:
-                with riding.call_range() if riding is not None else nullcontext():
-                    fn()
-            backend.synchronize()
-    if riding is not None:
-        riding.windows = list(getattr(probe, "windows", ()))
-    return MemoryReading.of(probe)
-
-
 def measurement_of(
     result: SamplingResult,
     backend: Backend,
@@ -278,26 +157,17 @@ def measurement_of(
         target=plan.target,
         confidence=plan.confidence,
         work=dict(subject.work),
-        peak_memory=readings.memory.peak,
-        memory_method=readings.memory.method,
         threads=readings.threads,
         timer=backend.timer,
-        clocks=readings.clocks,
         inconclusive=settings.inconclusive,
         mode=settings.mode,
         host_per_call=_median_per_call(readings.host, len(kept)),
         single_calls=single,
         observer=subject.observer,
-        energy=readings.energy,
-        memory_resident=readings.memory.resident,
-        memory_transient=readings.memory.transient,
-        transient_method=readings.memory.transient_method,
-        memory_reserved=readings.memory.reserved,
-        memory_devices=dict(readings.memory.devices),
         device_per_call=_median_per_call(readings.device, len(kept)),
         short_leads=sum(readings.short[-len(kept) :]) if kept else 0,
         latency=single and settings.per_call,
-        profile=readings.profile,
+        readings={name: value for name, value in readings.values.items() if value is not None},
     )
     if measurement.no_device_work:
         name, device = subject.name, subject.device
@@ -348,15 +218,8 @@ class BlockTimes:
     def last(self) -> float | None:
         return self.backend.last_host
 
-    def readings(
-        self,
-        threads: int,
-        memory: MemoryReading,
-        clocks: ClockSummary | None,
-        energy: EnergySummary | None = None,
-        profile: WorkProfile | None = None,
-    ) -> Readings:
-        return Readings(threads, memory, self.host, clocks, energy, self.device, self.short, profile)
+    def readings(self, threads: int, values: Mapping[str, object]) -> Readings:
+        return Readings(threads, values, self.host, self.device, self.short)
 
 
 def measure_on(
@@ -373,36 +236,32 @@ def measure_on(
 ) -> Measurement:
     """Measure ``fn`` on ``backend`` under ``settings``; the shared path of the fixture, ``measure`` and asv."""
     plan = settings.plan(backend.min_block_time)
-    monitoring = clock_monitor(backend, threshold=settings.throttle_threshold)
-    compiled_before = compile_counters()
-    with torch_threads(settings.threads_for(device)) as threads, monitoring as monitor:
-        energy = energy_trace(backend, monitor, clock=clock)
-        trace = energy if isinstance(energy, EnergyTrace) else None
+    with (
+        torch_threads(settings.threads_for(device)) as threads,
+        open_sensors(Around(backend, settings, clock)) as sensors,
+    ):
         host = BlockTimes(backend, block_timer(backend, fn, settings.mode, per_call=settings.per_call))
         block = host if coordinator is None else coordinator.wrap_block(host)
-        block = metered(monitored(block, monitor), trace)
         with gc_paused():
             result = sample(
-                block, plan, clock=clock, agree=coordinator.agree if coordinator else _same, host_time=host.last
+                sensed(block, sensors.values()),
+                plan,
+                clock=clock,
+                agree=coordinator.agree if coordinator else _same,
+                host_time=host.last,
             )
     over_time = over_time_of(result, settings)
     if coordinator is not None and coordinator.agree(bool(over_time)) and not over_time:
         # Every rank reads memory and profile, or none does: the profiled call's collectives must meet.
         over_time = "another rank's calls did not fit max_time; memory and work profile not read"
-    if over_time:
-        memory, profile = MemoryReading(method="off: over max_time"), None
-    else:
-        memory, profile = memory_and_profile(
-            fn, backend, settings, device, result, compiled_before, distributed=coordinator is not None
-        )
-    clocks = None if monitor is None else monitor.summary(len(result.samples))
-    energy_summary = trace.summary(len(result.samples)) if trace is not None else EnergySummary("", note=str(energy))
+    after = After(fn, backend, settings, device, result, distributed=coordinator is not None)
+    after.skip = "over max_time" if over_time else ""
     measurement = measurement_of(
         result,
         backend,
         settings,
         Subject(name, device, work, observer),
-        host.readings(threads, memory, clocks, energy_summary, profile),
+        host.readings(threads, read_after(after, sensors)),
     )
     return dataclasses.replace(measurement, over_time=over_time) if over_time else measurement
 
@@ -445,82 +304,6 @@ def over_time_of(result: SamplingResult, settings: MeasureSettings) -> str:
     )
 
 
-def memory_and_profile(
-    fn: Callable[[], object],
-    backend: Backend,
-    settings: MeasureSettings,
-    device: str,
-    result: SamplingResult,
-    compiled_before: CompileCounters | None = None,
-    *,
-    share_of: int = 1,
-    distributed: bool = False,
-) -> tuple[MemoryReading, WorkProfile | None]:
-    """What is read of ``fn`` after timing: its memory (``peak_memory``), then its work profile (``work_profile``),
-    which rides on the memory probe's calls where it can. Every rank of a distributed run profiles the same calls
-    (one), so that their collectives meet."""
-    probe = None
-    if settings.profile != "off":
-        probe = ProbeCalls(python=python_tracing(settings.profile), budget=_profile_budget(result, share_of))
-    memory = peak_memory(fn, backend, settings, device, probe)
-    profile = work_profile(
-        fn,
-        settings,
-        device,
-        result,
-        compiled_before,
-        share_of=share_of,
-        max_calls=1 if distributed else MAX_CALLS,
-        probe=probe,
-    )
-    return memory, profile
-
-
-def work_profile(
-    fn: Callable[[], object],
-    settings: MeasureSettings,
-    device: str,
-    result: SamplingResult,
-    compiled_before: CompileCounters | None = None,
-    *,
-    share_of: int = 1,
-    max_calls: int = MAX_CALLS,
-    probe: ProbeCalls | None = None,
-) -> WorkProfile | None:
-    """The step's work profile after timing (``_profile.py``), within ``PROFILE_SHARE`` of the measurement's time
-    (its warmup and samples; paired rounds of ``share_of`` steps give each its share); None where
-    ``settings.profile`` is off. The step time it is given is the median sample (a paired round's: an
-    overestimate, which only profiles fewer calls). Where ``probe`` rode on the memory probe's calls (the CPU's),
-    the profile is read from them and runs no call of its own."""
-    if settings.profile == "off":
-        return None
-    compiled = compile_counters()
-    if compiled is not None and compiled_before is not None:
-        compiled = compiled.since(compiled_before)  # else dynamo was first loaded by this step: all its counts are
-    step = median(result.samples) if result.samples else 0.0
-    budget = _profile_budget(result, share_of)
-    if probe is not None:
-        riding = profile_of_probe(probe, level=settings.profile, step_seconds=step, budget=budget, compiled=compiled)
-        if riding is not None:
-            return riding
-    with torch_threads(settings.threads_for(device)), gc_paused():
-        return profile_step(
-            fn,
-            level=settings.profile,
-            step_seconds=step,
-            budget=budget,
-            on_cuda=device.split(":", 1)[0] == "cuda",
-            compiled=compiled,
-            max_calls=max_calls,
-        )
-
-
-def _profile_budget(result: SamplingResult, share_of: int) -> float:
-    """The work profile's budget: ``PROFILE_SHARE`` of the measurement's warmup and sampling time (a paired round's
-    step gets its share)."""
-    return PROFILE_SHARE * (result.seconds + result.warmup.seconds) / share_of
-
-
 def measure_fixed(
     call: FixedCall,
     backend: Backend,
@@ -560,8 +343,11 @@ def measure_fixed(
     plan = dataclasses.replace(settings.plan(backend.min_block_time), budget=budget)
     with torch_threads(settings.threads_for(subject.device)) as threads, gc_paused():
         result = sample(one_round, plan, clock=clock)
-    # Running the step again for its memory would add calls to a budget the user fixed.
-    readings = Readings(threads, memory=MemoryReading(method=f"off: {budget.caller} runs its own budget only"))
+    # Running the step again for its memory would add calls to a budget the user fixed: nothing calls it after timing.
+    after = After(
+        call.target, backend, settings, subject.device, result, skip=f"{budget.caller} runs its own budget only"
+    )
+    readings = Readings(threads, read_after(after, {}))
     return measurement_of(result, backend, settings, subject, readings), results[0]
 
 

@@ -12,7 +12,7 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from ._units import UnitError, parse_quantity
 
@@ -26,6 +26,7 @@ __all__ = [
     "given_path",
     "given_word",
     "on_off",
+    "optional",
     "positive_int",
     "positive_seconds",
     "quiet_wait",
@@ -40,6 +41,11 @@ T = TypeVar("T")
 
 class SettingError(ValueError):
     """A value that cannot be used; the message says which and how to fix it."""
+
+
+def optional(value: Any, convert: Callable[[Any], T]) -> T | None:
+    """``convert(value)``, or None for None: a value read from a file or a mapping, where null means not known."""
+    return None if value is None else convert(value)
 
 
 def argtype(parse: Callable[[str], T]) -> Callable[[str], T]:

@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from ..measuring import DeviceSlot, Measurement, MeasureSettings, affinity_cores
 from ..results import RESULTS_HEADERS as HEADERS
-from ..results import Record, flags, peak_memory_cell, percent_of_peak, results_table
+from ..results import Record, flags, percent_of_peak, results_table
 
 __all__ = [
     "HEADERS",
@@ -21,7 +21,6 @@ __all__ = [
     "device_label",
     "flags",
     "header_line",
-    "peak_memory_cell",
     "percent_of_peak",
     "results_table",
     "speedup_lines",

@@ -26,20 +26,17 @@ from ..gate import (
     RunSamples,
     Verdict,
     baseline_noise,
-    change_text,
     clock_ratio_cell,
     compare_runs,
     gate_lines,
-    memory_text,
     ratio_cell,
     row_runs,
     runs_cell,
     verdict_cell,
     why_cells,
     why_heading,
-    work_head,
 )
-from ..measuring import Measurement, format_bytes, format_duration
+from ..measuring import format_duration, readings
 from ..results import (
     Baseline,
     Ceiling,
@@ -49,10 +46,9 @@ from ..results import (
     atomic_write_text,
     flags,
     head_bytes,
-    peak_memory_cell,
     peaks_of,
-    per_joule_cell,
     percent_of_peak,
+    reading_columns,
     short_test,
     table_notes,
 )
@@ -274,31 +270,13 @@ def _throughput(record: Record) -> str:
     return ", ".join(str(m.throughput(unit)) for unit in m.work) or "-"
 
 
-def _memory(m: Measurement) -> str:
-    """A call's memory with every figure named (the table's cell is the short form): the high-water mark with its
-    resident and transient parts, the reserved high-water mark, each device's, and how it was read."""
-    text = m.memory_text
-    if not text:
-        return peak_memory_cell(m) if m.memory_method in ("off", "none") else m.memory_method
-    if m.memory_reserved is not None:
-        text += f", reserved {format_bytes(m.memory_reserved)}"
-    if m.memory_devices:
-        text += "; " + ", ".join(f"{device} {format_bytes(n)}" for device, n in m.memory_devices.items())
-    how = m.memory_method if m.peak_memory is not None else m.transient_method
-    if m.process_peak:
-        how = f"{m.transient_method}; {m.memory_method}"
-    if m.peak_memory is None and m.memory_method.startswith("unknown"):
-        how += f"; no high-water mark: {m.memory_method.removeprefix('unknown: ')}"
-    return f"{text} ({how})"
-
-
 def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, Ceiling], gate: bool) -> str:
-    energy = any(per_joule_cell(r) != "-" for r in records)
+    columns = reading_columns(records)  # the readings' columns, as the terminal's
     clocked = gate and any(row.clock_estimate is not None for row in rows.values())
     tail = any(r.measurement.single_calls for r in records)  # per-call samples: the p99 column, as the terminal's
     head = ["test", "device", "median", "95% CI", *(["p99"] if tail else []), "throughput"]
     head += ["% peak"] if peaks else []
-    head += ["per joule"] if energy else []
+    head += [header for header, _ in columns]
     head += ["flags"] + (["ratio [95% CI]", *([CLOCK_HEADER] if clocked else []), "verdict"] if gate else [])
     out = ['<section class="summary"><h2>records</h2><div class="wide"><table><thead><tr>']
     out += [f"<th>{escape(h)}</th>" for h in head]
@@ -314,7 +292,7 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
             escape(_throughput(record)),
         ]
         cells += [escape(percent_of_peak(record, peaks))] if peaks else []
-        cells += [escape(per_joule_cell(record))] if energy else []
+        cells += [escape(column[i]) for _, column in columns]
         cells.append(escape(flags(record)))
         if gate:
             row = rows.get(record.key)
@@ -332,8 +310,8 @@ def _figure(text: str) -> str:
 
 
 def _notes(run: Run, peaks: Mapping[str, Ceiling]) -> str:
-    """The lines the terminal prints under its table (``table_notes``: energy, % peak, max_time) and every note the
-    tests made (``gpuperf.note``: the suites' conclusions), escaped like every string from a file."""
+    """The lines the terminal prints under its table (``table_notes``: the readings', % peak, max_time) and every
+    note the tests made (``gpuperf.note``: the suites' conclusions), escaped like every string from a file."""
     lines = [f'<p class="muted">{escape(line)}</p>' for line in table_notes(run.records, peaks)]
     items = [f"<li><span class='nodeid'>{escape(test)}</span>: {escape(text)}</li>" for test, text in run.notes]
     if not lines and not items:
@@ -361,11 +339,10 @@ def _card(
     if peaks:
         facts.append(("% peak", percent_of_peak(record, peaks)))
     facts += [
-        ("memory", _memory(m)),
         ("samples", f"{len(m.samples)} x {m.iterations} calls"),
         ("flags", flags(record) or "-"),
     ]
-    facts += _clock_and_energy_facts(record)
+    facts += [fact for reading in readings() for fact in reading.facts(m)]
     lanes, caption = _lanes(record, row, base, comparison)
     out = [
         f'<section class="record" id="r{index}">',
@@ -381,27 +358,6 @@ def _card(
     out.append(f'<p class="caption">{escape(caption)}</p>')
     out.append("</section>")
     return "".join(out)
-
-
-def _clock_and_energy_facts(record: Record) -> list[tuple[str, str]]:
-    """The GPU's clocks over the samples and the energy of the sampled blocks, where they were read."""
-    m = record.measurement
-    out = []
-    clocks = m.clocks
-    if clocks is not None and clocks.sm_clock_mhz_median is not None:
-        text = f"median {clocks.sm_clock_mhz_median:.0f} MHz ({clocks.sm_clock_mhz_min}-{clocks.sm_clock_mhz_max})"
-        text += f" of {clocks.max_sm_clock_mhz} max" if clocks.max_sm_clock_mhz else ""
-        text += f", {clocks.throttled} of {len(m.samples)} samples throttled" if clocks.throttled else ""
-        text += f"; reasons seen: {', '.join(clocks.reasons)}" if clocks.reasons else ""
-        out.append(("SM clock", text))
-    energy = m.energy
-    if energy is not None and energy.joules_per_call is not None and energy.watts is not None:
-        text = f"{energy.joules_per_call:.4g} J/call, mean {energy.watts:.4g} W over {energy.seconds or 0:.3g} s"
-        text += f" (+-{energy.error or 0:.0%}; {energy.source})"
-        out.append(("energy", text + (f"; {per_joule_cell(record)}" if m.work else "")))
-    elif energy is not None and energy.note:
-        out.append(("energy", f"none: {energy.note}"))
-    return out
 
 
 def _gate_facts(row: Row) -> str:
@@ -435,20 +391,17 @@ def _why_table(row: Row) -> str:
 
 
 def _work_block(row: Row, fail_on: frozenset[str]) -> str:
-    """The counts and the peak memory that changed (issue 22): the count verdict, every changed count per call
-    (op and kernel names are the user's code: escaped), and the peak memory; "" where nothing changed."""
-    head, memory = work_head(row, fail_on), memory_text(row)
-    if head is None and memory is None:
-        return ""
-    out = ['<div class="work">']
-    if head is not None and row.work is not None:
-        out.append(f"<p>{escape(head)}</p><ul>")
-        out += [f"<li>{escape(change_text(c))}</li>" for c in row.work.changes]
-        out.append("</ul>")
-    if memory is not None:
-        out.append(f"<p>{escape(memory)}</p>")
-    out.append("</div>")
-    return "".join(out)
+    """What the readings' comparisons found changed (issue 22: the counts, the peak memory): each one's line, and
+    every change under it (op and kernel names are the user's code: escaped); "" where nothing changed."""
+    out = []
+    for change in row.changes.values():
+        summary = change.summary(fail_on)
+        if summary is None:
+            continue
+        out.append(f"<p>{escape(summary)}</p>")
+        details = change.details()
+        out += ["<ul>", *(f"<li>{escape(line)}</li>" for line in details), "</ul>"] if details else []
+    return f'<div class="work">{"".join(out)}</div>' if out else ""
 
 
 def _lanes(

@@ -17,7 +17,7 @@ def disturbed_by(record: Record, load: Load | None) -> bool:
     if load is None:
         return False
     m = record.measurement
-    if m.host_per_call is not None and not m.launch_bound and not m.no_device_work:
+    if m.host_per_call is not None and not m.host_bound and not m.no_device_work:
         # Device-bound on an asynchronous device (its host launches faster than the device runs): other
         # processes' CPU use does not change its device time, so busy cores do not explain a slowdown.
         return False

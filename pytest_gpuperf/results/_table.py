@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from .._escape import printable
-from ..measuring import Measurement, format_bytes, format_duration, format_rate
+from ..measuring import format_duration, readings
 from ._record import Record, Run, short_test
 from ._starved import starved_flag
 
@@ -19,17 +19,17 @@ __all__ = [
     "HEADERS",
     "Ceiling",
     "ceilings",
-    "energy_lines",
     "flags",
-    "peak_memory_cell",
     "peaks_of",
-    "per_joule_cell",
     "percent_of_peak",
+    "reading_columns",
     "results_table",
     "table_notes",
 ]
 
-HEADERS = ("test", "device", "median", "95% CI", "throughput", "peak mem", "samples", "flags")
+#: The columns every results table has; the readings' (``measuring.readings``) come before "samples", where some
+#: row has a cell for them.
+HEADERS = ("test", "device", "median", "95% CI", "throughput", "samples", "flags")
 
 
 def flags(record: Record) -> str:
@@ -55,30 +55,12 @@ def flags(record: Record) -> str:
     drift = m.drift
     if drift is not None:
         out.append(f"drift {drift:+.1%}")
-    if m.clocks is not None and m.clocks.throttled:
-        out.append(f"throttled {m.clocks.throttled}/{len(m.samples)}")
+    for reading in readings():
+        out += reading.flags(m)
     for check in record.checks:
         if check.outcome != "pass":
             out.append(f"{check.what} {check.outcome}")
     return ", ".join(out)
-
-
-def peak_memory_cell(m: Measurement) -> str:
-    """The "peak mem" cell, each figure named (``docs/glossary.md``): the call's high-water mark (``51 MiB``);
-    ``+24.3 MiB`` for a transient figure (growth above the call's start), the only one of a record where no
-    high-water mark is known; ``+24.3 MiB, RSS 612 MiB`` on a CPU, whose only absolute figure is the process's
-    (``unknown, RSS 612 MiB`` where the allocator's events could not tell the transient);
-    ``unknown`` where the probe could not tell (the record's ``memory_method`` says why), ``-`` where it was off."""
-    transient = None if m.memory_transient is None else f"+{format_bytes(m.memory_transient)}"
-    if m.peak_memory is not None:
-        if not m.process_peak:
-            return format_bytes(m.peak_memory)
-        # The transient part first: it is the step's; "unknown" where the allocator's events could not tell.
-        known = transient or ("unknown" if m.transient_method.startswith("unknown") else "-")
-        return f"{known}, RSS {format_bytes(m.peak_memory)}"
-    if transient is not None:
-        return transient
-    return "unknown" if m.memory_method.startswith("unknown") else "-"
 
 
 @dataclass(frozen=True)
@@ -131,31 +113,16 @@ def percent_of_peak(record: Record, peaks: Mapping[str, Ceiling]) -> str:
     return f"{fraction:.0%}*" if fraction > 1 else f"{fraction:.0%}"
 
 
-def per_joule_cell(record: Record) -> str:
-    """Work per joule for each unit of work (samples/J beside samples/s), or joules per call without work; ``-``
-    without an energy figure."""
-    m = record.measurement
-    energy = m.energy
-    per_call = None if energy is None else energy.joules_per_call
-    if energy is None or per_call is None:
-        return "-"
-    cells = [format_rate(amount / per_call, unit, per="J") for unit, amount in m.work.items()]
-    return ", ".join(cells) or f"{per_call:.4g} J/call"
-
-
-def energy_lines(records: Sequence[Record]) -> list[str]:
-    """Under the table, once per device: why records that read no energy figure have none (no counter, a span
-    too short for it)."""
-    out: list[str] = []
-    devices = dict.fromkeys(r.device for r in records)
-    for device in devices:
-        mine = [r.measurement.energy for r in records if r.device == device and r.measurement.energy is not None]
-        notes = [e.note for e in mine if e.joules is None and e.note]
-        if not notes:
+def reading_columns(records: Sequence[Record]) -> list[tuple[str, list[str]]]:
+    """The readings' columns (``measuring.readings``, in order) that some record has a cell in: the header, and each
+    record's cell (``-`` where it has none)."""
+    out = []
+    for reading in readings():
+        if not reading.header:
             continue
-        count = "" if len(notes) == len(mine) else f" for {len(notes)} of {len(mine)} records"
-        more = "" if len(set(notes)) == 1 else f" (and {len(set(notes)) - 1} other reason(s): see the JSON)"
-        out.append(f"energy: none{count} on {device}: {notes[0]}{more}")
+        cells = [reading.cell(r.measurement) for r in records]
+        if any(cell is not None for cell in cells):
+            out.append((reading.header, [cell or "-" for cell in cells]))
     return out
 
 
@@ -163,12 +130,12 @@ def results_table(
     records: Sequence[Record], *, tablefmt: str = "simple", peaks: Mapping[str, Ceiling] | None = None
 ) -> str:
     """One row per record; with ``peaks`` (device -> its ``ceilings``) a "% peak" column follows throughput,
-    where some record's samples are single calls (``--gpuperf-per-call``) a "p99" column follows the CI, and where
-    some record has an energy figure a "per joule" column follows throughput (and % peak)."""
+    where some record's samples are single calls (``--gpuperf-per-call``) a "p99" column follows the CI, and the
+    readings' columns (``reading_columns``) come before "samples"."""
     tail = any(r.measurement.single_calls for r in records)
-    energy = any(per_joule_cell(r) != "-" for r in records)
+    columns = reading_columns(records)
     rows = []
-    for record in records:
+    for index, record in enumerate(records):
         m = record.measurement
         throughput = ", ".join(str(m.throughput(unit)) for unit in m.work)
         row = [
@@ -182,29 +149,26 @@ def results_table(
         row += [throughput or "-"]
         if peaks:
             row.append(percent_of_peak(record, peaks))
-        if energy:
-            row.append(per_joule_cell(record))
-        row += [
-            peak_memory_cell(m),
-            f"{len(m.samples)}x{m.iterations}",
-            flags(record),
-        ]
+        row += [cells[index] for _, cells in columns]
+        row += [f"{len(m.samples)}x{m.iterations}", flags(record)]
         rows.append([printable(cell) for cell in row])  # names from a file reach the terminal (``_escape.py``)
     headers = list(HEADERS)
     if tail:
         headers.insert(headers.index("95% CI") + 1, "p99")
     if peaks:
         headers.insert(headers.index("throughput") + 1, "% peak")
-    if energy:
-        headers.insert(headers.index("peak mem"), "per joule")
+    at = headers.index("samples")
+    headers[at:at] = [header for header, _ in columns]
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
 def table_notes(records: Sequence[Record], peaks: Mapping[str, Ceiling]) -> list[str]:
-    """The lines under a results table: why records have no energy figure (``energy_lines``), what each
-    device's "% peak" is a fraction of (``Ceiling.line``), and why a record went over its max_time."""
-    over = [f"{r.key}: over max_time: {r.measurement.over_time}" for r in records if r.measurement.over_time]
-    lines = energy_lines(records) + [ceiling.line(device) for device, ceiling in peaks.items()] + over
+    """The lines under a results table: the readings' (``Reading.notes``), what
+    each device's "% peak" is a fraction of (``Ceiling.line``), and why a record went over its max_time."""
+    measurements = [r.measurement for r in records]
+    lines = [line for reading in readings() for line in reading.notes(measurements)]
+    lines += [ceiling.line(device) for device, ceiling in peaks.items()]
+    lines += [f"{r.key}: over max_time: {r.measurement.over_time}" for r in records if r.measurement.over_time]
     return [printable(line) for line in lines]
 
 

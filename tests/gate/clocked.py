@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pytest_gpuperf.measuring import ClockReading, ClockSummary
+from pytest_gpuperf.measuring import CLOCKS, ClockSummary
+from pytest_gpuperf.measuring._clocks import ClockReading
 from pytest_gpuperf.results import Record
 
 MAX_SM_CLOCK = 1980  # an H100's maximum SM clock (MHz)
@@ -27,4 +28,4 @@ def with_clocks(record: Record, count: int, *, reading: ClockReading = HOT) -> R
     readings = [reading] * count + [COOL] * (n - count)
     summary = ClockSummary.of(readings, MAX_SM_CLOCK, source="nvml 0 (uuid)")
     assert summary is not None
-    return dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, clocks=summary))
+    return dataclasses.replace(record, measurement=record.measurement.with_reading(CLOCKS, summary))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.gate import CLOCK_HEADER, Policy, Row, Verdict, compare_runs, gate_lines, gate_table
-from pytest_gpuperf.measuring import ClockReading
+from pytest_gpuperf.measuring._clocks import ClockReading
 from pytest_gpuperf.results import Record, Round, with_repeats
 from tests.gate.clocked import CAPPED, COOL, HOT, LOCKED, MILD, SLOW, with_clocks
 from tests.synthetic import BUSY, QUIET, make_record, make_run

@@ -11,7 +11,7 @@ import pytest
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import GateResult, Verdict, compare_runs, why_lines, why_markdown
 from pytest_gpuperf.gate._render import github_summary
-from pytest_gpuperf.measuring import OpStat, WorkProfile
+from pytest_gpuperf.measuring import PROFILE, OpStat, WorkProfile
 from pytest_gpuperf.report import compare, render
 from pytest_gpuperf.results import Baseline, Record, ResultsDir, save_run
 from tests.synthetic import make_record, make_run
@@ -23,7 +23,7 @@ CRAFTED = "mylib::<script>alert('x')</script>|*_`"
 def profiled(median: float, *ops: OpStat, test: str = "t.py::test_step[cpu]") -> Record:
     record = make_record(median, test=test)
     profile = WorkProfile(level="full", calls=1, ops=ops)
-    return dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, profile=profile))
+    return dataclasses.replace(record, measurement=record.measurement.with_reading(PROFILE, profile))
 
 
 def planted(extra: str = "aten::mm") -> tuple[list[Record], list[Record]]:
@@ -64,7 +64,7 @@ def test_a_python_call_is_named_as_one() -> None:
     head = make_record(13 * MS, test="t.py::test_step[cpu]")
     ops, python = (OpStat("aten::mm", 1, 8 * MS),), (OpStat("Tensor.item", 400, 2.5 * MS),)
     profile = WorkProfile(level="full", calls=1, ops=ops, python=python)
-    head = dataclasses.replace(head, measurement=dataclasses.replace(head.measurement, profile=profile))
+    head = dataclasses.replace(head, measurement=head.measurement.with_reading(PROFILE, profile))
     lines = why_lines(compare_runs([make_run(base)] * 3, [make_run(head)]))
     assert lines[1] == "  +2.5 ms/call   83%  Python call Tensor.item, 0 -> 400 calls/call"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.gate import CATEGORIES, WorkComparison, compare_work
-from pytest_gpuperf.measuring import CompileCounters, OpStat, WorkProfile
+from pytest_gpuperf.measuring import OpStat, WorkProfile
+from pytest_gpuperf.measuring._profile import CATEGORIES, CompileCounters, WorkComparison, compare_work
 
 
 def profile(calls: int = 1, ops: dict[str, int] | None = None, **fields: Any) -> WorkProfile:

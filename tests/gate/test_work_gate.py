@@ -15,13 +15,17 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.gate import MemoryChange, Policy, Verdict, compare_memory, compare_runs, gate_lines
+from pytest_gpuperf.gate import Policy, Verdict, compare_runs, gate_lines
 from pytest_gpuperf.gate._render import github_annotations, github_summary
 from pytest_gpuperf.measuring import (
+    MEMORY,
+    PROFILE,
     CpuBackend,
     CudaBackend,
     Measurement,
     MeasureSettings,
+    MemoryChange,
+    MemoryReading,
     OpStat,
     WorkProfile,
     measure_on,
@@ -35,6 +39,8 @@ MiB = 1 << 20
 FAST = MeasureSettings(max_time=0.02, min_time=0.005, warmup_time=0.005, min_samples=5, profile="off")
 CUDA_PEAK = "torch.cuda.max_memory_allocated"
 CPU_TRANSIENT = "torch.profiler CPU allocator events"
+#: The peak memory of each side's measurements compared, as the gate compares them.
+compare_memory = MEMORY.compare
 
 
 def step_profile(mm: int = 1, flops: int = 2 * MiB, **fields: Any) -> WorkProfile:
@@ -42,9 +48,19 @@ def step_profile(mm: int = 1, flops: int = 2 * MiB, **fields: Any) -> WorkProfil
     return WorkProfile(level="counts", calls=2, ops=ops, flops=flops, bytes_allocated=2 * MiB, **fields)
 
 
-def record(median: float, profile: WorkProfile | None = None, /, *, load: Any = None, **memory: Any) -> Record:
+#: The keywords of ``record`` that are a MemoryReading's fields.
+_MEMORY = {"peak_memory": "peak", "memory_method": "method", "memory_transient": "transient"}
+
+
+def record(median: float, profile: WorkProfile | None = None, /, *, load: Any = None, **fields: Any) -> Record:
+    """A record of this median, profile and load; ``fields`` are the Measurement's, or its memory's (``_MEMORY``
+    and ``transient_method``)."""
     rec = make_record(median, **({"load": load} if load is not None else {}))
-    return dataclasses.replace(rec, measurement=dataclasses.replace(rec.measurement, profile=profile, **memory))
+    memory = {_MEMORY.get(k, k): fields.pop(k) for k in [*_MEMORY, "transient_method"] if k in fields}
+    m = dataclasses.replace(rec.measurement, **fields).with_reading(PROFILE, profile)
+    if memory:
+        m = m.with_reading(MEMORY, MemoryReading(**{"method": "none", **memory}))
+    return dataclasses.replace(rec, measurement=m)
 
 
 def test_one_more_matmul_within_the_noise_is_a_count_change_that_fails_by_default() -> None:
@@ -182,7 +198,7 @@ def test_a_planted_extra_activation_is_caught_every_time_through_the_cuda_probe(
     assert planted == ["more"] * 10 and same == ["same"] * 10
     head = _cuda_measurement(activations + (64 << 10))
     assert compare_memory([base], [head]) == MemoryChange(
-        base.peak_memory or 0, (base.peak_memory or 0) + (64 << 10), "more", "cuda allocator peak"
+        base.memory.peak or 0, (base.memory.peak or 0) + (64 << 10), "more", "cuda allocator peak"
     )
 
 
@@ -216,9 +232,9 @@ def test_on_a_real_cpu_step_the_allocators_peak_is_exact_and_an_extra_activation
         for extra in (False, True)
     }
     base, head = sides[False], sides[True]
-    assert len({m.memory_transient for m in base}) == 1 and len({m.memory_transient for m in head}) == 1
+    assert len({m.memory.transient for m in base}) == 1 and len({m.memory.transient for m in head}) == 1
     kind = "cpu allocator peak above the call's start"
-    figure = base[0].memory_transient or 0
+    figure = base[0].memory.transient or 0
     assert [compare_memory(base[:1], [m]) for m in head] == [MemoryChange(figure, figure + (1 << 20), "more", kind)] * 5
     assert [compare_memory(base[:1], [m]) for m in base] == [MemoryChange(figure, figure, "same", kind)] * 5
 

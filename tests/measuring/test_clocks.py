@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.measuring import (
-    ClockMonitor,
-    ClockReading,
     ClockSummary,
     CpuBackend,
     CudaBackend,
@@ -18,15 +16,14 @@ from pytest_gpuperf.measuring import (
     MeasureSettings,
     SamplingPlan,
     Step,
-    clock_monitor,
     match_nvml_device,
     measure_on,
     measure_paired,
-    monitored,
     sample,
     throttle_names,
 )
-from pytest_gpuperf.measuring._clocks import same_uuid
+from pytest_gpuperf.measuring._clocks import ClockMonitor, ClockReading, clock_monitor, same_uuid
+from pytest_gpuperf.measuring._reading import sensed
 from tests.fake_nvml import FakeGpu, FakeNvml, cuda_props, cuda_torch, gpus
 
 # ---------------------------------------------------------------- which NVML device
@@ -169,7 +166,7 @@ def test_monitor_reads_five_nvml_calls_and_keeps_each_reading() -> None:
     assert (nvml.inits, nvml.shutdowns) == (1, 1)
 
 
-def test_monitored_reads_after_every_block_and_the_summary_covers_the_samples_only() -> None:
+def test_the_monitor_reads_after_every_block_and_the_summary_covers_the_samples_only() -> None:
     """Warmup blocks come first; the last len(samples) readings are the samples', in order."""
     nvml = FakeNvml(gpus(1))
     gpu = nvml.devices[0]
@@ -186,7 +183,7 @@ def test_monitored_reads_after_every_block_and_the_summary_covers_the_samples_on
         return 0.002 * iterations
 
     plan = SamplingPlan(min_samples=10, min_time=0.0, max_time=0.5, warmup_time=0.05, min_block_time=0.004)
-    result = sample(monitored(run_block, monitor), plan, clock=lambda: now[0])
+    result = sample(sensed(run_block, [monitor]), plan, clock=lambda: now[0])
     assert len(monitor.readings) == len(blocks) == result.warmup.blocks + len(result.samples)
     summary = monitor.summary(len(result.samples))
     assert summary is not None and summary.readings == len(result.samples)
@@ -203,9 +200,9 @@ def test_each_nvml_field_fails_alone(unsupported: str) -> None:
     nvml = FakeNvml(gpus(1), failing=frozenset({unsupported}))
     nvml.devices[0].reasons = 0x20
     with clock_monitor(CudaBackend(0, cuda_torch([cuda_props(nvml.devices[0])])), nvml_module=nvml) as monitor:
-        block = monitored(lambda k: 0.001 * k, monitor)
-        assert block(3) == pytest.approx(0.003)
         assert monitor is not None
+        block = sensed(lambda k: 0.001 * k, [monitor])
+        assert block(3) == pytest.approx(0.003)
         (got,) = monitor.readings
         summary = monitor.summary(1)
     assert got is not None and summary is not None
@@ -224,9 +221,10 @@ def test_a_reading_nvml_answers_nothing_of_is_lost_not_the_measurement() -> None
     everything = frozenset({"power", "temperature", "reasons", "clock"})
     nvml = FakeNvml(gpus(1), failing=everything)
     with clock_monitor(CudaBackend(0, cuda_torch([cuda_props(nvml.devices[0])])), nvml_module=nvml) as monitor:
-        block = monitored(lambda k: 0.001 * k, monitor)
+        assert monitor is not None
+        block = sensed(lambda k: 0.001 * k, [monitor])
         assert block(3) == pytest.approx(0.003)
-        assert monitor is not None and monitor.readings == [None] and monitor.summary(1) is None
+        assert monitor.readings == [None] and monitor.summary(1) is None
     assert nvml.shutdowns == 1
 
 
@@ -238,7 +236,7 @@ def test_no_monitor_without_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
     def run_block(iterations: int) -> float:
         return 1.0
 
-    assert monitored(run_block, None) is run_block
+    assert sensed(run_block, []) is run_block
 
 
 def test_no_monitor_when_nvml_does_not_start() -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.measuring import CpuBackend, MeasureSettings, measure
-from pytest_gpuperf.measuring._runner import gc_paused, peak_memory
+from pytest_gpuperf.measuring._calls import gc_paused
+from pytest_gpuperf.measuring._memory import peak_memory
 
 FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "profile": "off"}
 
@@ -38,7 +39,7 @@ def collections(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_measurement_on_a_cpu_makes_no_full_collection(collections: list[int]) -> None:
     """Main made two full collections per measurement (before the samples and before the memory probe)."""
     m = measure(lambda: sum(range(100)), **FAST)
-    assert m.samples and m.memory_method  # sampled, and the memory probe ran
+    assert m.samples and m.memory.method  # sampled, and the memory probe ran
     assert collections and 2 not in collections
 
 

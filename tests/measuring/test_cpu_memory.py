@@ -16,7 +16,7 @@ from pytest_gpuperf.measuring._cpu_memory import (
     profiler_noise_filtered,
     steady_peak,
 )
-from pytest_gpuperf.measuring._runner import peak_memory
+from pytest_gpuperf.measuring._memory import peak_memory
 
 MiB = 2**20
 

@@ -44,7 +44,7 @@ def test_a_step_measures_its_device_time_end_to_end() -> None:
         step(gpu, 30e-6, [100e-6] * 10), backend_on(gpu), FAST, name="train", device="cuda:0", work={}, clock=gpu.clock
     )
     assert m.median == pytest.approx(1e-3, rel=1e-4)
-    assert not m.launch_bound and m.host_per_call is not None and m.host_per_call < 1e-4
+    assert not m.host_bound and m.host_per_call is not None and m.host_per_call < 1e-4
 
 
 def test_a_host_bound_step_is_flagged_and_sized_by_its_host_time() -> None:
@@ -52,7 +52,7 @@ def test_a_host_bound_step_is_flagged_and_sized_by_its_host_time() -> None:
     gpu = FakeGpu(launch=9e-6)
     backend = backend_on(gpu)
     m = measure_on(step(gpu, 0.0, [2e-6]), backend, FAST, name="tiny", device="cuda:0", work={}, clock=gpu.clock)
-    assert m.host_bound and m.launch_bound
+    assert m.host_bound
     assert m.host_per_call == pytest.approx(9e-6, rel=0.05)
     assert m.median == pytest.approx(m.host_per_call, rel=1e-6)  # what a loop pays: the host's time
     assert m.device_per_call == pytest.approx(2e-6, rel=0.01)  # device time with the queue kept full
@@ -84,10 +84,10 @@ def test_graph_mode_replays_one_launch_and_refuses_what_cannot_be_captured() -> 
     gpu = FakeGpu()
     fn = step(gpu, 30e-6, [5e-6] * 20)  # launch-bound when warm: 130 us of host for 100 us of device
     warm = measure_on(fn, backend_on(gpu), FAST, name="warm", device="cuda:0", work={}, clock=gpu.clock)
-    assert warm.launch_bound
+    assert warm.host_bound
     graph_settings = FAST.with_values({"mode": "graph"})
     graph = measure_on(fn, backend_on(gpu), graph_settings, name="graph", device="cuda:0", work={}, clock=gpu.clock)
-    assert graph.mode == "graph" and not graph.launch_bound
+    assert graph.mode == "graph" and not graph.host_bound
     assert graph.median == pytest.approx(100e-6, rel=1e-3)
 
     def syncs() -> None:

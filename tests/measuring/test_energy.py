@@ -4,31 +4,34 @@ sampled blocks that a stepping counter can be read over."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf.measuring import (
-    ENERGY_MAX_ERROR,
     CpuBackend,
     CudaBackend,
-    EnergySummary,
-    EnergyTrace,
     Measurement,
     MeasureSettings,
     SamplingPlan,
-    clock_monitor,
-    energy_trace,
     measure_on,
-    metered,
-    monitored,
-    rapl_counter,
     sample,
 )
+from pytest_gpuperf.measuring._clocks import clock_monitor
+from pytest_gpuperf.measuring._energy import ENERGY_MAX_ERROR, EnergySummary, EnergyTrace, energy_trace, rapl_counter
+from pytest_gpuperf.measuring._reading import Sensor, sensed
 from tests.fake_nvml import FakeNvml, cuda_props, cuda_torch, gpus
 from tests.measuring.test_clocks import FakeCudaTorch
 
 # ---------------------------------------------------------------- a counter that steps
+
+
+def metered(run_block: Callable[[int], float], trace: EnergyTrace, *before: Sensor[object]) -> Callable[[int], float]:
+    """``run_block`` with the trace started (as the energy reading opens it) and read after every block, after the
+    sensors ``before`` it (the clocks')."""
+    trace.start()
+    return sensed(run_block, [*before, trace])
 
 
 class SteppingCounter:
@@ -132,7 +135,8 @@ def test_nvml_energy_through_the_clock_monitor() -> None:
             return 0.004
 
         plan = SamplingPlan(min_samples=10, min_time=1.0, max_time=2.0, warmup_time=0.05, min_block_time=0.004)
-        result = sample(metered(monitored(run_block, monitor), trace), plan, clock=lambda: now[0])
+        assert monitor is not None
+        result = sample(metered(run_block, trace, monitor), plan, clock=lambda: now[0])
         summary = trace.summary(len(result.samples))
     assert summary.note == "" and summary.watts == pytest.approx(700.0, rel=0.02)
     assert "energy" in nvml.calls

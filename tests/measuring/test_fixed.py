@@ -47,7 +47,7 @@ def test_the_budget_is_kept_exactly() -> None:
     assert (measurement.warmup.blocks, measurement.warmup.calls) == (2, 6)
     assert measurement.converged
     assert measurement.stop_reason.startswith("test's fixed budget: 6 rounds x 3 iterations; CI half-width 0.00%")
-    assert measurement.memory_method == "off: test runs its own budget only"
+    assert measurement.memory.method == "off: test runs its own budget only"
 
 
 def test_too_few_rounds_claim_no_interval() -> None:

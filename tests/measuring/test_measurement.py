@@ -110,8 +110,8 @@ def test_a_drifting_step_is_flagged_and_a_steady_one_is_not() -> None:
 def test_mode_and_host_time_round_trip_and_flag_a_launch_bound_step() -> None:
     m = make_measurement("tiny", [2e-6] * 12, mode="graph", host_per_call=9e-6)
     again = Measurement.from_dict(m.to_dict())
-    assert again.mode == "graph" and again.host_per_call == 9e-6 and again.launch_bound
-    assert not make_measurement("big", [1e-3] * 12, host_per_call=9e-6).launch_bound
+    assert again.mode == "graph" and again.host_per_call == 9e-6 and again.host_bound
+    assert not make_measurement("big", [1e-3] * 12, host_per_call=9e-6).host_bound
     old = {k: v for k, v in m.to_dict().items() if k not in ("mode", "host_per_call")}
     assert Measurement.from_dict(old).mode == "warm"  # files from before the field still load
 

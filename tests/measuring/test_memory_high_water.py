@@ -17,8 +17,7 @@ import torch
 
 from pytest_gpuperf.measuring import AllCudaBackend, CpuBackend, CudaBackend, Measurement, MeasureSettings, measure_on
 from pytest_gpuperf.measuring._cpu_memory import RSS_METHOD, TRANSIENT_METHOD, AllocatorProbe, RssHighWater
-from pytest_gpuperf.measuring._runner import MemoryReading, peak_memory
-from pytest_gpuperf.results import peak_memory_cell
+from pytest_gpuperf.measuring._memory import MEMORY, MemoryReading, peak_memory
 
 from .fake_cuda_memory import FakeCudaMemory, MiB, SmallCnnStep
 from .fake_gpu import FakeGpu
@@ -66,15 +65,14 @@ def test_a_cuda_measurement_carries_every_figure_to_the_table_and_the_json() -> 
         step()
 
     m = measure_on(call, backend, FAST, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
-    assert _mib(m.peak_memory) == 51.0 and _mib(m.memory_transient) == 26.0 and _mib(m.memory_resident) == 25.0
-    assert peak_memory_cell(m) == "51 MiB"
+    assert _mib(m.memory.peak) == 51.0 and _mib(m.memory.transient) == 26.0 and _mib(m.memory.resident) == 25.0
+    assert m.memory.cell == "51 MiB"
     assert "peak 51 MiB (resident 25 MiB + transient 26 MiB)" in m.describe()
     stored = json.loads(json.dumps(m.to_dict()))
-    assert stored["peak_memory_bytes"] == m.peak_memory
-    assert stored["memory"]["transient_bytes"] == m.memory_transient
+    assert stored["peak_memory_bytes"] == m.memory.peak
+    assert stored["memory"]["transient_bytes"] == m.memory.transient
     again = Measurement.from_dict(stored)
-    fields = ("peak_memory", "memory_method", "memory_resident", "memory_transient", "memory_reserved")
-    assert [getattr(again, f) for f in fields] == [getattr(m, f) for f in fields]
+    assert again.memory == m.memory
 
 
 def test_a_data_parallel_step_records_each_devices_high_water_mark() -> None:
@@ -131,8 +129,8 @@ def test_the_cpu_figure_is_the_processs_high_water_mark_with_the_allocators_tran
     # The absolute figure covers what was resident before the call (the weights) and the call's own peak.
     assert reading.peak >= rss + 64 * MiB - 4 * MiB >= weights.nbytes + reading.transient
     m = _with_memory(reading)
-    assert re.fullmatch(r"\+64 MiB, RSS \d+(\.\d+)? [MG]iB", peak_memory_cell(m))
-    assert m.memory_text.startswith("transient 64 MiB (torch's CPU allocator), process RSS high-water mark ")
+    assert re.fullmatch(r"\+64 MiB, RSS \d+(\.\d+)? [MG]iB", m.memory.cell)
+    assert m.memory.text.startswith("transient 64 MiB (torch's CPU allocator), process RSS high-water mark ")
 
 
 def test_where_the_rss_cannot_be_reset_only_the_transient_is_given(tmp_path: Path) -> None:
@@ -144,45 +142,19 @@ def test_where_the_rss_cannot_be_reset_only_the_transient_is_given(tmp_path: Pat
     assert probe.reason.startswith("unknown: the process's RSS high-water mark cannot be reset")
     assert probe.transient_bytes is not None and MiB <= probe.transient_bytes < 2 * MiB
     m = _with_memory(MemoryReading.of(probe))
-    assert peak_memory_cell(m) == "+1 MiB"
-    assert m.memory_text == "transient 1 MiB (no high-water mark known)"
-
-
-def test_a_file_written_before_the_high_water_mark_shows_its_figure_as_transient() -> None:
-    memory = FakeCudaMemory()
-    gpu, backend = _cuda(memory)
-    m = measure_on(lambda: gpu.kernel("k", 1e-3), backend, FAST, name="old", device="cuda:0", work={}, clock=gpu.clock)
-    old = m.to_dict()
-    del old["memory"]
-    old["peak_memory_bytes"] = 26 * MiB  # main's growth figure
-    old["memory_method"] = "torch.cuda.max_memory_allocated"
-    read = Measurement.from_dict(old)
-    assert read.peak_memory is None
-    assert read.memory_method.startswith("unknown: recorded before peak memory meant the high-water mark")
-    assert read.memory_transient == 26 * MiB and read.transient_method == "torch.cuda.max_memory_allocated"
-    assert peak_memory_cell(read) == "+26 MiB"
-    del old["peak_memory_bytes"], old["memory_method"]
-    assert peak_memory_cell(Measurement.from_dict(old)) == "-"
+    assert m.memory.cell == "+1 MiB"
+    assert m.memory.text == "transient 1 MiB (no high-water mark known)"
 
 
 def test_nothing_on_mps_is_called_a_peak() -> None:
     m = _with_memory(MemoryReading(method="unknown: torch.mps has no peak statistic"))
-    assert peak_memory_cell(m) == "unknown" and m.memory_text == ""
+    assert m.memory.cell == "unknown" and m.memory.text == ""
     assert "peak" not in m.describe()
 
 
 def _with_memory(reading: MemoryReading) -> Measurement:
-    """A CPU measurement of one sample with this memory reading."""
+    """A CPU measurement of one sample with this memory reading, through its file."""
     from pytest_gpuperf.measuring import measure
 
     m = measure(lambda: None, device="cpu", max_time=0.01, min_time=0.001, warmup_time=0.001, memory="off")
-    data = m.to_dict()
-    data["peak_memory_bytes"], data["memory_method"] = reading.peak, reading.method
-    data["memory"] = {
-        "resident_bytes": reading.resident,
-        "transient_bytes": reading.transient,
-        "transient_method": reading.transient_method,
-        "reserved_bytes": reading.reserved,
-        "devices": dict(reading.devices),
-    }
-    return Measurement.from_dict(data)
+    return Measurement.from_dict(m.with_reading(MEMORY, reading).to_dict())

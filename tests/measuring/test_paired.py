@@ -107,7 +107,7 @@ def test_rounds_alternate_order_and_use_equal_call_counts() -> None:
     assert speedup.value == pytest.approx(2.0)
     m = paired.measurements["slow"]
     assert m.median == pytest.approx(0.002)
-    assert m.peak_memory == 123 and m.memory_method == "fake"
+    assert m.memory.peak == 123 and m.memory.method == "fake"
     assert m.device_name == "Fake Device" and m.stop_reason.startswith("paired rounds:")
 
 
@@ -178,7 +178,7 @@ def test_observers_receive_each_steps_checks_and_names_rename_measurements() -> 
         names={"x": "n=512"},
     )
     m = paired.measurements["x"]
-    assert m.name == "n=512" and m.peak_memory is None
+    assert m.name == "n=512" and m.memory.peak is None
     m.assert_latency(at_most=1.0)
     assert len(seen) == 1
 

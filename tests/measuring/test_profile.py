@@ -13,10 +13,21 @@ import pytest
 import torch
 
 from pytest_gpuperf.measuring import Measurement, MeasureSettings, SettingError, WorkProfile, measure
-from pytest_gpuperf.measuring._profile import CALL_RANGE, MAX_CALLS, compile_counters, profile_step, read_events
+from pytest_gpuperf.measuring._profiler import CALL_RANGE, MAX_CALLS, compile_counters, profile_step, read_events
 
 N = 32
 FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "memory": False}
+
+
+def _read_after(step: Any, settings: MeasureSettings, result: Any) -> tuple[Any, WorkProfile | None]:
+    """The memory and the work profile read after timing on a CPU, as a measurement reads them."""
+    from pytest_gpuperf.measuring import After, CpuBackend
+    from pytest_gpuperf.measuring._reading import read_after
+
+    values = read_after(After(step, CpuBackend(), settings, "cpu", result), {})
+    profile = values["profile"]
+    assert profile is None or isinstance(profile, WorkProfile)
+    return values["memory"], profile
 
 
 def two_matmuls() -> object:
@@ -382,8 +393,6 @@ def test_a_profiler_the_user_runs_is_left_alone() -> None:
 def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_its_own() -> None:
     """The CPU's memory probe runs the step four times, two of them under the profiler: the profile counts FLOPs
     on its settle call and reads its two measured calls, so the step runs as often as with the profile off."""
-    from pytest_gpuperf.measuring import CpuBackend
-    from pytest_gpuperf.measuring._runner import memory_and_profile
     from pytest_gpuperf.measuring._sampling import SamplingResult, Warmup
 
     a = torch.ones(N, N)
@@ -397,7 +406,7 @@ def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_
     counts = {}
     for level in ("off", "full"):
         calls.clear()
-        memory, profile = memory_and_profile(step, CpuBackend(), MeasureSettings(profile=level), "cpu", result)
+        memory, profile = _read_after(step, MeasureSettings(profile=level), result)
         counts[level] = len(calls)
         assert memory.transient is not None
     assert counts["full"] == counts["off"] == 4
@@ -406,7 +415,7 @@ def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_
     assert profile.varying == () and profile.outside_seconds is not None
     # with the memory probe off, the profile runs its own calls: one counting call and at least one profiled
     calls.clear()
-    _, own = memory_and_profile(step, CpuBackend(), MeasureSettings(profile="full", memory=False), "cpu", result)
+    _, own = _read_after(step, MeasureSettings(profile="full", memory=False), result)
     assert own is not None and own.per_call_counts() == profile.per_call_counts()
     assert len(calls) == 1 + own.calls
 
@@ -438,15 +447,13 @@ def test_pythons_tracer_runs_only_where_its_cost_for_the_calls_counted_fits_the_
     events processed when the profiler stops and read), which no budget bounded. A measurement of 1 s (a budget of
     30 ms) traces a step of 20 Python calls and not one of 20,000 (about 0.4 s of tracing, where main traced it);
     its counts are read all the same."""
-    from pytest_gpuperf.measuring import CpuBackend
-    from pytest_gpuperf.measuring._runner import memory_and_profile
     from pytest_gpuperf.measuring._sampling import SamplingResult, Warmup
 
     result = SamplingResult((1e-3,) * 5, 1, Warmup(1, 1, 0.5, True, (1e-3,)), True, "test", 0.5)
     settings = MeasureSettings(profile="full", memory=memory)
     profiles = {}
     for calls in (20, 20_000):
-        _, profile = memory_and_profile(_pure_python_step(calls), CpuBackend(), settings, "cpu", result)
+        _, profile = _read_after(_pure_python_step(calls), settings, result)
         assert profile is not None and profile.calls >= 1 and profile.budget == pytest.approx(0.03)
         profiles[calls] = profile
     assert "len" in {stat.name for stat in profiles[20].python}
@@ -455,7 +462,7 @@ def test_pythons_tracer_runs_only_where_its_cost_for_the_calls_counted_fits_the_
 
 
 def test_the_tracers_cost_is_its_cost_per_python_call_for_each_profiled_call() -> None:
-    from pytest_gpuperf.measuring._profile import TRACER_SECONDS_PER_CALL, tracer_cost
+    from pytest_gpuperf.measuring._profiler import TRACER_SECONDS_PER_CALL, tracer_cost
 
     assert tracer_cost(20_000, 2) == pytest.approx(20_000 * 2 * TRACER_SECONDS_PER_CALL)
     assert tracer_cost(20_000, 2) > 0.03 > tracer_cost(20, 2)

@@ -42,7 +42,7 @@ def test_a_step_longer_than_max_time_runs_twice_and_says_why() -> None:
         r"one call takes 5\d\d(\.\d)? ms, longer than max_time 0.2 s: 1 sample of 1 call after 1 call ", m.over_time
     )
     assert m.over_time.endswith("; memory and work profile not read")
-    assert m.memory_method == "off: over max_time" and m.profile is None and not m.converged
+    assert m.memory.method == "off: over max_time" and m.profile is None and not m.converged
     assert m.to_dict()["over_time"] == m.over_time
 
 
@@ -50,7 +50,7 @@ def test_a_fast_step_keeps_its_memory_probe_and_no_over_time_label() -> None:
     step = Sleeper(1e-3)
     m = measure(step, device="cpu", max_time=0.2, warmup_time=0.05, min_time=0.01)
     assert m.over_time == "" and "over_time" not in m.to_dict()
-    assert m.memory_method != "off: over max_time" and m.peak_memory is not None
+    assert m.memory.method != "off: over max_time" and m.memory.peak is not None
 
 
 class _OtherRankOverTime:
@@ -69,7 +69,7 @@ def test_every_rank_skips_memory_and_profile_when_one_rank_is_over_time() -> Non
     step = Sleeper(1e-3)
     m = measure_on(step, CpuBackend(), settings, name="s", device="cpu", work={}, coordinator=_OtherRankOverTime())
     assert m.over_time.startswith("another rank's calls did not fit max_time")
-    assert m.memory_method == "off: over max_time" and m.profile is None
+    assert m.memory.method == "off: over max_time" and m.profile is None
     assert step.calls == 2  # the first call and one sample: no memory-probe or profile call
 
 
@@ -78,7 +78,7 @@ def test_a_step_whose_reads_would_take_over_twice_max_time_skips_them_and_says_s
     m = measure(step, device="cpu", max_time=0.2, warmup_time=0.05, min_time=0.01)
     assert m.over_time.startswith("one call takes 10")
     assert "the memory probe and work profile (5 calls) would take over 2 x max_time 0.2 s" in m.over_time
-    assert m.memory_method == "off: over max_time"
+    assert m.memory.method == "off: over max_time"
 
 
 def test_without_memory_and_profile_a_step_longer_than_max_time_is_still_labelled() -> None:

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_gpuperf.measuring import ClockReading, ClockSummary
+from pytest_gpuperf.measuring import CLOCKS, ClockSummary
+from pytest_gpuperf.measuring._clocks import ClockReading
 from pytest_gpuperf.plugin._summary import (
     device_free_key,
     flags,
@@ -111,11 +112,11 @@ def test_percent_of_peak_column_appears_only_with_peaks() -> None:
 
 def test_throttled_samples_are_flagged_with_their_count() -> None:
     clocks = ClockSummary.of([reading(1980)] * 18 + [reading(1980, 0x8)] * 3, 1980)
-    record = dataclasses.replace(GPU_MM, measurement=dataclasses.replace(GPU_MM.measurement, clocks=clocks))
+    record = dataclasses.replace(GPU_MM, measurement=GPU_MM.measurement.with_reading(CLOCKS, clocks))
     assert flags(record) == "throttled 3/21"
     assert "throttled 3/21" in results_table([record])
     powered = ClockSummary.of([reading(1980, 0x4)] * 21, 1980)  # power-capped at full clock: not throttled
-    record = dataclasses.replace(GPU_MM, measurement=dataclasses.replace(GPU_MM.measurement, clocks=powered))
+    record = dataclasses.replace(GPU_MM, measurement=GPU_MM.measurement.with_reading(CLOCKS, powered))
     assert flags(record) == "" and flags(GPU_MM) == ""
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import Check
+from pytest_gpuperf.measuring import MEMORY, Check, MemoryReading
 from pytest_gpuperf.report import compare, policy_of, render
 from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
 from pytest_gpuperf.results import Baseline, Fingerprint, Record, Run, flags
@@ -171,52 +171,52 @@ def test_the_axis_unit_follows_the_range_and_a_wide_range_goes_log() -> None:
 
 def test_a_card_names_every_memory_figure() -> None:
     record = make_record(1e-3)
-    cuda = dataclasses.replace(
-        record.measurement,
-        peak_memory=51 << 20,
-        memory_method="torch.cuda.max_memory_allocated (the largest of 2 devices: cuda:0)",
-        memory_resident=25 << 20,
-        memory_transient=26 << 20,
-        memory_reserved=52 << 20,
-        memory_devices={"cuda:0": 51 << 20, "cuda:1": 20 << 20},
+    cuda = record.measurement.with_reading(
+        MEMORY,
+        MemoryReading(
+            peak=51 << 20,
+            method="torch.cuda.max_memory_allocated (the largest of 2 devices: cuda:0)",
+            resident=25 << 20,
+            transient=26 << 20,
+            reserved=52 << 20,
+            devices={"cuda:0": 51 << 20, "cuda:1": 20 << 20},
+        ),
     )
     html = render(make_run(dataclasses.replace(record, measurement=cuda)))
     assert (
         "<dt>memory</dt><dd>peak 51 MiB (resident 25 MiB + transient 26 MiB), reserved 52 MiB; "
         "cuda:0 51 MiB, cuda:1 20 MiB (torch.cuda.max_memory_allocated (the largest of 2 devices: cuda:0))</dd>"
     ) in html
-    cpu = dataclasses.replace(
-        record.measurement,
-        peak_memory=300 << 20,
-        memory_method="process RSS high-water mark (VmHWM)",
-        memory_transient=4 << 20,
-        transient_method="torch.profiler CPU allocator events",
+    cpu = record.measurement.with_reading(
+        MEMORY,
+        MemoryReading(
+            peak=300 << 20,
+            method="process RSS high-water mark (VmHWM)",
+            transient=4 << 20,
+            transient_method="torch.profiler CPU allocator events",
+        ),
     )
     html = render(make_run(dataclasses.replace(record, measurement=cpu)))
     assert (
         "<dt>memory</dt><dd>transient 4 MiB (torch&#x27;s CPU allocator), process RSS high-water mark 300 MiB "
         "(torch.profiler CPU allocator events; process RSS high-water mark (VmHWM))</dd>"
     ) in html
-    mps = dataclasses.replace(record.measurement, memory_method="unknown: torch.mps has no peak statistic")
+    mps = record.measurement.with_reading(MEMORY, MemoryReading(method="unknown: torch.mps has no peak statistic"))
     html = render(make_run(dataclasses.replace(record, measurement=mps)))
     assert "<dt>memory</dt><dd>unknown: torch.mps has no peak statistic</dd>" in html
 
 
 def test_a_count_change_and_a_peak_memory_change_are_shown_escaped() -> None:
     """Issue 22: the card of a row whose counts changed lists them; op names are user text."""
-    from pytest_gpuperf.measuring import OpStat, WorkProfile
+    from pytest_gpuperf.measuring import PROFILE, OpStat, WorkProfile
 
     test = "t.py::test_mm[cpu]"
 
     def record(ops: int, peak: int) -> Record:
         profile = WorkProfile(level="counts", calls=1, ops=(OpStat("my::<op>&", ops),), flops=100)
         rec = make_record(10e-3, test=test)
-        m = dataclasses.replace(
-            rec.measurement,
-            profile=profile,
-            memory_transient=peak,
-            transient_method="torch.profiler CPU allocator events",
-        )
+        memory = MemoryReading(method="none", transient=peak, transient_method="torch.profiler CPU allocator events")
+        m = rec.measurement.with_reading(PROFILE, profile).with_reading(MEMORY, memory)
         return dataclasses.replace(rec, measurement=m)
 
     base = Baseline(Path("/results/baselines/main.json"), [make_run(record(1, 1 << 20))] * 3, "main")

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from pytest_gpuperf.gate import CLOCK_HEADER
-from pytest_gpuperf.measuring import EnergySummary
+from pytest_gpuperf.measuring._energy import ENERGY, EnergySummary
 from pytest_gpuperf.report import compare, render
 from pytest_gpuperf.results import Baseline
 from tests.gate.clocked import COOL, SLOW, with_clocks
@@ -28,12 +28,12 @@ def test_the_time_x_clock_ratio_stands_beside_the_time_ratio() -> None:
 def test_energy_per_call_and_per_joule_where_read_and_why_not_where_not() -> None:
     record = make_record(1e-3, test=TEST, work={"samples": 256.0})
     energy = EnergySummary("nvml 0 total energy", joules=70.0, seconds=0.1, calls=1000, timed_seconds=0.09, error=0.02)
-    measured = dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, energy=energy))
+    measured = dataclasses.replace(record, measurement=record.measurement.with_reading(ENERGY, energy))
     html = render(make_run(measured))
     assert "<th>per joule</th>" in html and "3.657k samples/J" in html
     assert "0.07 J/call, mean 700 W over 0.1 s (+-2%; nvml 0 total energy)" in html
     none = EnergySummary("", note="no RAPL package zone under /sys/class/powercap")
-    unread = dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, energy=none))
+    unread = dataclasses.replace(record, measurement=record.measurement.with_reading(ENERGY, none))
     html = render(make_run(unread))
     assert "<th>per joule</th>" not in html and "none: no RAPL package zone under /sys/class/powercap" in html
     assert CLOCK_HEADER not in render(make_run(record))

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import dataclasses
 
-from pytest_gpuperf.measuring import EnergySummary
-from pytest_gpuperf.results import Record, energy_lines, per_joule_cell, results_table
+from pytest_gpuperf.measuring._energy import ENERGY, EnergySummary
+from pytest_gpuperf.results import Record, results_table
 from tests.synthetic import make_measurement, samples_around
 
 #: 70 J over 0.1 s and 1000 calls: 70 mJ per call, 700 W
 NVML = EnergySummary("nvml 0 total energy", joules=70.0, seconds=0.1, calls=1000, timed_seconds=0.095, error=0.02)
 NO_RAPL = EnergySummary("", note="no RAPL package zone under /sys/class/powercap")
+
+
+def per_joule_cell(record: Record) -> str:
+    """The record's cell in the "per joule" column."""
+    return ENERGY.cell(record.measurement) or "-"
+
+
+def energy_lines(records: list[Record]) -> list[str]:
+    """The lines under the table of these records that the energy reading writes."""
+    return ENERGY.notes([r.measurement for r in records])
 
 
 def record(device: str, energy: EnergySummary | None, work: dict[str, float] | None = None) -> Record:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import ClockSummary
+from pytest_gpuperf.measuring import CLOCKS, ClockSummary
 from pytest_gpuperf.results import (
     MAX_RUNS,
     Evidence,
@@ -73,7 +73,7 @@ def test_a_records_gpu_clocks_round_trip_and_older_records_have_none(tmp_path: P
         source="nvml 5 (uuid)",
     )
     record = make_record(1e-3)
-    record = dataclasses.replace(record, measurement=dataclasses.replace(record.measurement, clocks=clocks))
+    record = dataclasses.replace(record, measurement=record.measurement.with_reading(CLOCKS, clocks))
     path = tmp_path / "run.json"
     save_run(path, make_run(record))
     (again,) = load_run(path).records

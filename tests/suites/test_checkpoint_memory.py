@@ -3,41 +3,45 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from pytest_gpuperf.measuring import Measurement, measure
+from pytest_gpuperf.measuring import MEMORY, Measurement, MemoryReading, measure
 from suites.test_checkpoint import HIGH_WATER, TRANSIENT, _judged_memory
 
 MiB = 1 << 20
 
 
-def _measurement(**memory: object) -> Measurement:
+def _measurement(**memory: Any) -> Measurement:
+    """A measurement with this memory reading (``MemoryReading``'s fields)."""
     m = measure(lambda: None, device="cpu", max_time=0.01, min_time=0.001, warmup_time=0.001, memory="off")
-    return dataclasses.replace(m, **memory)  # type: ignore[arg-type]
+    return m.with_reading(MEMORY, MemoryReading(**memory))
 
 
 def test_cuda_judges_the_high_water_mark_with_the_resident_state_in_it() -> None:
     m = _measurement(
-        peak_memory=51 * MiB,
-        memory_method="torch.cuda.max_memory_allocated",
-        memory_resident=25 * MiB,
-        memory_transient=26 * MiB,
+        peak=51 * MiB,
+        method="torch.cuda.max_memory_allocated",
+        resident=25 * MiB,
+        transient=26 * MiB,
     )
     assert _judged_memory(m) == (51 * MiB, HIGH_WATER)
 
 
 def test_a_cpu_judges_the_transient_part_never_the_processs_rss() -> None:
     m = _measurement(
-        peak_memory=450 * MiB,
-        memory_method="process RSS high-water mark (VmHWM)",
-        memory_transient=20 * MiB,
+        peak=450 * MiB,
+        method="process RSS high-water mark (VmHWM)",
+        transient=20 * MiB,
         transient_method="torch.profiler CPU allocator events",
     )
     assert _judged_memory(m) == (20 * MiB, TRANSIENT)
-    unknown = dataclasses.replace(m, memory_transient=None, transient_method="unknown: calls disagree")
+    unknown = m.with_reading(
+        MEMORY, dataclasses.replace(m.memory, transient=None, transient_method="unknown: calls disagree")
+    )
     assert _judged_memory(unknown) == (None, "unknown: calls disagree")
 
 
 def test_mps_and_off_judge_nothing() -> None:
-    mps = _measurement(memory_method="unknown: torch.mps has no peak statistic")
+    mps = _measurement(method="unknown: torch.mps has no peak statistic")
     assert _judged_memory(mps) == (None, "unknown: torch.mps has no peak statistic")
-    assert _judged_memory(_measurement(memory_method="off")) == (None, "off")
+    assert _judged_memory(_measurement(method="off")) == (None, "off")

@@ -1,0 +1,835 @@
+"""The work profile's reader: a step's calls run under ``torch.profiler`` after timing, outside the timed samples.
+
+Two passes, each outside the timed samples:
+
+* a counting pass: one call under ``torch.utils.flop_counter.FlopCounterMode`` and a dispatch mode that adds up
+  the bytes each copy moves between host and device (``_WorkCounter``);
+* a profiling pass: ``calls`` calls under ``torch.profiler`` (memory recorded), as many as the budget allows
+  (``PROFILE_SHARE`` of the measurement's time, at most ``MAX_CALLS``, at least one).
+
+The two cannot share a call: under the profiler, a dispatch mode's own re-dispatch records every op twice. On a
+CPU the profile rides on the memory probe's calls (``ProbeCalls``), which run under the profiler anyway. The
+value it makes, and its comparison, are ``_profile.py``'s.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from ._calls import gc_paused, torch_threads
+from ._profile import SYNC_KINDS, CompileCounters, OpStat, WorkComparison, WorkProfile, compare_work
+from ._reading import After, Around, Reading
+from ._sampling import SamplingResult
+from ._stats import median
+
+if TYPE_CHECKING:
+    from ._measurement import Measurement
+    from ._settings import MeasureSettings
+
+__all__ = [
+    "CALL_RANGE",
+    "MAX_CALLS",
+    "PROFILE",
+    "PROFILE_SHARE",
+    "TRACER_SECONDS_PER_CALL",
+    "ProbeCalls",
+    "compile_counters",
+    "profile_budget",
+    "profile_of_probe",
+    "profile_step",
+    "profiles_of",
+    "python_tracing",
+    "read_events",
+    "tracer_cost",
+    "work_profile",
+]
+
+#: The profile's budget: this share of the measurement's time (its warmup and samples).
+PROFILE_SHARE: Final = 0.03
+#: At most this many calls are profiled (the counts of one call are exact; more calls steady the times).
+MAX_CALLS: Final = 5
+#: What Python's tracer (level ``full``) costs per Python call it records, in each profiled call: the call's own
+#: slowdown (0.2 us) and mostly the profiler's work on the event when it stops and when its events are read. Measured
+#: 2026-11-27 on the 2-vCPU development machine: 6 to 8 s for a call of pint's ``UnitRegistry()`` (0.12 s, 869,470
+#: Python calls). The tracer runs only where the calls counted on the counting call, at this cost, fit the budget.
+TRACER_SECONDS_PER_CALL: Final = 10e-6
+
+#: CUDA runtime calls on which the host waits for the device, by the kind of synchronization they are.
+_SYNC_CALLS: Final = {
+    "cudaStreamSynchronize": "stream",
+    "cudaDeviceSynchronize": "device",
+    "cudaEventSynchronize": "event",
+    "cudaStreamWaitEvent": "",  # a device-side wait: not the host's
+}
+#: What torch.profiler raises when it cannot start: another profiler already running (the user's own), or a
+#: distributed setup it cannot read; then the record has no profile.
+_PROFILER_REFUSED: Final = (RuntimeError, ValueError, AssertionError)
+
+
+class ProfilerEvent(Protocol):
+    """What is read of one of the profiler's raw events (``torch.profiler``'s kineto results: reading them costs a
+    tenth of building its ``FunctionEvent`` tree, which is most of a profile's cost for a short step)."""
+
+    def name(self) -> str: ...
+
+    def device_type(self) -> Any: ...
+
+    def start_ns(self) -> int: ...
+
+    def duration_ns(self) -> int: ...
+
+    def start_thread_id(self) -> int: ...
+
+    def nbytes(self) -> int: ...
+
+    def is_user_annotation(self) -> bool: ...
+
+    def is_python_function(self) -> bool: ...
+
+
+#: The name of the range each profiled call runs in (``record_function``): it splits the events by call, and its
+#: own time outside any op is the step's time outside ops (Python, the host).
+CALL_RANGE: Final = "gpuperf call"
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    """What ``read_events`` makes of one profile's events (totals over its calls)."""
+
+    ops: tuple[OpStat, ...]
+    kernels: tuple[OpStat, ...]
+    runtime: dict[str, int]
+    syncs: dict[str, int]
+    allocated: int
+    #: the calls' wall time and their time outside any op (the call range's own time), in seconds; None without
+    #: a call range among the events
+    call_seconds: float | None = None
+    outside_seconds: float | None = None
+    #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls
+    varying: tuple[str, ...] = ()
+    #: the step's calls of built-in Python functions: count, and own time outside any op (``_python_calls``)
+    python: tuple[OpStat, ...] = ()
+
+
+@dataclass
+class _Host:
+    """A host event while the tree is walked: its name, span, and the time of its children so far."""
+
+    name: str
+    start: int
+    end: int
+    call: bool
+    children: int = 0
+
+
+def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
+    """The ops, kernels, runtime calls, synchronizations, bytes allocated, and per call range the calls' time and
+    what varied between them.
+
+    A CUDA kernel is an event on the device (its ``device_type`` is CUDA) that is no memory copy or set; a
+    runtime call is a host event named ``cuda*``; a device-to-host copy is a device event ``Memcpy DtoH ...``;
+    an allocation is a ``[memory]`` event of positive size. An op's self time is its span less its children's on
+    its thread. Times are kept in seconds (dropped at level ``counts``); over two calls or more, each op's time,
+    the time outside ops and the calls' wall time are their least over the calls (``_least``): a call preempted on
+    a busy machine only adds time (one such call made an op of unchanged count rank above a planted matmul), and
+    the parts add up to the wall time (scaled by the quickest whole call instead, the ops' minima left the rest to
+    the time outside ops)."""
+    ops: dict[str, list[float]] = {}
+    kernels: dict[str, list[float]] = {}
+    runtime: dict[str, int] = {}
+    syncs = dict.fromkeys(SYNC_KINDS, 0)
+    allocated = 0
+    host: list[tuple[int, ProfilerEvent]] = []
+    builtins: list[tuple[int, int, int, str]] = []
+    for event in events:
+        name = event.name()
+        if name == "[memory]":
+            allocated += max(int(event.nbytes()), 0)
+        elif "CUDA" in str(event.device_type()):
+            if name.startswith("Memcpy DtoH"):
+                syncs["dtoh_copy"] += 1
+            if not name.startswith(("Memcpy", "Memset")):
+                _add(kernels, name, float(event.duration_ns()))
+        elif event.is_python_function():
+            if name.startswith("<built-in"):
+                start = int(event.start_ns())
+                builtins.append((int(event.start_thread_id()), start, start + int(event.duration_ns()), name))
+        else:
+            host.append((int(event.start_thread_id()), event))
+    spans = sorted(
+        (int(e.start_ns()), int(e.start_ns()) + int(e.duration_ns()))
+        for _, e in host
+        if e.name() == CALL_RANGE and e.is_user_annotation()
+    )
+    per_call: list[dict[str, int]] = [{} for _ in spans]
+    per_call_ns: list[dict[str, int]] = [{} for _ in spans]
+    calls: list[_Host] = []
+    tops: dict[int, list[tuple[int, int]]] = {}  # per thread, the spans of the host events right in a call range
+    for thread in sorted({t for t, _ in host}):
+        stack: list[_Host] = []
+        ordered = sorted((e for t, e in host if t == thread), key=lambda e: (int(e.start_ns()), -int(e.duration_ns())))
+        for event in ordered:
+            start, name = int(event.start_ns()), event.name()
+            node = _Host(
+                name, start, start + int(event.duration_ns()), name == CALL_RANGE and event.is_user_annotation()
+            )
+            while stack and stack[-1].end <= start:
+                _close(stack.pop(), ops, spans, per_call_ns)
+            if stack:
+                stack[-1].children += node.end - node.start
+                if stack[-1].call:
+                    tops.setdefault(thread, []).append((node.start, node.end))
+            stack.append(node)
+            if node.call:
+                calls.append(node)
+            elif name.startswith("cuda"):
+                runtime[name] = runtime.get(name, 0) + 1
+                kind = _SYNC_CALLS.get(name)
+                if kind:
+                    syncs[kind] += 1
+            if not node.call and name.startswith(("aten::", "cuda")):
+                _count_in_call(spans, per_call, node, "op:" if name.startswith("aten::") else "runtime:")
+        while stack:
+            _close(stack.pop(), ops, spans, per_call_ns)
+    timed = level == "full"
+    call_seconds, outside = _least(ops, calls, spans, per_call_ns)
+    keys = {k for counts in per_call for k in counts}
+    varying = tuple(sorted(k for k in keys if len({counts.get(k, 0) for counts in per_call}) > 1))
+    return EventSummary(
+        _stats(ops, timed),
+        _stats(kernels, timed),
+        dict(sorted(runtime.items())),
+        syncs,
+        allocated,
+        call_seconds if timed else None,
+        outside if timed else None,
+        varying,
+        _python_calls(builtins, tops, spans) if timed else (),
+    )
+
+
+#: A built-in function's or method's name as Python's tracer gives it: ``<built-in method item of Tensor object at
+#: 0x7f...>``, ``<built-in function sleep>``.
+_BUILTIN: Final = re.compile(r"<built-in (?:method|function) (?P<name>[^\s>]*)(?: ?of (?P<owner>[\w.]+) object)?")
+
+
+def _python_name(raw: str) -> str:
+    """``Tensor.item`` for a method of a Tensor object, ``sleep`` for a function (or a method of a type object,
+    whose type the tracer does not name): the address each name carries differs between processes."""
+    found = _BUILTIN.match(raw)
+    if found is None:
+        return re.sub(r" at 0x[0-9a-fA-F]+", "", raw)
+    name, owner = found.group("name"), found.group("owner")
+    if owner and owner != "type":
+        return f"{owner}.{name}" if name else owner  # a pybind11 function, whose method has no name
+    return name or raw
+
+
+def _python_calls(
+    builtins: list[tuple[int, int, int, str]], tops: Mapping[int, list[tuple[int, int]]], spans: list[tuple[int, int]]
+) -> tuple[OpStat, ...]:
+    """The step's calls of built-in Python functions (``Tensor.item``, ``sleep``, ``dot``), from the Python tracer's
+    events (``thread, start, end, raw name``): count, and own time outside any op.
+
+    A built-in counts where it runs right in a call range, outside any host event there (``tops``: an op,
+    autograd's range) and outside another built-in (that one holds its time); its own time is its span, cut at
+    its call's end, less the host events it holds. That time lies in the call's time outside any op, which is
+    how ``.item()``'s Python-to-C++ call or a sleep gets a name. Over two calls or more, a built-in that ran in
+    every call takes its least time over them, times the calls, as ops do (``_least``): so the built-ins' times
+    never add up to more than the time outside ops."""
+    per_call: list[dict[str, int]] = [{} for _ in spans]
+    counts: dict[str, int] = {}
+    for thread in sorted({b[0] for b in builtins}):
+        held_by = sorted(tops.get(thread, ()))
+        starts = [start for start, _ in held_by]
+        outer_end = -1
+        for _, start, end, raw in sorted((b for b in builtins if b[0] == thread), key=lambda b: (b[1], -b[2])):
+            at = _call_of(spans, start)
+            if start < outer_end or at is None:
+                continue
+            first = bisect.bisect_right(starts, start) - 1
+            if first >= 0 and held_by[first][1] > start:
+                continue  # called from inside an op (a Python hook under autograd): the op holds its time
+            end = min(end, spans[at][1])
+            outer_end = end
+            held, index = 0, first + 1
+            while index < len(held_by) and held_by[index][0] < end:
+                held += min(held_by[index][1], end) - held_by[index][0]
+                index += 1
+            name = _python_name(raw)
+            counts[name] = counts.get(name, 0) + 1
+            per_call[at][name] = per_call[at].get(name, 0) + max(end - start - held, 0)
+    out = []
+    for name in sorted(counts):
+        times = [call.get(name) for call in per_call]
+        if len(times) > 1 and all(t is not None for t in times):
+            total = min(t for t in times if t is not None) * len(times)
+        else:
+            total = sum(t for t in times if t is not None)
+        out.append(OpStat(name, counts[name], total * 1e-9))
+    return tuple(out)
+
+
+def _close(
+    node: _Host, ops: dict[str, list[float]], spans: list[tuple[int, int]], per_call_ns: list[dict[str, int]]
+) -> None:
+    if node.name.startswith("aten::"):
+        own = node.end - node.start - node.children
+        _add(ops, node.name, float(own))
+        call = _call_of(spans, node.start)
+        if call is not None:
+            per_call_ns[call][node.name] = per_call_ns[call].get(node.name, 0) + own
+
+
+def _call_of(spans: list[tuple[int, int]], start: int) -> int | None:
+    """The index of the call range whose span holds ``start`` (calls do not overlap), or None."""
+    at = bisect.bisect_right(spans, (start, sys.maxsize)) - 1
+    return at if at >= 0 and start < spans[at][1] else None
+
+
+def _count_in_call(spans: list[tuple[int, int]], per_call: list[dict[str, int]], node: _Host, prefix: str) -> None:
+    """Count ``node`` in the call range whose span holds its start."""
+    at = _call_of(spans, node.start)
+    if at is not None:
+        key = prefix + node.name
+        per_call[at][key] = per_call[at].get(key, 0) + 1
+
+
+def _least(
+    ops: dict[str, list[float]], calls: list[_Host], spans: list[tuple[int, int]], per_call_ns: list[dict[str, int]]
+) -> tuple[float | None, float | None]:
+    """The calls' wall time and their time outside ops, in seconds (None, None without a call range).
+
+    Over two calls or more, each part takes its least time over the calls, times the calls: each op that ran in
+    every call (its time in ``ops`` is replaced), the time outside ops, and the rest of a call (the own time of
+    host events that are no aten op: autograd's and the optimizer's ranges). The wall time is the sum of those
+    parts and of the ops that ran in some calls only (their totals: work that varies), so that the parts add up
+    to it: a call preempted in one op on a busy machine makes no part grow."""
+    if not calls:
+        return None, None
+    n = len(calls)
+    if n == 1:
+        only = calls[0]
+        return (only.end - only.start) * 1e-9, (only.end - only.start - only.children) * 1e-9
+    outside = min(c.end - c.start - c.children for c in calls)
+    indexed = [(c, _call_of(spans, c.start)) for c in calls]
+    rest = min(
+        (c.children - sum(per_call_ns[at].values()) for c, at in indexed if at is not None),
+        default=0,
+    )
+    every = some = 0.0
+    for name, entry in ops.items():
+        times = [call.get(name) for call in per_call_ns]
+        if all(t is not None for t in times):
+            least = min(t for t in times if t is not None)
+            entry[1] = float(least * n)
+            every += least
+        else:
+            some += sum(t for t in times if t is not None)
+    wall = (every + outside + max(rest, 0)) * n + some
+    return wall * 1e-9, outside * n * 1e-9
+
+
+def _add(table: dict[str, list[float]], name: str, nanoseconds: float) -> None:
+    entry = table.setdefault(name, [0.0, 0.0])
+    entry[0] += 1
+    entry[1] += nanoseconds
+
+
+def _stats(table: Mapping[str, list[float]], timed: bool) -> tuple[OpStat, ...]:
+    """Sorted by name, so that two profiles of the same work have the same order."""
+    return tuple(OpStat(name, int(count), ns * 1e-9 if timed else None) for name, (count, ns) in sorted(table.items()))
+
+
+def compile_counters() -> CompileCounters | None:
+    """torch.compile's counters now, or None where dynamo was never imported (importing it costs seconds, and a
+    step that was never compiled has nothing to count)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return None
+    counters = getattr(utils, "counters", {})
+    breaks = sum(int(v) for v in counters.get("graph_break", {}).values())
+    compiles = int(counters.get("frames", {}).get("total", 0))
+    metrics = getattr(utils, "compilation_time_metrics", None)
+    seconds = None
+    if isinstance(metrics, Mapping):
+        seconds = sum(float(t) for key, times in metrics.items() if "compile_inner" in str(key) for t in times)
+    return CompileCounters(breaks, compiles, seconds)
+
+
+def _counting_pass(
+    fn: Callable[[], object], *, python_limit: float | None = None
+) -> tuple[int | None, dict[str, int], int | None]:
+    """FLOPs and host-device bytes of one call (None, {} where the counters fail on the step: an op that
+    Python's dispatch cannot run must not fail a test whose timing went through), and with ``python_limit`` the
+    Python calls the step made in it, as Python's tracer would record them, counted until they pass that limit
+    (``_PythonCalls``; None where not counted). It comes before the profiled calls, so it also opens the process's
+    first call range: that one costs most of a millisecond (its op is looked up), which stays out of the profiled
+    calls."""
+    with _call_range():
+        pass
+    counter = _WorkCounter()
+    skipped = type(counter.mode).__torch_dispatch__.__code__
+    python = None if python_limit is None else _PythonCalls(skipped, python_limit)
+    try:
+        with counter:
+            if python is None:
+                fn()
+            else:
+                with python:
+                    fn()
+    except Exception:  # noqa: BLE001 - any failure of the counters leaves the figures unknown
+        return None, {}, None
+    return counter.flops, counter.moved, None if python is None else python.calls
+
+
+class _PythonCalls:
+    """Counts the Python calls a step makes (functions and built-ins: what Python's tracer records), through
+    ``sys.setprofile``, leaving out what the counting mode's own ``__torch_dispatch__`` runs (that code runs in
+    the counting call only), and stops counting past ``limit`` (the tracer's cost would pass its budget). It costs
+    about 0.45 us a Python call (measured with pint's ``UnitRegistry()``: a twentieth of what the tracer costs over
+    two calls, so that it stops well within the budget), next to nothing for a step whose time is in torch's ops."""
+
+    def __init__(self, skipped: Any, limit: float) -> None:
+        self.calls = 0
+        self._skipped = skipped
+        self._limit = limit
+        self._inside: object = None
+
+    def __enter__(self) -> None:
+        sys.setprofile(self._event)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+    def _event(self, frame: Any, event: str, arg: object) -> None:
+        if self._inside is not None:
+            if event == "return" and frame is self._inside:
+                self._inside = None
+        elif event == "call" and frame.f_code is self._skipped:
+            self._inside = frame
+        elif event in ("call", "c_call"):
+            self.calls += 1
+            if self.calls > self._limit:
+                sys.setprofile(None)  # enough to know: the tracer's cost would pass its budget
+
+
+def tracer_cost(python_calls: int | None, calls: int) -> float:
+    """What Python's tracer would cost over ``calls`` profiled calls of a step that makes ``python_calls`` Python
+    calls (``TRACER_SECONDS_PER_CALL``); infinite where they were not counted."""
+    return math.inf if python_calls is None else python_calls * calls * TRACER_SECONDS_PER_CALL
+
+
+class _WorkCounter:
+    """One dispatch mode that adds up each op's FLOPs (by ``torch.utils.flop_counter``'s formulas, those
+    ``FlopCounterMode`` applies) and the bytes each copy moves between the host and a device (by direction).
+
+    ``FlopCounterMode`` itself also tracks the module each op ran in, through hooks on every module call: for a
+    training step of a few milliseconds that doubled the counting call's cost, and the total is all we keep."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils.flop_counter import flop_registry
+
+        counter = self
+
+        class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                # torch wraps a mode's __torch_dispatch__ to keep dynamo out of it, and the wrapper imports dynamo
+                # on the first op (1.2 s, once per process). Only a process that has loaded dynamo can run
+                # compiled code under this mode: the wrapper is needed there only.
+                return "torch._dynamo" in sys.modules
+
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                packet = func.overloadpacket
+                formula = flop_registry.get(packet)
+                if formula is not None:
+                    counter.flops += int(formula(*args, **kwargs, out_val=out))
+                counter.note(str(packet.__name__), args, out)
+                return out
+
+        self.mode = Mode()  # type: ignore[no-untyped-call]
+        self.flops = 0
+        self.moved: dict[str, int] = {}
+
+    def __enter__(self) -> _WorkCounter:
+        self.mode.__enter__()  # type: ignore[no-untyped-call]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.mode.__exit__(*exc)  # type: ignore[no-untyped-call]
+
+    def note(self, op: str, args: Any, out: Any) -> None:
+        import torch
+
+        if op not in ("copy_", "_to_copy", "_local_scalar_dense"):
+            return
+        source = args[1] if op == "copy_" else args[0]
+        if not isinstance(source, torch.Tensor):
+            return
+        target = out.device if isinstance(out, torch.Tensor) else torch.device("cpu")
+        direction = _direction(source.device, target)
+        if direction:
+            size = source.numel() * source.element_size()
+            self.moved[direction] = self.moved.get(direction, 0) + size
+
+
+def _direction(source: Any, target: Any) -> str:
+    """``htod``, ``dtoh``, or empty for a copy that stays on one side (a device-to-device copy is no host's)."""
+    src_host, dst_host = source.type == "cpu", target.type == "cpu"
+    if src_host and not dst_host:
+        return "htod"
+    if dst_host and not src_host:
+        return "dtoh"
+    return ""
+
+
+class ProbeCalls:
+    """The work profile taken on the memory probe's calls, where the probe runs the step under the profiler anyway
+    (the CPU's: one call that settles, two measured in profiler windows of their own, ``_cpu_memory.py``).
+
+    The settle call runs under the counting mode (FLOPs and copies), each measured call in a call range; the
+    profile then reads the probe's windows, and costs no call of its own. ``peak_memory`` drives it."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.perf_counter,
+        *,
+        python: bool = False,
+        budget: float = math.inf,
+        traced_calls: int = 2,
+    ) -> None:
+        #: whether the measured calls run under Python's tracer too (level ``full``: ``WorkProfile.python``); asked
+        #: for, it is kept after the settle call only where the tracer's cost over the ``traced_calls`` measured
+        #: calls fits ``budget`` (``tracer_cost`` of the Python calls counted there)
+        self.python = python
+        self.budget = budget
+        self.traced_calls = traced_calls
+        #: the Python calls of the settle call, where counted
+        #: the measured calls' wall time, in seconds
+        self.call_times: list[float] = []
+        self.python_calls: int | None = None
+        self.flops: int | None = None
+        self.copied: dict[str, int] = {}
+        self.counted = False
+        #: the measured calls' profilers, set by ``peak_memory`` from the probe
+        self.windows: list[Any] = []
+        #: what the counting mode added to the settle call, as far as it can be told (its time over the step's)
+        self.settle_seconds = 0.0
+        self._clock = clock
+
+    def settle(self, fn: Callable[[], object]) -> None:
+        """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
+        probe needs the call, and the profile then has no FLOPs). Decides whether the measured calls run under
+        Python's tracer (``python``)."""
+        start = self._clock()
+        limit = self.budget / (self.traced_calls * TRACER_SECONDS_PER_CALL) if self.python else None
+        self.flops, self.copied, self.python_calls = _counting_pass(fn, python_limit=limit)
+        if self.flops is None:
+            fn()  # the counters failed on the step, not the step: run it as it is
+        self.counted = True
+        self.settle_seconds = self._clock() - start
+        self.python = self.python and tracer_cost(self.python_calls, self.traced_calls) <= self.budget
+
+    def call_range(self) -> _TimedRange:
+        return _TimedRange(self.call_times, self._clock)
+
+
+class _TimedRange:
+    """A call range (``_call_range``) that adds its wall time to ``times``. No generator-based context manager: its
+    ``__exit__`` calls the built-in ``next`` inside the range, which Python's tracer would name as the step's."""
+
+    def __init__(self, times: list[float], clock: Callable[[], float]) -> None:
+        self._times, self._clock, self._range = times, clock, _call_range()
+        self._start = 0.0
+
+    def __enter__(self) -> None:
+        self._start = self._clock()
+        self._range.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._range.__exit__(*exc)
+        self._times.append(self._clock() - self._start)
+
+
+def profile_of_probe(
+    probe: ProbeCalls,
+    *,
+    level: str,
+    step_seconds: float,
+    budget: float,
+    compiled: CompileCounters | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> WorkProfile | None:
+    """The work profile read from the memory probe's calls (``ProbeCalls``), or None where the probe took no
+    window (then ``profile_step`` profiles calls of its own). ``seconds`` is what the profile added: the reading,
+    and the counting mode's time on the settle call beyond a step's."""
+    if level == "off" or not probe.counted or not probe.windows:
+        return None
+    start = clock()
+    results = [_raw_events(window) for window in probe.windows]
+    if any(events is None for events in results):
+        return None
+    events = [event for window in results if window is not None for event in window]
+    # Python's tracer slows the measured calls, which the probe would otherwise run under its profiler alone:
+    # their time beyond a timed call's is counted, the profiler's share of it too (an upper bound)
+    traced = sum(max(t - step_seconds, 0.0) for t in probe.call_times) if probe.python else 0.0
+    return _profile_from(
+        read_events(events, level=level),
+        level=level,
+        calls=len(probe.windows),
+        flops=probe.flops,
+        copied=probe.copied,
+        compiled=compiled,
+        seconds=clock() - start + max(probe.settle_seconds - step_seconds, 0.0) + traced,
+        budget=budget,
+        on_cuda=False,
+        write_trace=probe.windows[-1].export_chrome_trace,
+    )
+
+
+def profile_step(
+    fn: Callable[[], object],
+    *,
+    level: str,
+    step_seconds: float,
+    budget: float,
+    on_cuda: bool,
+    compiled: CompileCounters | None = None,
+    max_calls: int = MAX_CALLS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> WorkProfile | None:
+    """Profile ``fn`` (see the module's docstring); None at level ``off``.
+
+    ``step_seconds`` is the measured time of one call; ``budget`` the seconds the profile may cost. Calls are
+    added while the next one, at the cost the first profiled call showed, still fits the budget (level ``counts``:
+    one call; ``max_calls`` caps them, 1 where every rank of a distributed run must make the same calls, whose
+    collectives would otherwise wait for each other). The counting pass and one profiled call run whatever the
+    budget: a profile needs one call, and ``seconds`` says what it cost."""
+    if level == "off":
+        return None
+    import torch
+    from torch.autograd.profiler import profile
+
+    if torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
+        return None  # the user's own profiler is running: a second would end its session
+    on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
+    start = clock()
+    flops, copied, python_calls = _counting_pass(
+        fn, python_limit=budget / TRACER_SECONDS_PER_CALL if python_tracing(level) else None
+    )
+    # Python's tracer only where its cost for one call fits what is left of the budget; its cost is in each call's
+    tracing = tracer_cost(python_calls, 1)
+    traced = tracing <= budget - (clock() - start)
+    calls = 0
+    try:
+        # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
+        # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
+        with profile(
+            use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True, with_stack=traced
+        ) as prof:
+            first = clock()
+            with _call_range():
+                fn()
+            calls = 1
+            each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
+            while level == "full" and calls < max_calls and clock() - start + each <= budget:
+                with _call_range():
+                    fn()
+                calls += 1
+    except _PROFILER_REFUSED:
+        if calls:  # the step itself failed under the profiler: that is the step's error, not the profiler's
+            raise
+        return None
+    events = _raw_events(prof)
+    if events is None:
+        return None
+    return _profile_from(
+        read_events(events, level=level),
+        level=level,
+        calls=calls,
+        flops=flops,
+        copied=copied,
+        compiled=compiled,
+        seconds=clock() - start,
+        budget=budget,
+        on_cuda=on_cuda,
+        write_trace=prof.export_chrome_trace,
+    )
+
+
+def _profile_from(
+    read: EventSummary,
+    *,
+    level: str,
+    calls: int,
+    flops: int | None,
+    copied: dict[str, int],
+    compiled: CompileCounters | None,
+    seconds: float,
+    budget: float,
+    on_cuda: bool,
+    write_trace: Callable[[str], object],
+) -> WorkProfile:
+    return WorkProfile(
+        level=level,
+        calls=calls,
+        ops=read.ops,
+        kernels=read.kernels,
+        runtime=read.runtime,
+        syncs=read.syncs if on_cuda else {},
+        flops=flops,
+        bytes_allocated=read.allocated,
+        bytes_copied=copied,
+        compile=compiled,
+        seconds=seconds,
+        budget=budget,
+        write_trace=write_trace,
+        call_seconds=read.call_seconds,
+        outside_seconds=read.outside_seconds,
+        varying=read.varying,
+        python=read.python,
+    )
+
+
+def python_tracing(level: str) -> bool:
+    """Whether profiled calls run under Python's tracer too, which names the built-ins that hold time outside ops
+    (``WorkProfile.python``): at level ``full``, unless a profile function is set (``sys.setprofile``: cProfile,
+    yappi), which the tracer would replace for good (torch's tracer clears it when it stops)."""
+    return level == "full" and sys.getprofile() is None
+
+
+def _call_range() -> Any:
+    """The range each profiled call runs in (``record_function(CALL_RANGE)``)."""
+    from torch.autograd.profiler import record_function
+
+    return record_function(CALL_RANGE)
+
+
+def _raw_events(prof: Any) -> Iterable[ProfilerEvent] | None:
+    """The profiler's raw events (its kineto results), or None where a torch keeps them elsewhere: then the record
+    has no profile (a comparison reads that as unknown), rather than one with nothing counted."""
+    results = getattr(prof, "kineto_results", None)
+    return None if results is None else results.events()
+
+
+# ---------------------------------------------------------------- the reading
+
+
+def work_profile(
+    fn: Callable[[], object],
+    settings: MeasureSettings,
+    device: str,
+    result: SamplingResult,
+    compiled_before: CompileCounters | None = None,
+    *,
+    share_of: int = 1,
+    max_calls: int = MAX_CALLS,
+    probe: ProbeCalls | None = None,
+) -> WorkProfile | None:
+    """The step's work profile after timing, within ``PROFILE_SHARE`` of the measurement's time (its warmup and
+    samples; paired rounds of ``share_of`` steps give each its share); None where ``settings.profile`` is off. The
+    step time it is given is the median sample (a paired round's: an overestimate, which only profiles fewer
+    calls). Where ``probe`` rode on the memory probe's calls (the CPU's), the profile is read from them and runs no
+    call of its own."""
+    if settings.profile == "off":
+        return None
+    compiled = compile_counters()
+    if compiled is not None and compiled_before is not None:
+        compiled = compiled.since(compiled_before)  # else dynamo was first loaded by this step: all its counts are
+    step = median(result.samples) if result.samples else 0.0
+    budget = profile_budget(result, share_of)
+    if probe is not None:
+        riding = profile_of_probe(probe, level=settings.profile, step_seconds=step, budget=budget, compiled=compiled)
+        if riding is not None:
+            return riding
+    with torch_threads(settings.threads_for(device)), gc_paused():
+        return profile_step(
+            fn,
+            level=settings.profile,
+            step_seconds=step,
+            budget=budget,
+            on_cuda=device.split(":", 1)[0] == "cuda",
+            compiled=compiled,
+            max_calls=max_calls,
+        )
+
+
+def profile_budget(result: SamplingResult, share_of: int = 1) -> float:
+    """The work profile's budget: ``PROFILE_SHARE`` of the measurement's warmup and sampling time (a paired round's
+    step gets its share)."""
+    return PROFILE_SHARE * (result.seconds + result.warmup.seconds) / share_of
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """The profile's sensor: torch.compile's counters before the sampling, from which a step's compiles count."""
+
+    before: CompileCounters | None
+
+    def after_block(self, iterations: int, seconds: float) -> None:
+        pass
+
+    def value(self, samples: int) -> None:
+        return None
+
+
+class _Profile(Reading[WorkProfile]):
+    name = "profile"
+    change_key = "work"
+
+    @contextmanager
+    def open(self, around: Around) -> Iterator[_Compiled]:
+        yield _Compiled(compile_counters())
+
+    def prepare(self, after: After) -> bool:
+        """On a CPU the profile rides on the memory probe's calls (``ProbeCalls``): it reads after the probe."""
+        if after.settings.profile == "off" or after.skip:
+            return False
+        level = after.settings.profile
+        after.rider = ProbeCalls(python=python_tracing(level), budget=profile_budget(after.result, after.share_of))
+        return True
+
+    def after(self, after: After, sensor: object) -> WorkProfile | None:
+        if after.skip:
+            return None
+        return work_profile(
+            after.fn,
+            after.settings,
+            after.device,
+            after.result,
+            sensor.before if isinstance(sensor, _Compiled) else None,
+            share_of=after.share_of,
+            # Every rank of a distributed run profiles the same calls (one), so that their collectives meet.
+            max_calls=1 if after.distributed else MAX_CALLS,
+            probe=after.rider if isinstance(after.rider, ProbeCalls) else None,
+        )
+
+    def to_json(self, value: WorkProfile) -> dict[str, Any]:
+        return value.to_dict()
+
+    def decode(self, data: Mapping[str, Any]) -> WorkProfile | None:
+        return WorkProfile.from_dict(data.get("profile"))
+
+    def compare(self, base: Sequence[Measurement], head: Sequence[Measurement]) -> WorkComparison | None:
+        return compare_work(profiles_of(base), profiles_of(head))
+
+
+def profiles_of(measurements: Iterable[Measurement]) -> tuple[WorkProfile, ...]:
+    """The work profiles of those ``measurements`` that have one."""
+    return tuple(m.profile for m in measurements if m.profile is not None)
+
+
+#: What the step did per call, read after timing outside the samples.
+PROFILE: Final = _Profile()
