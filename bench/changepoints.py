@@ -45,7 +45,7 @@ reported, are columns of their own.
 - asv regressions: ``detect_regressions(detect_steps(y), threshold=0.05)``, what asv's regressions page lists
   (upward steps only: its recall is over the upward >= 5% steps, the 3% steps over the upward ones).
 
-The table is Markdown, for docs/evidence.md.
+The table is Markdown, for bench/evidence/history.md.
 """
 
 from __future__ import annotations

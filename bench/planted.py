@@ -6,7 +6,7 @@
     python bench/planted.py --quick          # 1 s of rounds a pair, 20 A/A comparisons, 50 s
 
 (Wall times on this project's 2-vCPU machine, torch 2.13.0+cpu, 2026-11-26, at a load average of 1 to 3; on a
-machine loaded by other work (load average 4 to 5) the quiet run took 3.5 min. Results: docs/evidence.md.)
+machine loaded by other work (load average 4 to 5) the quiet run took 3.5 min. Results: bench/evidence/work-profile.md.)
 
 A scratch git repository is built in a temporary directory. Its first commit (tag ``a``)
 holds a workloads module (``perf/workloads.py``) of ten small CPU steps, a few ms each at

@@ -5,7 +5,7 @@
 
 Each record's measuring time is its ``sampling_seconds`` plus its warmup's ``seconds``; the profile's is its
 ``profile.seconds`` (wall time: the reading, the counting mode's time beyond a step's, and with Python's tracer
-the probe's measured calls' time beyond a timed call's). Results: docs/evidence.md.
+the probe's measured calls' time beyond a timed call's). Results: bench/evidence/work-profile.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The docs stay true: the options page is the options table, every relative link and anchor in the
-README and docs/ resolves (and every docs page the code names), the README is a front page whose test
-command is the one CI runs."""
+README, docs/ and the lab's notebook (bench/evidence/) resolves (and every page of them the code names), no
+manual page is over 600 lines nor a notebook page over 400, the README is a front page whose test command is
+the one CI runs."""
 
 from __future__ import annotations
 
@@ -18,12 +19,18 @@ from tests.synthetic import make_measurement
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+#: The lab's notebook: every figure about the tool, beside the scripts that make them.
+EVIDENCE = sorted((ROOT / "bench" / "evidence").glob("*.md"))
+#: The longest a page may be: the manual is read, the notebook is looked up.
+MANUAL_LINES = 600
+EVIDENCE_LINES = 400
 #: An inline link or image, ``[text](target)``, and a reference definition, ``[label]: target``.
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)|^ {0,3}\[[^\]]+\]:\s+(\S+)", re.MULTILINE)
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-#: A docs page named in code (a docstring, a message, a help text), with its anchor or section, if any.
-_CODE_REF = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+)|, section '([^']+)')?")
+#: A page of docs/ or of the notebook named in code (a docstring, a message, a help text), with its anchor or
+#: section, if any.
+_CODE_REF = re.compile(r"((?:docs|bench/evidence)/[\w-]+\.md)(?:#([\w-]+)|, section '([^']+)')?")
 _SOURCES = ("pytest_gpuperf", "suites", "bench", "benchmarks", "tests", "docs/examples")
 
 
@@ -98,9 +105,18 @@ def test_the_options_page_has_every_option_with_every_column() -> None:
     assert rows == expected, "docs/options.md must list every option as pytest --help does, in the same order"
 
 
-@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [README, *DOCS, *EVIDENCE], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(path: Path) -> None:
     assert _broken_links(path) == []
+
+
+def test_no_manual_page_is_over_600_lines_and_no_notebook_page_over_400() -> None:
+    assert len(DOCS) > 10 and len(EVIDENCE) > 3, "the manual and the notebook must still be found"
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in DOCS if (n := len(p.read_text().splitlines())) > MANUAL_LINES]
+    long += [
+        f"{p.relative_to(ROOT)}: {n} lines" for p in EVIDENCE if (n := len(p.read_text().splitlines())) > EVIDENCE_LINES
+    ]
+    assert long == [], f"a manual page holds at most {MANUAL_LINES} lines, a notebook page {EVIDENCE_LINES}"
 
 
 def test_the_link_check_sees_what_github_renders(tmp_path: Path) -> None:
@@ -120,18 +136,18 @@ def test_the_link_check_sees_what_github_renders(tmp_path: Path) -> None:
 
 
 def test_every_docs_page_the_code_names_exists_with_its_heading() -> None:
-    """Docstrings, messages and help texts that send a reader to a page of docs/, at an anchor (``#...``) or
-    a section (``, section '...'``), point at a page and heading that exist."""
+    """Docstrings, messages and help texts that send a reader to a page of docs/ or bench/evidence/, at an
+    anchor (``#...``) or a section (``, section '...'``), point at a page and heading that exist."""
     named = 0
     for folder in _SOURCES:
         for source in sorted((ROOT / folder).rglob("*.py")):
             for page, anchor, section in _CODE_REF.findall(source.read_text()):
                 named += 1
-                where = f"{source.relative_to(ROOT)} names docs/{page}"
-                assert (ROOT / "docs" / page).exists(), f"{where}, which does not exist"
+                where = f"{source.relative_to(ROOT)} names {page}"
+                assert (ROOT / page).exists(), f"{where}, which does not exist"
                 wanted = anchor or (_slug(section) if section else "")
                 if wanted:
-                    assert wanted in _anchors(ROOT / "docs" / page), f"{where} at {wanted!r}: no such heading"
+                    assert wanted in _anchors(ROOT / page), f"{where} at {wanted!r}: no such heading"
     assert named > 10, "the code names its docs pages; the pattern must still find them"
 
 

@@ -1,5 +1,6 @@
 """bench/fault_injection.py's checks tell a correct outcome from a wrong one (no process is started: the script
-itself is run by hand, for minutes; see docs/evidence.md). A check that passed everything would find nothing."""
+itself is run by hand, for minutes; see bench/evidence/robustness.md). A check that passed everything would find
+nothing."""
 
 from __future__ import annotations
 

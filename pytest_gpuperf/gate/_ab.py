@@ -1,7 +1,7 @@
 """The interleaved A/B gate: ``pytest-gpuperf ab --base main`` measures base and head side by side.
 
 On a shared machine the speed of a whole process changes from run to run, with no
-other process in sight (``docs/evidence.md``), so any comparison of runs made in
+other process in sight (``bench/evidence/gate-power.md``), so any comparison of runs made in
 separate processes needs many processes a side. Here both sides run in
 ONE process, round by round:
 

@@ -3,7 +3,7 @@
 A history of medians, one process per commit, carries the machine's drift between the
 moments the commits were measured: on a shared machine the medians of an unchanged workload
 moved by 4 to 8% (standard deviation) from one process to the next, while each median's own
-99% interval was about 3% wide (``docs/evidence.md``, the change-point benchmark). No number
+99% interval was about 3% wide (``bench/evidence/history.md``, the change-point benchmark). No number
 of samples in one process removes that, and a 5% step hides in it.
 
 Here each commit is measured as ``ab`` measures a pull request: its workloads module and the

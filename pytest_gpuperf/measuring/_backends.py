@@ -755,7 +755,7 @@ def _graph_timer(backend: Backend, fn: Callable[[], object], *, per_call: bool =
     """Replays of a graph of enough calls of ``fn`` to last ``GRAPH_REPLAY_TIME``, timed per call.
 
     Each graph launch costs the GPU time of its own: on an H100 a graph of one 52 us
-    elementwise call read 2.0% over a graph of 20 such calls (``docs/evidence.md``), so a
+    elementwise call read 2.0% over a graph of 20 such calls (``bench/evidence/measurement.md``), so a
     graph of one short call would carry that cost whole. So one call is captured and timed,
     then as many calls as fill ``GRAPH_REPLAY_TIME`` (at most ``GRAPH_MAX_CALLS``) are
     captured in the graph that is timed. A block of ``iterations`` calls runs whole

@@ -22,7 +22,7 @@ the same few places for the whole process, and a process-long bias remains. So b
 every build a spacer of random size (0 to 8 MiB, on the step's device, untouched) is
 allocated and kept for the round, and each build lands at an offset of its own. Python's
 garbage collector runs while building, never while timing. What this buys is measured end
-to end by ``bench/gate_power.py`` (``docs/evidence.md``).
+to end by ``bench/gate_power.py`` (``bench/evidence/gate-power.md``).
 
 Order is drawn at random, never fixed. Rounds go in pairs: the first round of a pair times
 the steps in a random order, the second in the reverse one, so each step is timed first

@@ -17,7 +17,8 @@ from typing import Any
 
 #: The stand-in's spin rate: torch.cuda._sleep cycles per second (an H100 spun at about 1.9e9 here) ...
 SPIN_HZ = 1.9e9
-#: ... at its maximum SM clock; an idle H100 sat at IDLE_MHZ (docs/evidence.md), and spins that much slower.
+#: ... at its maximum SM clock; an idle H100 sat at IDLE_MHZ (bench/evidence/measurement.md), and spins that much
+#: slower.
 MAX_MHZ = 1980.0
 IDLE_MHZ = 345.0
 
