@@ -199,19 +199,3 @@ def test_the_measuring_core_runs_without_pytest_or_asv() -> None:
     assert "pytest_gpuperf.measuring._paired" in loaded
     forbidden = {"pytest", "_pytest", "asv", "tabulate", "pytest_gpuperf.results", "pytest_gpuperf.gate"}
     assert not forbidden & loaded
-
-
-def test_the_entry_points_old_name_loads_the_same_plugin(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``pytest_gpuperf._pytest.plugin`` (before 0.2) is the entry module itself, so a ``-p`` line written for it
-    registers the plugin once, with its options."""
-    import pytest_gpuperf._pytest.plugin as old
-    import pytest_gpuperf.plugin.entry as entry
-
-    assert old is entry
-    pytester.makepyfile("def test_nothing():\n    pass\n")
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    result = pytester.runpytest_subprocess("-p", "pytest_gpuperf._pytest.plugin", "--gpuperf-device=cpu")
-    assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=1)
