@@ -67,4 +67,5 @@ __all__ = [
     "user_settings",
 ]
 
+#: The one place the version is written: pyproject.toml reads it from this file, without importing the package.
 __version__ = "0.1.0"
