@@ -30,7 +30,6 @@ if TYPE_CHECKING:
         Step,
         Workload,
         WorkloadUnsupported,
-        expect_interval,
         measure,
         measure_paired,
         parse_quantity,
@@ -62,11 +61,11 @@ __all__ = [
     "Step",
     "Workload",
     "WorkloadUnsupported",
-    "expect_interval",
     "measure",
     "measure_paired",
     "parse_quantity",
     "user_settings",
 ]
 
+#: The one place the version is written: pyproject.toml reads it from this file, without importing the package.
 __version__ = "0.1.0"

@@ -1,9 +1,12 @@
-"""The package as a whole: its public API resolves lazily, and starting pytest loads only what options need."""
+"""The package as a whole: its public API (listed here, so that adding to it is a decision) resolves lazily, and
+starting pytest loads only what options need."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,17 +202,126 @@ def test_the_measuring_core_runs_without_pytest_or_asv() -> None:
     assert not forbidden & loaded
 
 
-def test_the_entry_points_old_name_loads_the_same_plugin(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``pytest_gpuperf._pytest.plugin`` (before 0.2) is the entry module itself, so a ``-p`` line written for it
-    registers the plugin once, with its options."""
-    import pytest_gpuperf._pytest.plugin as old
-    import pytest_gpuperf.plugin.entry as entry
+# ---------------------------------------------------------------- the public API: a list, so adding to it is a decision
 
-    assert old is entry
-    pytester.makepyfile("def test_nothing():\n    pass\n")
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    result = pytester.runpytest_subprocess("-p", "pytest_gpuperf._pytest.plugin", "--gpuperf-device=cpu")
-    assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(passed=1)
+#: ``pytest_gpuperf.__all__``: the names a user may import (docs/api.md documents each; the subpackages' are internal).
+PUBLIC_NAMES = (
+    "Backend",
+    "Check",
+    "DeviceSlot",
+    "Estimate",
+    "Evidence",
+    "Gpuperf",
+    "GpuperfAssertionError",
+    "InconclusiveWarning",
+    "MeasureSettings",
+    "Measurement",
+    "ModeUnsupported",
+    "NoDeviceWorkWarning",
+    "Paired",
+    "Quantity",
+    "Record",
+    "Run",
+    "SamplingPlan",
+    "Settings",
+    "Step",
+    "Workload",
+    "WorkloadUnsupported",
+    "measure",
+    "measure_paired",
+    "parse_quantity",
+    "user_settings",
+)
+#: The fixtures, markers and hooks the plugin adds; ``benchmark`` and pytest-benchmark's hooks only where
+#: pytest-benchmark is absent or blocked (``-p no:benchmark``), in its place.
+FIXTURES = ("benchmark", "gpuperf", "gpuperf_device")
+MARKERS = ("benchmark", "gpuperf", "gpuperf_requires")
+HOOKS = ("pytest_gpuperf_fingerprint", "pytest_gpuperf_measured", "pytest_gpuperf_record_metadata")
+PYTEST_BENCHMARK_HOOKS = (
+    "pytest_benchmark_compare_machine_info",
+    "pytest_benchmark_generate_commit_info",
+    "pytest_benchmark_generate_json",
+    "pytest_benchmark_generate_machine_info",
+    "pytest_benchmark_group_stats",
+    "pytest_benchmark_scale_unit",
+    "pytest_benchmark_update_commit_info",
+    "pytest_benchmark_update_json",
+    "pytest_benchmark_update_machine_info",
+)
+#: ``pytest-gpuperf``'s commands and subcommands. The options are ``pytest --help``'s snapshot
+#: (tests/plugin/test_help.py).
+COMMANDS = (
+    "ab",
+    "compare",
+    "export",
+    "history",
+    "history offline",
+    "history publish",
+    "history record",
+    "history regressions",
+    "report",
+    "runs",
+    "runs prune",
+    "runs show",
+)
+
+
+def test_the_public_names_are_these() -> None:
+    """A name added to (or dropped from) the top level fails here until it is added to PUBLIC_NAMES and docs/api.md."""
+    assert tuple(sorted(PUBLIC_NAMES)) == PUBLIC_NAMES, "kept sorted"
+    assert tuple(sorted(pytest_gpuperf.__all__)) == PUBLIC_NAMES
+
+
+def _plugins_part(pytester: pytest.Pytester) -> tuple[set[str], set[str]]:
+    """The markers and hooks a configured pytest has with the plugin and not without it (pytest-benchmark blocked)."""
+    ours = pytester.parseconfigure("-p", "no:benchmark")
+    bare = pytester.parseconfigure("-p", "no:benchmark", "-p", "no:gpuperf")
+
+    def markers(config: pytest.Config) -> set[str]:
+        return {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+
+    def hooks(config: pytest.Config) -> set[str]:
+        return {name for name in dir(config.hook) if name.startswith("pytest_")}
+
+    return markers(ours) - markers(bare), hooks(ours) - hooks(bare)
+
+
+def test_the_plugin_adds_these_fixtures_markers_and_hooks(pytester: pytest.Pytester) -> None:
+    markers, hooks = _plugins_part(pytester)
+    assert tuple(sorted(markers)) == MARKERS
+    assert tuple(sorted(hooks)) == tuple(sorted(HOOKS + PYTEST_BENCHMARK_HOOKS))
+    result = pytester.runpytest("--fixtures", "-p", "no:benchmark", "-p", "no:randomly")
+    fixtures, ours = set(), False
+    for line in result.stdout.lines:
+        if " fixtures defined from " in line:
+            ours = " fixtures defined from pytest_gpuperf." in line
+        elif ours and " -- " in line and not line.startswith(" "):
+            fixtures.add(line.split()[0])
+    assert tuple(sorted(fixtures)) == FIXTURES
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += [f"{prefix}{name}", *_commands(sub, f"{prefix}{name} ")]
+    return found
+
+
+def test_the_command_line_has_these_commands() -> None:
+    from pytest_gpuperf.cli import parser
+
+    assert tuple(sorted(_commands(parser()))) == COMMANDS
+
+
+def test_the_api_page_documents_the_public_api_and_no_internal_name() -> None:
+    """docs/api.md names every public name, fixture, marker, hook and command, and no subpackage's name (the
+    subpackages' ``__all__``s are internal doors)."""
+    page = (REPOSITORY / "docs" / "api.md").read_text()
+    public = [*PUBLIC_NAMES, *FIXTURES, *MARKERS, *HOOKS]
+    missing = [name for name in public if not re.search(rf"`(pytest_gpuperf\.|@pytest\.mark\.)?{name}\b", page)]
+    missing += [command for command in COMMANDS if f"`{command}" not in page]
+    assert missing == []
+    subpackage = r"\b(?:pytest_gpuperf\.)?(?:measuring|results|gate|history|report|plugin)\.[A-Za-z_]+\b"
+    assert [name for name in re.findall(subpackage, page) if not name.endswith(".md")] == []

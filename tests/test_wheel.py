@@ -5,7 +5,8 @@ The wheel carries py.typed (PEP 561: a user's mypy --strict then reads ``measure
 its metadata names, the classifiers, and the suites as ``pytest_gpuperf.suites``. Installed into a fresh
 environment outside the clone, ``pytest --pyargs pytest_gpuperf.suites`` runs them there, ``ab`` and ``history
 record`` find them, and a user's mypy sees the package's types. The sdist holds what builds that same wheel, and the
-manual; the README, which the package index shows as the long description, has no link the index cannot follow.
+manual; pip installs either, with the version, licence and classifiers in the installed metadata. The README, which
+the package index shows as the long description, has no link the index cannot follow.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ from pathlib import Path
 
 import pytest
 
+import pytest_gpuperf
 from pytest_gpuperf import _suites
 from tests.test_docs import _links
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - pytest requires tomli before 3.11
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 #: The test interpreter's packages (torch, pytest, the dev tools) that the fresh environment borrows, by a path in a
@@ -76,6 +83,16 @@ def wheel(wheel_path: Path) -> zipfile.ZipFile:
     return zipfile.ZipFile(wheel_path)
 
 
+@pytest.fixture(scope="module")
+def sdist_path(tracked_copy: Callable[[], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist, built by setuptools' own backend (what ``python -m build --sdist`` calls, without needing it)."""
+    source, out = tracked_copy(), tmp_path_factory.mktemp("sdist")
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", build, str(out)], cwd=source, check=True, capture_output=True)
+    (sdist,) = out.glob("pytest_gpuperf-*.tar.gz")
+    return sdist
+
+
 def _metadata(wheel: zipfile.ZipFile) -> str:
     (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     return wheel.read(metadata).decode()
@@ -86,10 +103,32 @@ def test_the_wheel_is_typed_and_licensed(wheel: zipfile.ZipFile) -> None:
     assert "pytest_gpuperf/py.typed" in names
     licence = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
     assert licence and b"MIT License" in wheel.read(licence[0])
-    text = _metadata(wheel)
-    assert "License-Expression: MIT" in text
+    assert_published_metadata(_metadata(wheel))
+
+
+def assert_published_metadata(text: str) -> None:
+    """What the index shows of the package: its version, licence and classifiers (and no URL: none exists yet)."""
+    assert f"\nVersion: {pytest_gpuperf.__version__}\n" in text
+    assert "License-Expression: MIT" in text and "License-File: LICENSE" in text
     assert "Classifier: Typing :: Typed" in text and "Classifier: Development Status :: 3 - Alpha" in text
+    assert "Classifier: Framework :: Pytest" in text and "Classifier: Topic :: System :: Benchmark" in text
     assert "Project-URL" not in text, "no public home yet: a project URL waits for one"
+
+
+def test_the_version_is_written_once_and_read_without_importing_the_package() -> None:
+    """``pytest_gpuperf.__version__`` is the version; pyproject.toml reads it from the file (setuptools' static
+    read of the assignment), so a build imports neither the package nor torch."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "pytest_gpuperf.__version__"}
+    read = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from setuptools.config.expand import read_attr\n"
+        "print(read_attr('pytest_gpuperf.__version__', root_dir=sys.argv[1]))\n"
+        "print(sorted(name for name in sys.modules if name.startswith('pytest_gpuperf')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", read, str(REPO)], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [pytest_gpuperf.__version__, "[]"]
 
 
 def test_the_python_classifiers_run_from_the_floor_and_name_this_python(wheel: zipfile.ZipFile) -> None:
@@ -143,13 +182,12 @@ class Installed:
         )
 
 
-@pytest.fixture(scope="module")
-def installed(wheel_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def install(package: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """``package`` (a wheel, or an sdist that pip builds there with the borrowed setuptools) installed by pip
+    with ``--no-deps`` into a fresh environment that borrows everything else from the test's."""
     prefix = tmp_path_factory.mktemp("env")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, capture_output=True)
     python = prefix / "bin" / "python"
-    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q"]
-    subprocess.run([*pip, str(wheel_path)], check=True, capture_output=True)
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
@@ -157,7 +195,14 @@ def installed(wheel_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Ins
         check=True,
     ).stdout.strip()
     (Path(site) / "_borrowed.pth").write_text("".join(f"{path}\n" for path in BORROWED))
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q"]
+    subprocess.run([*pip, "--no-build-isolation", str(package)], check=True, capture_output=True)
     return Installed(prefix, tmp_path_factory.mktemp("elsewhere"))
+
+
+@pytest.fixture(scope="module")
+def installed(wheel_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    return install(wheel_path, tmp_path_factory)
 
 
 _WHERE = """
@@ -297,14 +342,11 @@ def test_a_users_mypy_strict_sees_the_packages_types(installed: Installed) -> No
 
 
 def test_the_sdist_holds_what_builds_the_same_wheel_and_the_manual(
-    tracked_copy: Callable[[], Path], wheel: zipfile.ZipFile, tmp_path: Path
+    sdist_path: Path, wheel: zipfile.ZipFile, tmp_path: Path
 ) -> None:
     """The package, the suites, LICENSE, README, CHANGELOG and docs/; no tests (they need the whole repository);
     and the wheel built from it is the wheel built from the clone."""
-    source = tracked_copy()
-    build = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
-    subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=source, check=True, capture_output=True)
-    (sdist,) = tmp_path.glob("pytest_gpuperf-*.tar.gz")
+    sdist = sdist_path
     with tarfile.open(sdist) as archive:
         names = {name.partition("/")[2] for name in archive.getnames() if archive.getmember(name).isfile()}
     generated = {"PKG-INFO", "setup.cfg"}
@@ -314,6 +356,32 @@ def test_the_sdist_holds_what_builds_the_same_wheel_and_the_manual(
     assert names == {n for n in _tracked() if n.startswith(wanted) or n in top}
     rebuilt = zipfile.ZipFile(_pip_wheel(sdist, tmp_path / "wheel"))
     assert sorted(rebuilt.namelist()) == sorted(wheel.namelist())
+
+
+_INSTALLED_METADATA = """
+import importlib.metadata as metadata
+dist = metadata.distribution("pytest-gpuperf")
+print(dist.read_text("METADATA"))
+print("licence:", "MIT License" in (dist.read_text("licenses/LICENSE") or ""))
+"""
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_pip_installs_the_wheel_and_the_sdist_with_their_licence_and_classifiers(
+    kind: str, installed: Installed, sdist_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Installed by pip into a fresh environment, from the wheel or from the sdist (which pip builds there): the
+    installed distribution's metadata carries the version, licence, LICENSE file and classifiers, and the
+    package and its command line run."""
+    env = installed if kind == "wheel" else install(sdist_path, tmp_path_factory)
+    done = env.run("python", "-c", _INSTALLED_METADATA)
+    assert done.returncode == 0, done.stderr
+    text, _, licence = done.stdout.rpartition("licence: ")
+    assert licence.strip() == "True"
+    assert_published_metadata(text)
+    where = env.run("python", "-c", "import pytest_gpuperf; print(pytest_gpuperf.__file__)")
+    assert where.stdout.startswith(str(env.prefix.resolve())), where.stdout + where.stderr
+    assert env.run("pytest-gpuperf", "--help").returncode == 0
 
 
 #: Where an image or link of raw HTML points.

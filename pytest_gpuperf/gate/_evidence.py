@@ -139,7 +139,7 @@ class RunValue:
     rounds: int
     disturbed: bool  # every round was measured while busy
     load: Load | None  # the worst disturbed round's load, for the message
-    #: NVML's clocks over each of the run's rounds that has them (none without NVML, or in older files)
+    #: NVML's clocks over each of the run's rounds that has them (none without NVML)
     clocks: tuple[ClockSummary, ...] = ()
     #: the median SM clock of the round ``value`` comes from (None: it has no clock reading)
     sm_clock_mhz: float | None = None

@@ -21,8 +21,8 @@ A profiled call is slower than a timed one (the profiler records every op), and 
 the budget allows no more), each as noisy as one call is: on this project's shared 2-vCPU machine, calls of a
 step timed at 1.7 to 3.3 ms took 1.6 to 10 ms under the profiler. So each side's op times are scaled to its measured
 time by the profiled calls' own wall time (``WorkProfile.call_seconds``): ``op seconds x measured / profiled
-call``, and the outside line is the profiled calls' time in no op, scaled alike. A profile without that time (a
-file written before it was kept) is scaled only where its ops alone took longer than the measured call
+call``, and the outside line is the profiled calls' time in no op, scaled alike. A side whose profiles do not all keep
+that time (one at level ``counts``) is scaled only where its ops alone took longer than the measured call
 (``measured / ops``, which leaves nothing outside them), and read as it is otherwise. Kernels' device times are
 never scaled: the profiler barely slows the device.
 
@@ -138,7 +138,7 @@ def _side(profiles: Sequence[WorkProfile], seconds: float) -> _Side | None:
     ops = sum(t for (kind, _), t in times.items() if kind == "op")
     if len(walls) == len(timed):  # every profile says how long its calls took: scale them to the timed call
         scale = seconds / (sum(walls) / len(walls))
-    else:  # older files: a lower bound of the profiled call's time is its ops' (no call holds more op time)
+    else:  # a profile without its calls' time (level counts): the ops' time bounds the call's (none holds more)
         scale = min(1.0, seconds / ops) if ops > 0 else 1.0
     times = {key: t * scale if key[0] in _HOST else t for key, t in times.items()}
     kernels = any(kind == "kernel" for kind, _ in times)

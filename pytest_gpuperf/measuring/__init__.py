@@ -61,7 +61,6 @@ if TYPE_CHECKING:
         Outcome,
         Relation,
         expect_estimate,
-        expect_interval,
         judge,
     )
     from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
@@ -193,7 +192,6 @@ __all__ = [
     "cpu_model",
     "estimate_median",
     "expect_estimate",
-    "expect_interval",
     "format_bytes",
     "format_duration",
     "format_rate",

@@ -3,7 +3,7 @@
 A check passes when the whole interval is on the right side of its bound, fails when
 the whole interval is on the wrong side, and is *inconclusive* when the interval
 straddles the bound: that warns, or fails when the ``inconclusive`` setting says so.
-``Measurement.assert_throughput``/``assert_latency`` and ``expect_interval`` (paired
+``Measurement.assert_throughput``/``assert_latency`` and ``expect_estimate`` (paired
 ratios, efficiencies, fractions of a peak) both judge here.
 
 An interval whose coverage falls short of the confidence asked for (a distribution-free
@@ -19,8 +19,7 @@ What is judged is an ``Estimate`` (``_stats.py``): its value, interval, the conf
 asked for and achieved, and where it comes from (what it counts, its evidence, whose it is,
 why its sampling stopped). What varies with the caller, not with the estimate, is a
 ``JudgeContext``: how values read (their unit), what an undecided check does, and who
-receives the Check. ``expect_estimate`` takes the bound as ``at_least=``/``at_most=``;
-``expect_interval`` is its older form with the estimate's numbers as arguments.
+receives the Check. ``expect_estimate`` takes the bound as ``at_least=``/``at_most=``.
 
 A bound that is not a finite number is bad input: ``ValueError``, before judging.
 """
@@ -44,7 +43,6 @@ __all__ = [
     "Relation",
     "check_bound",
     "expect_estimate",
-    "expect_interval",
     "judge",
 ]
 
@@ -197,48 +195,3 @@ def expect_estimate(
     assert bound is not None
     check_bound(f"{estimate.what}: {name}={bound!r}", bound, example=f"{name}=1.2")
     return judge(estimate, ">=" if name == "at_least" else "<=", bound, context, stacklevel=stacklevel + 1)
-
-
-def expect_interval(
-    what: str,
-    median: float,
-    low: float,
-    high: float,
-    *,
-    at_least: float | None = None,
-    at_most: float | None = None,
-    confidence: float = 0.95,
-    achieved: float | None = None,
-    count: int = 0,
-    counted: str = "paired rounds",
-    evidence: str,
-    inconclusive: str = "warn",
-    observer: Callable[[Check], None] | None = None,
-    fmt: Callable[[float], str] = _three_figures,
-) -> Check:
-    """Judge an estimate (median and CI ``[low, high]``) against exactly one of ``at_least``/``at_most``.
-
-    ``confidence`` is the confidence asked for; pass an Estimate's ``confidence`` as ``achieved``
-    and its ``count`` (it covers less than asked from too few rounds: the check is then inconclusive).
-    The older form of ``expect_estimate``, which takes the Estimate itself. Its InconclusiveWarning
-    points at the caller of the function that calls it (a helper such as ``gpuperf.expect``).
-    """
-    __tracebackhide__ = True
-    estimate = Estimate(
-        what,
-        median,
-        low,
-        high,
-        confidence if achieved is None else achieved,
-        count,
-        nominal=confidence,
-        counted=counted,
-        evidence=evidence,
-    )
-    return expect_estimate(
-        estimate,
-        at_least=at_least,
-        at_most=at_most,
-        context=JudgeContext(fmt, inconclusive, observer),
-        stacklevel=3,
-    )

@@ -10,8 +10,8 @@ patch release, cuDNN, the CUDA and NVIDIA drivers, the OS, thread defaults, the 
 commit, the GPUs' maximum SM clock and throttle reasons (but idle and the power cap, the
 GPU's normal states) when the fingerprint was taken,
 and the allocator and NCCL environment variables. The keys of ``RECORDED_SINCE`` are
-compared only when both fingerprints hold them: older files and machines without NVML
-lack them, and a fact one side did not record is no difference. Per record, the gate
+compared only when both fingerprints hold them: pytest-benchmark's files and machines without
+NVML lack them, and a fact one side did not record is no difference. Per record, the gate
 also requires the same device, thread count, timing mode, parameters, work per call and kind of sample
 (``RECORD_KEYS``); a device model, thread count or work per call that the baseline's tool did not record
 (pytest-benchmark records none of them) is no difference. ``--gpuperf-allow-mismatch=KEY,...``
@@ -74,7 +74,7 @@ SHOWN: Final[dict[str, str]] = {
     "env": "environment",
 }
 
-#: Keys compared only when both fingerprints record them (added after the first files; NVML's need nvidia-ml-py).
+#: Keys compared only when both fingerprints record them (pytest-benchmark's files do not; NVML's need nvidia-ml-py).
 RECORDED_SINCE: Final = frozenset({"mig", "precision", "max_sm_clock", "throttle_reasons", "env"})
 
 #: Per-record keys that the gate requires to match; also accepted by ``--gpuperf-allow-mismatch``.
@@ -84,7 +84,7 @@ RECORD_KEYS: Final[dict[str, str]] = {
     "mode": "timing mode (warm, cold, graph)",
     "params": "test parameters (sizes, dtype ...)",
     "work": "work per call (FLOP, bytes ...)",
-    "sample": "what a sample times (on CUDA: the loop's time since results 2, device time before; call to result)",
+    "sample": "what a sample times (the host clock; on CUDA the loop's time, or one call from call to result)",
 }
 
 
@@ -210,7 +210,7 @@ def matching_view(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _os(fingerprint: Mapping[str, Any]) -> str | None:
-    """The OS as ``system-release``, or None where the fingerprint does not record them (files written before
+    """The OS as ``system-release``, or None where the fingerprint does not record them (no
     ``platform_info``). A pytest-benchmark file records no more than that, where ``platform`` is all of
     ``platform.platform()`` (with the machine and libc): two fingerprints that both record them are compared by it,
     so that a pytest-benchmark file and a run of this machine show no OS difference."""

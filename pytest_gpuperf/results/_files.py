@@ -38,7 +38,15 @@ from .._escape import printable
 from .._jsonfile import JsonFileError, read_json
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
-from ._record import BASELINE_SCHEMA, BASELINE_SCHEMA_VERSION, READABLE_VERSIONS, SCHEMA, Record, Run
+from ._record import (
+    BASELINE_SCHEMA,
+    BASELINE_SCHEMA_VERSION,
+    READABLE_VERSIONS,
+    SCHEMA,
+    UNRELEASED_VERSIONS,
+    Record,
+    Run,
+)
 
 if sys.platform != "win32":
     import fcntl
@@ -493,9 +501,14 @@ def _check_schema(path: Path, data: Any, schema: str, versions: tuple[int, ...],
     found = data.get("version")
     if found not in versions or isinstance(found, bool):
         reads = " and ".join(str(v) for v in versions)
+        reads = f"this pytest-gpuperf reads version{'s' if len(versions) > 1 else ''} {reads}"
+        if schema == SCHEMA and found in UNRELEASED_VERSIONS and not isinstance(found, bool):
+            raise ResultsError(
+                f"{where}{path} has {schema} schema version {found!r}, written by an unreleased pytest-gpuperf "
+                f"(before 0.1.0); {reads}: re-record it with this version"
+            )
         raise ResultsError(
-            f"{where}{path} has {schema} schema version {found!r}, this pytest-gpuperf reads "
-            f"version{'s' if len(versions) > 1 else ''} {reads}; "
+            f"{where}{path} has {schema} schema version {found!r}, {reads}; "
             "re-record it with this version, or read it with the pytest-gpuperf that wrote it"
         )
 

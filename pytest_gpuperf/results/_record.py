@@ -9,24 +9,19 @@ added by replacing the record (``with_evidence``), never by mutating it.
 Schema history (bump the version and say why here; files are read and written in
 ``_files.py``):
 
-* results 1 - first version: run fingerprint, settings, records with raw samples.
-  Optional keys added while 1 was unreleased, absent in older files: a record's
-  ``"gate"`` (its Evidence: ``tolerance``, ``noise_floor``, ``load``,
-  ``quiet_wait_s``, ``rounds``, ``runs``) and a run's ``"interrupted"``; a measurement's
-  ``"clocks"`` (NVML's clocks over its samples and which were throttled, ``null`` without
-  NVML) and the fingerprint's ``"precision"``, ``"env"`` and NVML's UUID and MIG keys;
-  a round's ``"clocks"`` (as a measurement's; absent without NVML).
-* results 2 - issue 21: a measurement's ``"peak_memory_bytes"`` is the high-water mark of a
-  call (what was resident at its start included; on a CPU the process's RSS high-water
-  mark), where 1 kept the growth above the call's start; a ``"memory"`` block names the
-  resident, transient, reserved and per-device figures; ``"clocks"`` fields may be
-  ``null`` (each NVML field is read on its own); new ``"energy"``; a reference peak may say
-  ``"source": "datasheet"``. Version 1 files are still read: their memory figure as the
-  transient part, with no high-water mark. A version 1 reader refuses version 2.
-  Added while 2 is unreleased (issue 22), absent or ``null`` in older files (read as no profile): a
-  measurement's ``"profile"``, its work profile (``measuring.WorkProfile``: ``level``, ``calls``, ``ops`` and
-  ``kernels`` as ``{"name", "count", "seconds"}`` totals over the calls, ``runtime``, ``syncs``, ``flops``,
-  ``bytes_allocated``, ``bytes_copied``, ``compile``, ``seconds``, ``budget``).
+* results 2 - the first released version (0.1.0): a run's ``"created"``, ``"interrupted"``, fingerprint (with
+  torch's ``"precision"`` flags, the allocator and NCCL ``"env"``, and NVML's UUID and MIG keys), ``"devices"``,
+  settings, ``"notes"`` (only where there are some) and records. A record's ``"gate"`` is its Evidence
+  (``tolerance``, ``noise_floor``, ``load``, ``quiet_wait_s``, ``rounds``, ``runs``); a round's ``"clocks"`` are as
+  a measurement's (absent without NVML). A measurement keeps its raw samples; its ``"peak_memory_bytes"`` is the
+  high-water mark of a call (what was resident at its start included; on a CPU the process's RSS high-water mark),
+  and its ``"memory"`` block names the resident, transient, reserved and per-device figures; ``"clocks"`` are
+  NVML's clocks over its samples and which were throttled (``null`` without NVML, each field ``null`` where NVML
+  read none); ``"energy"``; ``"profile"`` is its work profile (``measuring.WorkProfile``: ``level``, ``calls``,
+  ``ops`` and ``kernels`` as ``{"name", "count", "seconds"}`` totals over the calls, ``runtime``, ``syncs``,
+  ``flops``, ``bytes_allocated``, ``bytes_copied``, ``compile``, ``seconds``, ``budget``; ``null``: no profile);
+  ``"over_time"`` only where it could not keep to ``max_time``. A reference peak may say ``"source":
+  "datasheet"``. Version 1 was written only by pytest-gpuperf before its first release, and is refused.
 * baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
 """
 
@@ -46,6 +41,7 @@ __all__ = [
     "READABLE_VERSIONS",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "UNRELEASED_VERSIONS",
     "Evidence",
     "Record",
     "Rerun",
@@ -57,8 +53,10 @@ __all__ = [
 
 SCHEMA: Final = "pytest-gpuperf/results"
 SCHEMA_VERSION: Final = 2
-#: The results versions this pytest-gpuperf reads (older ones through ``from_dict``'s defaults).
-READABLE_VERSIONS: Final = (1, 2)
+#: The results versions this pytest-gpuperf reads.
+READABLE_VERSIONS: Final = (SCHEMA_VERSION,)
+#: Results versions that only pytest-gpuperf before its first release wrote (refused with that said).
+UNRELEASED_VERSIONS: Final = (1,)
 BASELINE_SCHEMA: Final = "pytest-gpuperf/baseline"
 BASELINE_SCHEMA_VERSION: Final = 1
 
@@ -66,7 +64,7 @@ BASELINE_SCHEMA_VERSION: Final = 1
 @dataclass(frozen=True)
 class Round:
     """One more measurement of a record: its raw samples (seconds per call), the machine's load and the GPU's
-    clocks meanwhile (None without NVML, and in files written before rounds kept them)."""
+    clocks meanwhile (None without NVML)."""
 
     samples: tuple[float, ...]
     load: Load | None = None

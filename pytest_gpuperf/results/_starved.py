@@ -29,8 +29,8 @@ def starved(record: Record) -> Load | None:
     left fewer free cores than it needs), and the test's process was kept from running: its threads waited in the
     run queue for more than a quarter of a core (``Load.waited_cores``). A test that got its core on a busy machine
     was not starved of it (though the gate still leaves such a run out), nor was one whose work ran in child
-    processes (a DDP world: its own process asks for next to no CPU). Where the wait was not read (not Linux, an
-    older file), the test's process got less CPU than it needs."""
+    processes (a DDP world: its own process asks for next to no CPU). Where the wait was not read (not Linux), the
+    test's process got less CPU than it needs."""
     load = record.evidence.load
     if not disturbed_by(record, load) or load is None:
         return None

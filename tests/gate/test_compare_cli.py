@@ -143,7 +143,19 @@ def test_wrong_schema_version(results: Path, capsys: pytest.CaptureFixture[str])
     (results / "head.json").write_text(json.dumps(data))
     assert main(["compare", "main", "head.json"]) == 2
     err = capsys.readouterr().err
-    assert "has pytest-gpuperf/results schema version 3, this pytest-gpuperf reads versions 1 and 2" in err
+    assert "has pytest-gpuperf/results schema version 3, this pytest-gpuperf reads version 2" in err
+
+
+def test_a_version_1_file_is_refused_in_one_line(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file of a pytest-gpuperf that was never released: exit 2, the file named, no traceback."""
+    data = make_run(make_record(1e-3)).to_dict()
+    data["version"] = 1
+    (results / "old.json").write_text(json.dumps(data))
+    assert main(["compare", "main", "old.json"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {results / 'old.json'} has pytest-gpuperf/results schema version 1, written by an unreleased "
+        "pytest-gpuperf (before 0.1.0); this pytest-gpuperf reads version 2: re-record it with this version\n"
+    )
 
 
 def test_runs_from_other_hardware_are_refused_unless_allowed(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -198,6 +210,22 @@ def test_a_slowdown_on_a_throttled_gpu_exits_1_as_unattributed(
     )
 
 
-def _on_cuda(record: Record) -> Record:
-    m = dataclasses.replace(record.measurement, device="cuda:0", timer=CUDA_EVENT_TIMER)
+def _on_cuda(record: Record, *, latency: bool = False) -> Record:
+    m = dataclasses.replace(record.measurement, device="cuda:0", timer=CUDA_EVENT_TIMER, latency=latency)
     return dataclasses.replace(record, test=record.test.replace("[cpu]", "[cuda]"), device="cuda:0", measurement=m)
+
+
+def test_a_cuda_record_of_call_latency_is_not_compared_with_the_loops_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CUDA sample of one call from call to result (``--gpuperf-per-call``) is not the time a loop of the step
+    pays: the record is incomparable, and the reason names the key."""
+    save_run(tmp_path / "old.json", make_run(_on_cuda(make_record(4e-3), latency=True)))
+    save_run(tmp_path / "new.json", make_run(_on_cuda(make_record(10e-3))))
+    assert main(["compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 0
+    out = capsys.readouterr().out
+    assert "incomparable  sample call to result -> the loop's time" in out
+    assert "SLOWER" not in out and "1 incomparable" in out
+    # Compared across it on purpose, the override names the key.
+    assert main(["compare", "--allow-mismatch=sample", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
+    assert "SLOWER" in capsys.readouterr().out

@@ -8,11 +8,13 @@ import pytest
 
 from pytest_gpuperf.measuring import (
     Check,
+    Estimate,
     Expectations,
     ExpectationsError,
     GpuperfAssertionError,
     InconclusiveWarning,
-    expect_interval,
+    JudgeContext,
+    expect_estimate,
 )
 
 
@@ -43,44 +45,56 @@ def test_bad_files_are_refused_naming_the_file_and_the_problem(tmp_path: Path, c
         Expectations.load(tmp_path / "absent.json")
 
 
+def _estimate(
+    what: str,
+    median: float,
+    low: float,
+    high: float,
+    evidence: str = "e",
+    *,
+    confidence: float = 0.95,
+    count: int = 0,
+    nominal: float | None = None,
+) -> Estimate:
+    """An estimate of ``what`` from ``evidence``; ``confidence`` is the one achieved, ``nominal`` the one asked for."""
+    return Estimate(what, median, low, high, confidence, count, nominal=nominal, evidence=evidence)
+
+
 def test_interval_judgment_passes_fails_or_is_inconclusive() -> None:
     seen: list[Check] = []
-    check = expect_interval("speedup", 1.5, 1.3, 1.7, at_least=1.1, evidence="from 10 rounds", observer=seen.append)
+    speedup = _estimate("speedup", 1.5, 1.3, 1.7, "from 10 rounds")
+    check = expect_estimate(speedup, at_least=1.1, context=JudgeContext(observer=seen.append))
     assert check.outcome == "pass" and seen == [check]
     failed = r"speedup at least 1.1 expected, but median 1.05, 95% CI \[1, 1.08\] from 10 rounds"
     with pytest.raises(GpuperfAssertionError, match=failed):
-        expect_interval("speedup", 1.05, 1.0, 1.08, at_least=1.1, evidence="from 10 rounds")
+        expect_estimate(_estimate("speedup", 1.05, 1.0, 1.08, "from 10 rounds"), at_least=1.1)
     with pytest.warns(InconclusiveWarning, match="straddles the bound"):
-        check = expect_interval("overhead", 1.4, 1.2, 1.6, at_most=1.5, evidence="from 10 rounds")
+        check = expect_estimate(_estimate("overhead", 1.4, 1.2, 1.6, "from 10 rounds"), at_most=1.5)
     assert check.outcome == "inconclusive"
     with pytest.raises(GpuperfAssertionError, match="inconclusive"):
-        expect_interval("overhead", 1.4, 1.2, 1.6, at_most=1.5, evidence="e", inconclusive="fail")
-    assert expect_interval("overhead", 1.0, 0.9, 1.1, at_most=1.5, evidence="e").outcome == "pass"
+        expect_estimate(_estimate("overhead", 1.4, 1.2, 1.6), at_most=1.5, context=JudgeContext(inconclusive="fail"))
+    assert expect_estimate(_estimate("overhead", 1.0, 0.9, 1.1), at_most=1.5).outcome == "pass"
     with pytest.raises(GpuperfAssertionError, match="whole interval is on the wrong side"):
-        expect_interval("overhead", 2.0, 1.8, 2.2, at_most=1.5, evidence="e")
+        expect_estimate(_estimate("overhead", 2.0, 1.8, 2.2), at_most=1.5)
     with pytest.raises(ValueError, match="exactly one"):
-        expect_interval("x", 1.0, 1.0, 1.0, evidence="e")
+        expect_estimate(_estimate("x", 1.0, 1.0, 1.0))
 
 
 def test_an_estimate_from_too_few_rounds_is_inconclusive_wherever_its_range_lies() -> None:
     seen: list[Check] = []
+    short = _estimate("speedup", 1.5, 1.3, 1.7, confidence=0.75, count=3, nominal=0.95)
     for at_least in (1.1, 2.0):  # the range [1.3, 1.7] clears 1.1 and misses 2.0: neither decides
         with pytest.warns(InconclusiveWarning, match=r"only 3 paired rounds, and a distribution-free 95% interval"):
-            expect_interval(
-                "speedup", 1.5, 1.3, 1.7, at_least=at_least, achieved=0.75, count=3, evidence="e", observer=seen.append
-            )
+            expect_estimate(short, at_least=at_least, context=JudgeContext(observer=seen.append))
     assert [c.outcome for c in seen] == ["inconclusive", "inconclusive"]
     with pytest.raises(GpuperfAssertionError, match=r"the 75% interval \[1.3, 1.7\] e, on the right side of the bound"):
-        expect_interval(
-            "speedup", 1.5, 1.3, 1.7, at_least=1.1, achieved=0.75, count=3, evidence="e", inconclusive="fail"
-        )
+        expect_estimate(short, at_least=1.1, context=JudgeContext(inconclusive="fail"))
     # an interval that reaches the confidence asked for is judged as usual
-    assert (
-        expect_interval("speedup", 1.5, 1.3, 1.7, at_least=1.1, achieved=0.97, count=6, evidence="e").outcome == "pass"
-    )
+    enough = _estimate("speedup", 1.5, 1.3, 1.7, confidence=0.97, count=6, nominal=0.95)
+    assert expect_estimate(enough, at_least=1.1).outcome == "pass"
 
 
 @pytest.mark.parametrize("bound", [float("nan"), float("inf"), float("-inf")])
 def test_an_estimate_bound_that_is_not_finite_is_bad_input(bound: float) -> None:
     with pytest.raises(ValueError, match=rf"^speedup: at_least={bound!r}: the bound must be a finite number"):
-        expect_interval("speedup", 1.5, 1.3, 1.7, at_least=bound, evidence="e")
+        expect_estimate(_estimate("speedup", 1.5, 1.3, 1.7), at_least=bound)

@@ -15,7 +15,6 @@ from pytest_gpuperf.measuring import (
     InconclusiveWarning,
     JudgeContext,
     expect_estimate,
-    expect_interval,
     judge,
 )
 from tests.synthetic import make_measurement
@@ -136,21 +135,12 @@ def test_expect_estimate_takes_exactly_one_bound_by_name() -> None:
         expect_estimate(SPEEDUP, at_most=float("nan"))
 
 
-def test_expect_interval_judges_the_estimate_its_arguments_describe() -> None:
-    """The older form: the same Check as the Estimate it describes, judged by expect_estimate."""
-    old = expect_interval("speedup", 1.5, 1.3, 1.7, at_least=1.1, achieved=0.96, count=12, evidence="from 12 rounds")
-    new = expect_estimate(
-        Estimate("speedup", 1.5, 1.3, 1.7, 0.96, 12, nominal=0.95, evidence="from 12 rounds"), at_least=1.1
-    )
-    assert old == new
-
-
 # ---------------------------------------------------------------- where an InconclusiveWarning points
 
 
 def _straddled() -> None:
-    """A helper (such as gpuperf.expect) that calls expect_interval."""
-    expect_interval("speedup", 1.5, 1.3, 1.7, at_least=1.5, evidence="e")
+    """A helper (such as gpuperf.expect) that calls expect_estimate, for its caller's line."""
+    expect_estimate(SPEEDUP, at_least=1.5, stacklevel=2)
 
 
 def _where(call: Callable[[], object]) -> tuple[str, int]:
@@ -172,7 +162,7 @@ def test_an_inconclusive_warning_points_at_the_line_that_asked_for_the_check() -
         lambda: calls.assert_latency(at_most="1 s", percentile=99),
         lambda: judge(SPEEDUP, ">=", 1.5),
         lambda: expect_estimate(SPEEDUP, at_least=1.5),
-        # expect_interval's warning points one frame further out: at the caller of the helper that calls it.
+        # stacklevel=2 points one frame further out: at the caller of the helper that calls it.
         lambda: _straddled(),
     ]
     for ask in asks:

@@ -74,7 +74,7 @@ def test_damaged_files_are_listed_with_the_reason_and_left_as_they_are(
     store: ResultsDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad_run = store.runs_dir / "20261123T010000.000000Z-cccccccc.json"
-    bad_run.write_text('{"schema": "pytest-gpuperf/results", "version": 1, "records": [')
+    bad_run.write_text('{"schema": "pytest-gpuperf/results", "version": 2, "records": [')
     bad_baseline = store.baseline_path("nightly")
     bad_baseline.write_text(json.dumps({"schema": "pytest-gpuperf/baseline", "version": 1, "name": "x", "runs": []}))
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (bad_run, bad_baseline)}

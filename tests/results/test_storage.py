@@ -197,9 +197,31 @@ def test_wrong_schema_version_says_which_version_reads_it(tmp_path: Path) -> Non
     with pytest.raises(ResultsError) as info:
         load_runs(path)
     assert str(info.value) == (
-        f"{path} has pytest-gpuperf/results schema version 7, this pytest-gpuperf reads versions 1 and 2; "
+        f"{path} has pytest-gpuperf/results schema version 7, this pytest-gpuperf reads version 2; "
         "re-record it with this version, or read it with the pytest-gpuperf that wrote it"
     )
+
+
+def test_a_version_1_file_is_refused_as_written_before_the_first_release(tmp_path: Path) -> None:
+    """Results 2 is the first released version: a version 1 file came from a pytest-gpuperf that was never
+    released, alone or as a baseline's run."""
+    data = run_of().to_dict()
+    data["version"] = 1
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultsError) as info:
+        load_runs(path)
+    assert str(info.value) == (
+        f"{path} has pytest-gpuperf/results schema version 1, written by an unreleased pytest-gpuperf (before "
+        "0.1.0); this pytest-gpuperf reads version 2: re-record it with this version"
+    )
+    store = ResultsDir(tmp_path)
+    store.save_baseline("main", run_of())
+    baseline = json.loads(store.baseline_path("main").read_text())
+    baseline["runs"][0]["version"] = 1
+    store.baseline_path("main").write_text(json.dumps(baseline))
+    with pytest.raises(ResultsError, match=r"^run 1 of .*main\.json has .* version 1, written by an unreleased "):
+        store.load("main")
 
 
 def test_a_baseline_whose_runs_have_a_wrong_version(tmp_path: Path) -> None:
