@@ -514,14 +514,11 @@ class GpuperfSession:
             terminalreporter.write_line(self._json_note)
         if not records or not self.is_reporter:
             return
-        from ..results import Ceiling, ceilings, table_notes
+        from ..results import ceilings, table_notes
         from ._summary import results_table, speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        offered = {
-            device: Ceiling(p.flops_per_second, p.how, p.source) for device, p in self.book.reference_peaks.items()
-        }
-        peaks = ceilings(records, offered)
+        peaks = ceilings(records, self.book.reference_peaks)
         terminalreporter.write_line(results_table(records, peaks=peaks))
         for line in table_notes(records, peaks):
             terminalreporter.write_line(line)
