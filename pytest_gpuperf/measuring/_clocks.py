@@ -42,6 +42,7 @@ from typing import Any, Final, TypeVar
 from ._backends import Backend, CudaBackend
 from ._devices import torch_of
 from ._stats import median
+from ._values import optional
 
 _T = TypeVar("_T")
 
@@ -220,10 +221,6 @@ def read_clocks(pynvml: Any, handle: Any) -> ClockReading:
 # ---------------------------------------------------------------- the summary a Measurement keeps
 
 
-def _optional(value: Any, convert: Callable[[Any], _T]) -> _T | None:
-    return None if value is None else convert(value)
-
-
 @dataclass(frozen=True)
 class ClockSummary:
     """The GPU's clocks over a measurement's samples: one reading after each sample's block. A figure no reading
@@ -320,14 +317,14 @@ class ClockSummary:
         sm, mem = data.get("sm_clock_mhz") or {}, data.get("mem_clock_mhz") or {}
         return cls(
             readings=int(data.get("readings", 0)),
-            sm_clock_mhz_min=_optional(sm.get("min"), int),
-            sm_clock_mhz_median=_optional(sm.get("median"), float),
-            sm_clock_mhz_max=_optional(sm.get("max"), int),
-            mem_clock_mhz_min=_optional(mem.get("min"), int),
-            mem_clock_mhz_max=_optional(mem.get("max"), int),
-            temperature_c_max=_optional(data.get("temperature_c_max"), int),
-            power_w_max=_optional(data.get("power_w_max"), float),
-            max_sm_clock_mhz=_optional(data.get("max_sm_clock_mhz"), int),
+            sm_clock_mhz_min=optional(sm.get("min"), int),
+            sm_clock_mhz_median=optional(sm.get("median"), float),
+            sm_clock_mhz_max=optional(sm.get("max"), int),
+            mem_clock_mhz_min=optional(mem.get("min"), int),
+            mem_clock_mhz_max=optional(mem.get("max"), int),
+            temperature_c_max=optional(data.get("temperature_c_max"), int),
+            power_w_max=optional(data.get("power_w_max"), float),
+            max_sm_clock_mhz=optional(data.get("max_sm_clock_mhz"), int),
             reasons=tuple(str(r) for r in data.get("reasons") or ()),
             throttled_samples=tuple(int(i) for i in data.get("throttled_samples") or ()),
             threshold=float(data.get("threshold", THROTTLE_THRESHOLD)),

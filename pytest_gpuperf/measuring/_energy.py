@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from ._backends import Backend, CpuBackend, CudaBackend
 from ._clocks import ClockMonitor
+from ._values import optional
 
 __all__ = [
     "ENERGY_MAX_ERROR",
@@ -111,18 +112,13 @@ class EnergySummary:
     def from_dict(cls, data: Mapping[str, Any] | None) -> EnergySummary | None:
         if not isinstance(data, Mapping):
             return None
-
-        def number(key: str) -> float | None:
-            value = data.get(key)
-            return None if value is None else float(value)
-
         return cls(
             source=str(data.get("source", "")),
-            joules=number("joules"),
-            seconds=number("seconds"),
+            joules=optional(data.get("joules"), float),
+            seconds=optional(data.get("seconds"), float),
             calls=int(data.get("calls", 0)),
-            timed_seconds=number("timed_seconds"),
-            error=number("error"),
+            timed_seconds=optional(data.get("timed_seconds"), float),
+            error=optional(data.get("error"), float),
             note=str(data.get("note", "")),
         )
 

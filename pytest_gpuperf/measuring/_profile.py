@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final, Protocol
 
+from ._values import optional
+
 __all__ = [
     "CALL_RANGE",
     "MAX_CALLS",
@@ -92,8 +94,7 @@ class OpStat:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OpStat:
-        seconds = data.get("seconds")
-        return cls(str(data["name"]), int(data["count"]), None if seconds is None else float(seconds))
+        return cls(str(data["name"]), int(data["count"]), optional(data.get("seconds"), float))
 
 
 @dataclass(frozen=True)
@@ -212,8 +213,6 @@ class WorkProfile:
         if not isinstance(data, Mapping):
             return None
         compiled = data.get("compile")
-        allocated = data.get("bytes_allocated")
-        flops = data.get("flops")
         return cls(
             level=str(data.get("level", "full")),
             calls=int(data.get("calls", 0)),
@@ -221,27 +220,23 @@ class WorkProfile:
             kernels=tuple(OpStat.from_dict(s) for s in data.get("kernels", ())),
             runtime={str(k): int(v) for k, v in (data.get("runtime") or {}).items()},
             syncs={str(k): int(v) for k, v in (data.get("syncs") or {}).items()},
-            flops=None if flops is None else int(flops),
-            bytes_allocated=None if allocated is None else int(allocated),
+            flops=optional(data.get("flops"), int),
+            bytes_allocated=optional(data.get("bytes_allocated"), int),
             bytes_copied={str(k): int(v) for k, v in (data.get("bytes_copied") or {}).items()},
             compile=None
             if not isinstance(compiled, Mapping)
             else CompileCounters(
                 int(compiled.get("graph_breaks", 0)),
                 int(compiled.get("compiles", 0)),
-                _float_or_none(compiled.get("compile_seconds")),
+                optional(compiled.get("compile_seconds"), float),
             ),
             seconds=float(data.get("seconds", 0.0)),
             budget=float(data.get("budget", 0.0)),
-            call_seconds=_float_or_none(data.get("call_seconds")),
-            outside_seconds=_float_or_none(data.get("outside_seconds")),
+            call_seconds=optional(data.get("call_seconds"), float),
+            outside_seconds=optional(data.get("outside_seconds"), float),
             varying=tuple(str(k) for k in data.get("varying") or ()),
             python=tuple(OpStat.from_dict(s) for s in data.get("python") or ()),
         )
-
-
-def _float_or_none(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 class ProfilerEvent(Protocol):

@@ -3,7 +3,8 @@
 Each parser takes what a user wrote (a string from the command line or an ini file,
 or a Python value from a marker) and returns the value, or raises SettingError whose
 message says what is wrong and how to write it; the caller prefixes where the value
-came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``).
+came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``). ``optional``
+converts a value read back from a file, which may be null.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from ._units import UnitError, parse_quantity
 
@@ -26,6 +27,7 @@ __all__ = [
     "given_path",
     "given_word",
     "on_off",
+    "optional",
     "positive_int",
     "positive_seconds",
     "quiet_wait",
@@ -180,3 +182,8 @@ def quiet_wait(raw: object) -> float | None:
         return positive_seconds(raw)
     except SettingError:
         raise SettingError("must be auto, off, or a time such as 10 or '30 s'") from None
+
+
+def optional(value: Any, convert: Callable[[Any], T]) -> T | None:
+    """``convert(value)``, or None where the value is None: a field read from a file or a mapping that may be null."""
+    return None if value is None else convert(value)
