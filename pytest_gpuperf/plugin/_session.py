@@ -73,7 +73,17 @@ class GpuperfSession:
         self.controller = is_controller(config)
         self._binding: tuple[Binding | None] | None = None  # read on first use (it imports the measuring core)
         #: the gate's hooks, a plugin object of their own (registered next to this one by ``entry.py``)
-        self.gate: GatePlugin = GatePlugin(self)
+        self.gate: GatePlugin = GatePlugin(
+            settings,
+            self.book,
+            rootpath=config.rootpath,
+            reporter=self.is_reporter,
+            rank=self.rank,
+            controller=self.controller,
+            fingerprint=self.fingerprint,
+            progress=self.progress,
+            quiet_wait=self.quiet_wait,
+        )
 
     @property
     def is_reporter(self) -> bool:
