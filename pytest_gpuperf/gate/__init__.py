@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._ab import DEFAULT_MAX_TIME, DEFAULT_WORKLOADS, AbOptions, AbResult, select_names, workload_names
     from ._ab import run as run_ab
     from ._ab_load import AbError
+    from ._commands import add_ab_option
     from ._commands import add_parsers as add_gate_commands
     from ._compare import (
         BaselineNoise,
@@ -103,6 +104,7 @@ __all__ = [
     "RunSamples",
     "Verdict",
     "WhyLine",
+    "add_ab_option",
     "add_gate_commands",
     "append_summary",
     "attribute",

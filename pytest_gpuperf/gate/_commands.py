@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from tabulate import tabulate_formats
 
@@ -38,7 +38,7 @@ from ._render import gate_lines, gate_table, report_to_github, why_lines
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
 from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES, parse_verdicts
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_parsers"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_ab_option", "add_parsers"]
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -88,21 +88,33 @@ def _compare_parser(commands: Any) -> None:
     cmp.set_defaults(handler=compare_command)
 
 
+#: ``ab``'s measuring options, declared once for ``ab`` and the history commands that run it (``add_ab_option``).
+_AB_OPTIONS: Final[dict[str, dict[str, Any]]] = {
+    "--device": {"default": "auto"},
+    "--tolerance": {"type": values.argtype(values.fraction), "default": DEFAULT_TOLERANCE},
+    "--max-time": {"type": values.argtype(values.positive_seconds), "default": _ab.DEFAULT_MAX_TIME, "metavar": "TIME"},
+}
+
+
+def add_ab_option(
+    parser: argparse.ArgumentParser,
+    flag: Literal["--device", "--tolerance", "--max-time"],
+    help_text: str,
+    *,
+    unset: bool = False,
+) -> None:
+    """One of ``ab``'s measuring options, in a command's own words; with ``unset`` its value is None when not given,
+    so that a history command can tell (``history record`` refuses it without ``--anchor``)."""
+    parser.add_argument(flag, **_AB_OPTIONS[flag] | ({"default": None} if unset else {}), help=help_text)
+
+
 def _ab_measuring_options(abp: argparse.ArgumentParser) -> None:
-    abp.add_argument("--device", default="auto", help="one device: cpu, cuda, cuda:N, mps, auto (default: auto)")
+    add_ab_option(abp, "--device", "one device: cpu, cuda, cuda:N, mps, auto (default: auto)")
     abp.add_argument("--size", choices=SIZES, default="auto", help="workload size preset (default: auto)")
-    abp.add_argument(
-        "--tolerance",
-        type=values.argtype(values.fraction),
-        default=DEFAULT_TOLERANCE,
-        help=f"slower/faster only beyond this ratio (default: {DEFAULT_TOLERANCE * 100:g}%%)",
-    )
-    abp.add_argument(
-        "--max-time",
-        type=values.argtype(values.positive_seconds),
-        default=_ab.DEFAULT_MAX_TIME,
-        metavar="TIME",
-        help=f"paired rounds per workload stop after this long, after warmup (default: {_ab.DEFAULT_MAX_TIME:g} s)",
+    add_ab_option(abp, "--tolerance", f"slower/faster only beyond this ratio (default: {DEFAULT_TOLERANCE * 100:g}%%)")
+    max_time = _ab.DEFAULT_MAX_TIME
+    add_ab_option(
+        abp, "--max-time", f"paired rounds per workload stop after this long, after warmup (default: {max_time:g} s)"
     )
     abp.add_argument(
         "--threads",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._jsonfile import JsonFileError, read_json
-from ..measuring import Measurement, summarize
+from ..measuring import Measurement, optional, summarize
 from ..results import ResultsError, atomic_write_text
 
 __all__ = [
@@ -128,7 +128,7 @@ def points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
     def stat(name: str, i: int, kind: type[float] | type[int]) -> Any:
         values = cols[name]  # asv writes a column whose entries are all empty as null
         value = values[i] if isinstance(values, list) else None
-        return None if value is None else kind(value)
+        return optional(value, kind)
 
     for i, device in enumerate(unrepr(p) for p in cols["params"][0]):
         try:

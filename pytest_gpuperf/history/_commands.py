@@ -10,7 +10,7 @@ from typing import Any
 from .. import _suites
 from .._git import GitError, NotARepository, repo_root, resolve
 from .._progress import Progress
-from ..gate import DEFAULT_MAX_TIME, DEFAULT_TOLERANCE, DEFAULT_WORKLOADS
+from ..gate import DEFAULT_MAX_TIME, DEFAULT_TOLERANCE, DEFAULT_WORKLOADS, add_ab_option
 from ..measuring import values
 from ._anchored import AnchoredRecipe
 from ._assets import OfflineError, default_cache, localize
@@ -117,14 +117,9 @@ def _ab_settings() -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"the workloads module ab measures (default: {DEFAULT_WORKLOADS})",
     )
-    ab.add_argument(
-        "--max-time",
-        type=values.argtype(values.positive_seconds),
-        default=None,
-        metavar="TIME",
-        help=f"seconds of ab's paired rounds per workload and pair of commits (default: {DEFAULT_MAX_TIME:g})",
-    )
-    ab.add_argument("--device", default=None, help="ab's device: cpu, cuda, cuda:N, mps, auto (default: auto)")
+    max_time = f"seconds of ab's paired rounds per workload and pair of commits (default: {DEFAULT_MAX_TIME:g})"
+    add_ab_option(ab, "--max-time", max_time, unset=True)
+    add_ab_option(ab, "--device", "ab's device: cpu, cuda, cuda:N, mps, auto (default: auto)", unset=True)
     return ab
 
 
@@ -224,11 +219,8 @@ def _regressions_parser(sub: Any, common: argparse.ArgumentParser, ab: argparse.
         metavar="PATTERN",
         help="only benchmarks whose name contains PATTERN (or matches it, with * ? [), repeatable",
     )
-    reg.add_argument(
-        "--tolerance",
-        type=values.argtype(values.fraction),
-        default=DEFAULT_TOLERANCE,
-        help=f"ab's tolerance: slower/faster only beyond it (default: {DEFAULT_TOLERANCE * 100:g}%%)",
+    add_ab_option(
+        reg, "--tolerance", f"ab's tolerance: slower/faster only beyond it (default: {DEFAULT_TOLERANCE * 100:g}%%)"
     )
     reg.add_argument(
         "--graph-url",

@@ -101,7 +101,7 @@ if TYPE_CHECKING:
         trend,
     )
     from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
-    from ._values import SettingError, Threads
+    from ._values import SettingError, Threads, optional
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
 
 __getattr__, __dir__ = exports(__name__, __file__)
@@ -208,6 +208,7 @@ __all__ = [
     "needed_cores",
     "nvml_field",
     "open_device",
+    "optional",
     "parse_device_option",
     "parse_quantity",
     "probe_inventory",

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Final, Protocol, final
 
 from ._cpu_memory import allocator_probe
 from ._devices import DeviceError, DeviceSlot, cpu_model, torch_of
+from ._lead import Leads, StepLead
 
 __all__ = [
     "CUDA_EVENT_TIMER",
@@ -230,67 +230,25 @@ class CpuBackend:
         return {"device": "cpu", "name": cpu_model(), "threads": int(torch.get_num_threads())}
 
 
-#: Host launch time is covered by a spin kernel this much longer than the last block's launch time took.
-LEAD_MARGIN: Final = 1.5
-#: ... plus this much, for the start event's own record and the first call's Python.
-LEAD_BASE: Final = 50e-6
-#: A lead never spins longer than this (a block whose host time is longer leaves gaps, and says so).
-LEAD_CAP: Final = 0.1
-#: Cycles of ``torch.cuda._sleep`` timed once to learn the spin rate before the first lead (each lead re-times it).
-CALIBRATION_CYCLES: Final = 2_000_000
-#: A lead that ran at least this share of its planned seconds ran at the rate it was sized for: if the host still
-#: outlasted it, the host waited for it (a lead cut short by a faster clock proves nothing).
-LEAD_AS_PLANNED: Final = 0.9
-
-
-@dataclass
-class _Lead:
-    """What the CUDA backend knows of one step's launch: its host time per call, and whether it synchronizes."""
-
-    host_per_call: float = 20e-6
-    #: the last block outlasted a lead that ran as planned
-    short: bool = False
-    #: a block has been timed, so the next lead is sized from a measured host time (not the first guess)
-    measured: bool = False
-    syncs: bool = False
-
-
 @final
 @dataclass
 class CudaBackend:
-    """CUDA event pairs on the current stream; a block's time is what a loop of its calls pays in steady state.
+    """CUDA event pairs on the current stream; a block's time is what a loop of its calls pays in steady state
+    (``docs/timing.md``).
 
-    **Behind a lead.** Draining the stream and then recording the start event would leave
-    the GPU idle while the host reaches its first kernel (Python, ``zero_grad``, autocast:
-    tens of microseconds), and a loop of the step does not pay that idle time: its host runs
-    ahead of the device. So a spin kernel (``torch.cuda._sleep``, as nvbench queues its
-    blocking kernel) is queued ahead of the start event, sized from the host's time of the
-    previous block: the host queues the whole block behind it, and the events time the
-    device's work back to back (``last_device``). The host's own time over the block is kept
-    too (``last_host``), and the block's time is the larger of the two: where the host needs
-    longer than the device (loading data, Python), a loop runs at the host's speed, and that
-    is the step's time (the step is host-bound, ``docs/timing.md``).
+    **Behind a lead** (``_lead.py``): the host queues the whole block behind a spin kernel, so that the events time
+    the device's work back to back (``last_device``); the host's own time over the block is kept too
+    (``last_host``), and the block's time is the larger of the two (where the host needs longer, loading data or
+    Python, a loop runs at the host's speed). A block whose lead ended before the host had launched it is counted
+    in ``short_leads`` (the device may have idled inside it), and flagged where its time is the device's
+    (``last_short``).
 
-    **The lead that ran.** An event before the spin times the lead that actually ran: the
-    spin rate is re-learnt from it after every block (a GPU ramps its clock from idle, and a
-    rate timed at 345 MHz makes every lead at 1980 MHz 5.7 times too short), and a block
-    whose lead ended before the host had launched it is counted in ``short_leads``: the device
-    may have idled inside it. Where the block's time is the device's, which that idle time
-    raises, it is flagged (``last_short``); a host-bound block's time is the host's.
+    **A step that synchronizes** gets no lead: each block is timed right after an untimed call whose device work is
+    still in flight, as in a loop, and its time is the larger of the events' and the host's (both the loop's,
+    neither the step's own: ``last_device`` and ``last_host`` are None).
 
-    **A step that synchronizes** (``.item()``, a copy from pageable memory) would wait behind
-    the spin too: when a block outlasts a lead that ran as planned twice in a row, the step
-    is taken to synchronize. It then gets no lead: each block is timed right after an untimed
-    call whose device work is still in flight, as in a loop, so that the block starts in
-    steady state (the call's wait for the one before it is inside, the last call's device
-    tail is not), and its time is the larger of the events' and the host's (both are the
-    loop's; neither is the step's own, so ``last_device`` and ``last_host`` are None).
-
-    Each step has a lead of its own (paired rounds alternate steps of different host cost),
-    kept beside a weak reference to its callable: nothing of the step stays alive here after
-    its measurement. Timing is on the current stream of the device: work a step queues on
-    other streams must be joined to it (``current_stream().wait_stream(side)``) to be inside
-    the time.
+    Timing is on the current stream of the device: work a step queues on other streams must be joined to it
+    (``current_stream().wait_stream(side)``) to be inside the time.
     """
 
     index: int
@@ -308,8 +266,7 @@ class CudaBackend:
     last_short: bool = False
     #: blocks whose lead ended before the host had launched them (the GPU may have idled inside them)
     short_leads: int = 0
-    _spin_rate: float | None = field(default=None, repr=False)
-    _leads: dict[int, tuple[Callable[[], object | None], _Lead]] = field(default_factory=dict, repr=False)
+    _leads: Leads = field(default_factory=Leads, repr=False)
     _flush: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -325,8 +282,8 @@ class CudaBackend:
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         with self._cuda.device(self.index):
-            state = self._lead_of(fn)
-            if state.syncs or not self._rate():
+            state = self._leads.of(fn)
+            if not self._leads.applies(self._cuda, state):
                 return self._steady(fn, iterations)
             return self._behind_lead(fn, iterations, state)
 
@@ -334,17 +291,17 @@ class CudaBackend:
         """Each call timed alone after the L2 is flushed (a write of twice its size); the flush is not timed."""
         with self._cuda.device(self.index):
             flush = self._flush_buffer()
-            state = self._lead_of(fn)
+            state = self._leads.of(fn)
             total, device, host = 0.0, 0.0, 0.0
             for _ in range(iterations):
                 flush.zero_()
-                if state.syncs or not self._rate():
+                if not self._leads.applies(self._cuda, state):
                     total += self._call_to_result(fn)
                     continue
                 total += self._behind_lead(fn, 1, state)
                 device += self.last_device or 0.0
                 host += self.last_host or 0.0
-            steady = not state.syncs and bool(self._rate())
+            steady = self._leads.applies(self._cuda, state)
             self.last_device, self.last_host = (device, host) if steady else (None, None)
             return total
 
@@ -393,14 +350,15 @@ class CudaBackend:
     def _events(self, count: int) -> list[Any]:
         return [self._cuda.Event(enable_timing=True) for _ in range(count)]
 
-    def _behind_lead(self, fn: Callable[[], object], iterations: int, state: _Lead) -> float:
+    def _behind_lead(self, fn: Callable[[], object], iterations: int, state: StepLead) -> float:
         """A block behind a spin kernel: the larger of its device time and its host time (the class docstring)."""
-        stream = self._cuda.current_stream(self.index)
+        cuda = self._cuda
+        stream = cuda.current_stream(self.index)
         ready, start, end = self._events(3)
         stream.synchronize()
         ready.record(stream)
         queued = self.clock()
-        planned, cycles = self._lead(state, iterations)
+        planned, cycles = self._leads.queue(cuda, state, iterations)
         start.record(stream)
         began = self.clock()
         for _ in repeat(None, iterations):
@@ -409,13 +367,16 @@ class CudaBackend:
         done = self.clock()
         end.synchronize()
         ran = float(ready.elapsed_time(start)) * 1e-3
-        self._relearn(cycles, ran, began - queued)
-        self._launched(state, done - began, iterations, planned, ran, done - queued)
+        self._leads.relearn(cycles, ran, began - queued)
+        host = done - began
+        short = self._leads.launched(state, host, iterations, planned, ran, done - queued)
+        self.short_leads += short
+        self.last_host = None if state.syncs else host
         device = float(start.elapsed_time(end)) * 1e-3
         self.last_device = None if state.syncs else device
         # Idle time inside the block can raise only the device's time: a host-bound block's time is the host's.
-        self.last_short = self.last_short and device >= done - began
-        return max(device, done - began)
+        self.last_short = short and device >= host
+        return max(device, host)
 
     def _steady(self, fn: Callable[[], object], iterations: int) -> float:
         """A block timed right after an untimed call whose work is still in flight, as in a loop (class docstring)."""
@@ -443,76 +404,6 @@ class CudaBackend:
         end.synchronize()
         self.last_device, self.last_host, self.last_short = None, None, False
         return max(float(start.elapsed_time(end)) * 1e-3, host)
-
-    def _lead_of(self, fn: Callable[[], object]) -> _Lead:
-        """The lead state of the step ``fn``, kept beside a weak reference to it (none for a callable that takes
-        none: a fresh state each block), so that an id is never reused under it and nothing keeps ``fn`` alive."""
-        entry = self._leads.get(id(fn))
-        if entry is not None and entry[0]() is fn:
-            return entry[1]
-        self._leads = {key: kept for key, kept in self._leads.items() if kept[0]() is not None}
-        state = _Lead()
-        with suppress(TypeError):
-            self._leads[id(fn)] = (weakref.ref(fn), state)
-        return state
-
-    def _lead(self, state: _Lead, iterations: int) -> tuple[float, int]:
-        """Queue a spin kernel long enough to cover the host's launch of ``iterations`` calls: its planned seconds
-        and its cycles."""
-        rate = self._rate() or 0.0
-        seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * state.host_per_call * iterations)
-        cycles = int(seconds * rate)
-        self._cuda._sleep(cycles)
-        return seconds, cycles
-
-    def _relearn(self, cycles: int, ran: float, host: float) -> None:
-        """The spin rate at the clock the lead ran at: its cycles over the seconds it held the start event back.
-
-        Where the host recorded the start event only after the spin had ended (``ran`` no longer
-        than the host's ``host`` seconds to get there), the spin took at most that long: the rate
-        is at least ``cycles / host``.
-        """
-        if cycles <= 0 or ran <= 0:
-            return
-        if ran > host:
-            self._spin_rate = cycles / ran
-        elif host > 0:
-            self._spin_rate = max(self._spin_rate or 0.0, cycles / host)
-
-    def _launched(self, state: _Lead, host: float, iterations: int, planned: float, ran: float, span: float) -> None:
-        """Note the block's host time; flag it when its lead (``ran`` seconds from the event before the spin)
-        ended before the host, ``span`` seconds after that event, had launched the block."""
-        short = ran < span
-        if short:
-            self.short_leads += 1
-        # A lead that ran as planned and was outlasted, sized from a block that was outlasted too: the host waited
-        # for the spin, so the step synchronizes with the device. (A capped lead proves nothing.)
-        waited = short and ran >= LEAD_AS_PLANNED * planned
-        if waited and state.short and state.measured and planned < LEAD_CAP:
-            state.syncs = True
-        state.short = waited
-        state.measured = True
-        state.host_per_call = host / iterations
-        self.last_short = short
-        self.last_host = None if state.syncs else host
-
-    def _rate(self) -> float | None:
-        """Cycles per second of ``torch.cuda._sleep`` on this device (None: torch has no _sleep): timed once
-        here, then re-learnt from every lead that runs (``_relearn``)."""
-        if self._spin_rate is None:
-            cuda = self._cuda
-            if not hasattr(cuda, "_sleep"):
-                self._spin_rate = 0.0
-                return None
-            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-            cuda._sleep(CALIBRATION_CYCLES // 10)  # the first launch loads the kernel
-            start.record()
-            cuda._sleep(CALIBRATION_CYCLES)
-            end.record()
-            end.synchronize()
-            seconds = float(start.elapsed_time(end)) * 1e-3
-            self._spin_rate = CALIBRATION_CYCLES / seconds if seconds > 0 else 0.0
-        return self._spin_rate or None
 
     def _flush_buffer(self) -> Any:
         if self._flush is None:

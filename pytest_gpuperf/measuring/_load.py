@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._values import optional
+
 __all__ = [
     "SLACK_CORES",
     "CpuSnapshot",
@@ -90,13 +92,12 @@ class Load:
         if not isinstance(data, dict):
             return None
         try:
-            waited = data.get("waited_cores")
             return cls(
                 float(data["seconds"]),
                 int(data["cpus"]),
                 float(data["background_cores"]),
                 float(data["own_cores"]),
-                None if waited is None else float(waited),
+                optional(data.get("waited_cores"), float),
             )
         except (KeyError, TypeError, ValueError):
             return None

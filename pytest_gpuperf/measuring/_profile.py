@@ -185,8 +185,6 @@ class WorkProfile:
         if not isinstance(data, Mapping):
             return None
         compiled = data.get("compile")
-        allocated = data.get("bytes_allocated")
-        flops = data.get("flops")
         return cls(
             level=str(data.get("level", "full")),
             calls=int(data.get("calls", 0)),
@@ -194,8 +192,8 @@ class WorkProfile:
             kernels=tuple(OpStat.from_dict(s) for s in data.get("kernels", ())),
             runtime={str(k): int(v) for k, v in (data.get("runtime") or {}).items()},
             syncs={str(k): int(v) for k, v in (data.get("syncs") or {}).items()},
-            flops=optional(flops, int),
-            bytes_allocated=optional(allocated, int),
+            flops=optional(data.get("flops"), int),
+            bytes_allocated=optional(data.get("bytes_allocated"), int),
             bytes_copied={str(k): int(v) for k, v in (data.get("bytes_copied") or {}).items()},
             compile=None
             if not isinstance(compiled, Mapping)

@@ -3,7 +3,8 @@
 Each parser takes what a user wrote (a string from the command line or an ini file,
 or a Python value from a marker) and returns the value, or raises SettingError whose
 message says what is wrong and how to write it; the caller prefixes where the value
-came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``).
+came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``). ``optional``
+converts a value read back from a file, which may be null.
 """
 
 from __future__ import annotations

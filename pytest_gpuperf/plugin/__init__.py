@@ -11,7 +11,6 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._fixture import Gpuperf
     from ._gate import is_out_of_memory, release_failed_test_memory
-    from ._records import ReferencePeak
     from ._session import GpuperfSession
     from ._settings import Settings, user_settings
 
@@ -20,7 +19,6 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "Gpuperf",
     "GpuperfSession",
-    "ReferencePeak",
     "Settings",
     "is_out_of_memory",
     "release_failed_test_memory",

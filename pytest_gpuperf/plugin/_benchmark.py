@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ..measuring import DeviceError, DeviceSlot, SettingError
+from ..measuring import DeviceError, DeviceSlot, SettingError, optional
 from ._markers import gpus_used
 from ._session import GpuperfSession
 
@@ -163,10 +163,9 @@ def read_markers(node: pytest.Item | pytest.Function) -> MarkerSettings:
             ignored.append((key, _shown(raw), IGNORED[key]))
         elif key in HONOURED_AS and raw != HONOURED_AS[key][0]:
             ignored.append((key, _shown(raw), HONOURED_AS[key][1]))
-    group = kwargs.get("group")
     return MarkerSettings(
         changes={key: kwargs[key] for key in MAPPED if key in kwargs},
-        group=None if group is None else str(group),
+        group=optional(kwargs.get("group"), str),
         ignored=tuple(ignored),
     )
 

@@ -33,8 +33,7 @@ from ..measuring import (
     resolve_size,
     work_from,
 )
-from ..results import Evidence, Record
-from ._records import ReferencePeak
+from ..results import Ceiling, Evidence, Record
 from ._session import GpuperfSession
 from ._settings import SettingError
 from ._untimed import call_step_once, skip_untimed
@@ -304,11 +303,11 @@ class Gpuperf:
         """A line for the terminal summary under this test's name: a ratio, or why nothing was asserted."""
         self._book.note(self._item.nodeid, text)
 
-    def reference_peak(self) -> ReferencePeak | None:
+    def reference_peak(self) -> Ceiling | None:
         """This device's reference peak (FLOP/s) if one was measured this session; the report shows % of it."""
         return self._book.reference_peak(self.slot.id)
 
-    def offer_reference_peak(self, flops_per_second: float, how: str, *, source: str = "measured") -> ReferencePeak:
+    def offer_reference_peak(self, flops_per_second: float, how: str, *, source: str = "measured") -> Ceiling:
         """Offer a FLOP/s as this device's reference peak: measured (the session keeps the highest offered, and the
         "% peak" column the best of it and every record's), or ``source="datasheet"``, the vendor's figure, which
         is then the 100% whatever was measured."""

@@ -27,7 +27,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,10 +45,11 @@ ROUND_MARK: Final = "[gpuperf round "
 # The results and gate packages are imported where first used: most pytest sessions neither
 # save nor compare, and the plugin is imported at every pytest start (bench/startup.py).
 if TYPE_CHECKING:
+    from .._progress import Progress
     from ..gate import GateResult, Policy
-    from ..results import Baseline, Record, ResultsDir, Run, SaveOutcome
+    from ..results import Baseline, Fingerprint, Record, ResultsDir, Run, SaveOutcome
     from ._records import RecordBook
-    from ._session import GpuperfSession
+    from ._settings import Settings
 
 __all__ = ["ROUND_SPACING", "GatePlugin", "is_out_of_memory", "release_failed_test_memory"]
 
@@ -82,8 +83,29 @@ def release_failed_test_memory() -> None:
 
 
 class GatePlugin:
-    def __init__(self, session: GpuperfSession) -> None:
-        self.session = session
+    """The gate's hooks, given what they need of the session (``GpuperfSession``); ``reporter``: this process writes
+    and reports (rank 0, not an xdist worker)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        book: RecordBook,
+        *,
+        rootpath: Path,
+        reporter: bool,
+        rank: int,
+        controller: bool,
+        fingerprint: Callable[[], Fingerprint],
+        progress: Callable[[], Progress],
+        quiet_wait: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self._book = book
+        self._root = rootpath
+        # Untimed, or with the tests that measure skipped, there is nothing to save or compare (_untimed.py).
+        self._active = reporter and settings.measuring not in ("untimed", "skip")
+        self._rank, self._controller = rank, controller
+        self._fingerprint, self._progress, self._quiet_wait = fingerprint, progress, quiet_wait
         self.store: ResultsDir | None = None
         self.baseline: Baseline | None = None
         self.result: GateResult | None = None
@@ -93,19 +115,6 @@ class GatePlugin:
         self._lines: list[tuple[str, bool]] = []  # (text, is_error) for the terminal summary
         self._run_file: Path | None = None  # this run's file under runs/ (its stem names its traces' folder)
         self._trace_lines: list[str] = []  # under the gate's table: where each traced row's traces are
-
-    @property
-    def settings(self) -> Any:
-        return self.session.settings
-
-    @property
-    def _active(self) -> bool:
-        # Untimed, or with the tests that measure skipped, there is nothing to save or compare (_untimed.py).
-        return self.session.is_reporter and self.settings.measuring not in ("untimed", "skip")
-
-    @property
-    def _book(self) -> RecordBook:
-        return self.session.book
 
     # ------------------------------------------------------------ start
 
@@ -136,22 +145,22 @@ class GatePlugin:
             except StorageError as exc:
                 raise pytest.UsageError(printable(f"{option}: {exc}")) from None
         if self.settings.compare:
-            self.baseline = self._load_baseline(config.invocation_params.dir)
+            self.baseline = self._load_baseline(self.settings.compare, config.invocation_params.dir)
 
     def _store(self) -> ResultsDir:
         from ..results import ResultsDir
 
-        return ResultsDir(self.session.config.rootpath / self.settings.results_dir)
+        return ResultsDir(self._root / self.settings.results_dir)
 
-    def _load_baseline(self, cwd: Path) -> Baseline:
+    def _load_baseline(self, name: str, cwd: Path) -> Baseline:
         from ..results import Incomparable, ResultsError, check_comparable
 
-        option = f"--gpuperf-compare={self.settings.compare}"
+        option = f"--gpuperf-compare={name}"
         assert self.store is not None
         try:
-            baseline = self.store.load(self.settings.compare, cwd)
+            baseline = self.store.load(name, cwd)
             check_comparable(
-                (r.fingerprint for r in baseline.runs), [self.session.fingerprint()], self.settings.allow_mismatch
+                (r.fingerprint for r in baseline.runs), [self._fingerprint()], self.settings.allow_mismatch
             )
         except ResultsError as exc:  # its text names what the file holds: printable (``_escape.py``)
             raise pytest.UsageError(printable(f"{option}: {exc}")) from None
@@ -194,13 +203,13 @@ class GatePlugin:
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
         alone = local_world_size() == 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1
-        if not alone or self.session.rank != 0 or session.shouldfail or session.shouldstop:
+        if not alone or self._rank != 0 or session.shouldfail or session.shouldstop:
             return result
         # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
-        if not self.session.controller:
+        if not self._controller:
             measured = {record.test for record in self._book.records}
             items = [item for item in session.items if item.nodeid in measured]
-            progress = self.session.progress()
+            progress = self._progress()
             for extra in range(2, self.settings.rounds + 1):
                 progress.step(f"measuring {_tests(len(items))} again", extra, self.settings.rounds, "round")
                 for item in items:
@@ -266,7 +275,7 @@ class GatePlugin:
         from ..results import ResultsError
 
         config = session.config
-        progress = self.session.progress()
+        progress = self._progress()
         total = self.settings.confirm
         for number in range(1, total + 1):
             suspects = self._suspects()
@@ -280,7 +289,7 @@ class GatePlugin:
                     config.invocation_params.args,
                     self.settings.flags(),
                     suspects,
-                    self.session.quiet_wait(),
+                    self._quiet_wait(),
                     devices={record.test: record.device for record in self._book.records},  # measured there again
                 )
             except ResultsError as exc:
@@ -290,12 +299,13 @@ class GatePlugin:
             for nodeid in suspects:
                 self._confirmed[nodeid] = self._confirmed.get(nodeid, 0) + 1
 
-    def _compare_now(self) -> GateResult:
-        """The baseline against this session's records as they are now (for suspects, and the verdicts)."""
+    def _compare_now(self, run: Run | None = None) -> GateResult:
+        """The baseline against ``run``, else this session's records as they are now (for suspects, the verdicts)."""
         from ..gate import compare_runs
 
         assert self.baseline is not None
-        run = self._book.run(created="", fingerprint=self.session.fingerprint(), settings={})
+        if run is None:
+            run = self._book.run(created="", fingerprint=self._fingerprint(), settings={})
         return compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
 
     def _suspects(self) -> list[str]:
@@ -332,14 +342,13 @@ class GatePlugin:
         interrupted = run.interrupted
         save_status = self._save(run, interrupted)
         if self.baseline is not None:
-            from ..gate import compare_runs
-
             if self.result is None:  # not judged at the end of the test loop (interrupted, stopped)
-                self.result = compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
+                self.result = self._compare_now(run)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._write_traces(run)
-        if self.settings.html and not self._write_html(run) and session.exitstatus == pytest.ExitCode.OK:
+        html = self.settings.html
+        if html and not self._write_html(run, Path(html)) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         if save_status is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = save_status
@@ -419,12 +428,11 @@ class GatePlugin:
         if level == "all":
             self._lines.append((f"gpuperf: wrote the traces of {_tests(written)} to {folder}", False))
 
-    def _write_html(self, run: Run) -> bool:
+    def _write_html(self, run: Run, path: Path) -> bool:
         """``--gpuperf-html``: the report of this run, with the gate's verdicts when comparing; False if not written."""
         from ..report import compare, render, write
         from ..results import ResultsError
 
-        path = Path(self.settings.html)
         if not run.records:  # a --co, or a -k that selected no measuring test: an earlier report is kept
             self._lines.append((f"gpuperf: nothing was measured, so the HTML report {path} was left as it was", False))
             return True
@@ -477,7 +485,7 @@ class GatePlugin:
                 self.result,
                 title="pytest --gpuperf-compare",
                 context=f"against {self.baseline.describe()}",
-                root=self.session.config.rootpath,
+                root=self._root,
                 out=terminalreporter.write_line,
             ):
                 self._lines.append((warning, True))

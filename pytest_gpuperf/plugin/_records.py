@@ -24,24 +24,13 @@ import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..measuring import Check, Measurement
-    from ..results import Fingerprint, Record, Run
+    from ..results import Ceiling, Fingerprint, Record, Run
 
-__all__ = ["RecordBook", "ReferencePeak", "Shelf"]
-
-
-@dataclass(frozen=True)
-class ReferencePeak:
-    """A device's measured matmul peak, the 100% of the report's "% peak" column."""
-
-    flops_per_second: float
-    how: str  # what was measured, e.g. "matmul bfloat16 n=16384"
-    #: "measured" (in this session), or "datasheet" (the vendor's figure, from the suites' expectations.json)
-    source: str = "measured"
+__all__ = ["RecordBook", "Shelf"]
 
 
 class Shelf:
@@ -93,7 +82,7 @@ class RecordBook:
         self._shelf = Shelf()
         self._again: Shelf | None = None  # while a test is measured again: its round's records
         self._notes: list[tuple[str, str]] = []
-        self._peaks: dict[str, ReferencePeak] = {}
+        self._peaks: dict[str, Ceiling] = {}
         self._devices: dict[str, dict[str, Any]] = {}
         self._failures: dict[str, str] = {}
         self._headline: dict[str, Measurement] = {}  # record key -> its CPU measured at all cores
@@ -175,19 +164,19 @@ class RecordBook:
             self._notes.append((nodeid, text))
 
     @property
-    def reference_peaks(self) -> Mapping[str, ReferencePeak]:
+    def reference_peaks(self) -> Mapping[str, Ceiling]:
         """Device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)."""
         return dict(self._peaks)
 
-    def reference_peak(self, device: str) -> ReferencePeak | None:
+    def reference_peak(self, device: str) -> Ceiling | None:
         return self._peaks.get(device)
 
-    def offer_reference_peak(
-        self, device: str, flops_per_second: float, how: str, source: str = "measured"
-    ) -> ReferencePeak:
+    def offer_reference_peak(self, device: str, flops_per_second: float, how: str, source: str = "measured") -> Ceiling:
         """Keep the highest FLOP/s offered for ``device``, a datasheet peak before any measured one; return the
         device's peak after the offer."""
-        offered = ReferencePeak(flops_per_second, how, source)
+        from ..results import Ceiling
+
+        offered = Ceiling(flops_per_second, how, source)
         current = self._peaks.get(device)
         if current is None or _rank(offered) > _rank(current):
             self._peaks[device] = offered
@@ -285,12 +274,12 @@ def _fixed(record: Record) -> Record:
     return dataclasses.replace(record, checks=tuple(record.checks))
 
 
-def _rank(peak: ReferencePeak) -> tuple[bool, float]:
+def _rank(peak: Ceiling) -> tuple[bool, float]:
     """A datasheet peak is the ceiling whatever was measured; among peaks of one source, the highest."""
     return (peak.source == "datasheet", peak.flops_per_second)
 
 
-def _peak_description(peak: ReferencePeak | None) -> dict[str, Any]:
+def _peak_description(peak: Ceiling | None) -> dict[str, Any]:
     if peak is None:
         return {}
     described: dict[str, Any] = {"FLOP/s": peak.flops_per_second, "how": peak.how}

@@ -73,7 +73,17 @@ class GpuperfSession:
         self.controller = is_controller(config)
         self._binding: tuple[Binding | None] | None = None  # read on first use (it imports the measuring core)
         #: the gate's hooks, a plugin object of their own (registered next to this one by ``entry.py``)
-        self.gate: GatePlugin = GatePlugin(self)
+        self.gate: GatePlugin = GatePlugin(
+            settings,
+            self.book,
+            rootpath=config.rootpath,
+            reporter=self.is_reporter,
+            rank=self.rank,
+            controller=self.controller,
+            fingerprint=self.fingerprint,
+            progress=self.progress,
+            quiet_wait=self.quiet_wait,
+        )
 
     @property
     def is_reporter(self) -> bool:
@@ -514,14 +524,11 @@ class GpuperfSession:
             terminalreporter.write_line(self._json_note)
         if not records or not self.is_reporter:
             return
-        from ..results import Ceiling, ceilings, table_notes
+        from ..results import ceilings, table_notes
         from ._summary import results_table, speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        offered = {
-            device: Ceiling(p.flops_per_second, p.how, p.source) for device, p in self.book.reference_peaks.items()
-        }
-        peaks = ceilings(records, offered)
+        peaks = ceilings(records, self.book.reference_peaks)
         terminalreporter.write_line(results_table(records, peaks=peaks))
         for line in table_notes(records, peaks):
             terminalreporter.write_line(line)

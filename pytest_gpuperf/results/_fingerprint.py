@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from .._git import git_state
-from ..measuring import cpu_model, import_nvml, match_nvml_device, nvml_field, read_clocks, throttle_names
+from ..measuring import cpu_model, import_nvml, match_nvml_device, nvml_field, optional, read_clocks, throttle_names
 
 __all__ = ["PRECISION_FLAGS", "CudaDevice", "Fingerprint", "GitState", "Nvml", "NvmlGpu", "collect"]
 
@@ -101,7 +101,6 @@ def _torch_facts(torch: Any) -> dict[str, Any]:
 
 def _cuda_device(torch: Any, index: int) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(index)
-    uuid = getattr(props, "uuid", None)
     return {
         "index": index,
         "name": str(props.name),
@@ -109,7 +108,7 @@ def _cuda_device(torch: Any, index: int) -> dict[str, Any]:
         "memory_bytes": int(props.total_memory),
         "multiprocessors": int(getattr(props, "multi_processor_count", 0)),
         # CUDA's form, without NVML's "GPU-" prefix
-        "uuid": None if uuid is None else str(uuid),
+        "uuid": optional(getattr(props, "uuid", None), str),
     }
 
 
@@ -352,7 +351,7 @@ class _Part:
             try:
                 if kind is None:
                     raise _Unreadable
-                values[key] = None if value is None else kind.read(value)
+                values[key] = optional(value, kind.read)
             except _Unreadable:
                 extra[key] = copy.deepcopy(value)
         return cls(**values, extra=extra, layout=tuple(data))

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ..measuring import Check, ClockSummary, Load, Measurement
+from ..measuring import Check, ClockSummary, Load, Measurement, optional
 from ._fingerprint import Fingerprint, GitState
 
 __all__ = [
@@ -84,11 +84,10 @@ class Round:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Round:
-        wait = data.get("quiet_wait_s")
         return cls(
             tuple(float(x) for x in data.get("samples") or ()),
             Load.from_dict(data.get("load")),
-            None if wait is None else float(wait),
+            optional(data.get("quiet_wait_s"), float),
             ClockSummary.from_dict(data.get("clocks")),
         )
 

@@ -65,11 +65,13 @@ def flags(record: Record) -> str:
 
 @dataclass(frozen=True)
 class Ceiling:
-    """The 100% of a device's "% peak": its datasheet peak where one is known, else the best FLOP/s measured."""
+    """The 100% of a device's "% peak": its datasheet peak where one is known, else the best FLOP/s measured; also
+    a reference peak offered in a session (``gpuperf.offer_reference_peak``)."""
 
     flops_per_second: float
     how: str  # what it is, e.g. "matmul bfloat16 n=1024, 190 GFLOP/s median"
-    source: str = "measured"  # or "datasheet"
+    #: "measured" (in this session), or "datasheet" (the vendor's figure, from the suites' expectations.json)
+    source: str = "measured"
 
     def line(self, device: str) -> str:
         """The line under a table with a "% peak" column, saying what the device's 100% is."""

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from pytest_gpuperf.measuring import Check, GpuperfAssertionError
-from pytest_gpuperf.plugin._records import RecordBook, ReferencePeak
-from pytest_gpuperf.results import Fingerprint, Record, Run
+from pytest_gpuperf.plugin._records import RecordBook
+from pytest_gpuperf.results import Ceiling, Fingerprint, Record, Run
 from tests.synthetic import FINGERPRINT, make_measurement, make_record, samples_around
 
 TEST = "test_x.py::test_step[cpu]"
@@ -101,7 +101,7 @@ def test_a_workers_payload_merges_into_the_controllers_book() -> None:
     (merged,) = controller.records
     assert merged.key == record.key and [c.outcome for c in merged.checks] == ["pass"]
     assert controller.notes == ((TEST, "a ratio"),)
-    assert controller.reference_peak("cuda:1") == ReferencePeak(3e12, "matmul float16 on another worker")
+    assert controller.reference_peak("cuda:1") == Ceiling(3e12, "matmul float16 on another worker")
     assert controller.failures == {"test_x.py::test_oom[cpu]": "ran out of memory"}
     assert _run(controller).devices["cuda:1"]["name"] == "NVIDIA H100"
 
@@ -113,8 +113,8 @@ def test_the_run_holds_the_records_devices_and_peaks() -> None:
     book.keep(dataclasses.replace(first, checks=legacy))  # gpuperf.record(..., checks=a_list)
     legacy.append(Check("latency", "<=", "20 ms", "pass", "met"))
     book.describe_device("cpu", {"name": "AMD EPYC 9R14"})
-    assert book.offer_reference_peak("cpu", 1e11, "mm") == ReferencePeak(1e11, "mm")
-    assert book.offer_reference_peak("cpu", 1e10, "lower") == ReferencePeak(1e11, "mm"), "the highest stays"
+    assert book.offer_reference_peak("cpu", 1e11, "mm") == Ceiling(1e11, "mm")
+    assert book.offer_reference_peak("cpu", 1e10, "lower") == Ceiling(1e11, "mm"), "the highest stays"
     run = _run(book, interrupted=True)
     (record,) = run.records
     assert record.checks == (legacy[0],), "the caller's list, as it was when the Run was built"
@@ -130,7 +130,7 @@ def test_a_datasheet_peak_is_the_ceiling_whatever_was_measured_and_crosses_to_th
     controller.offer_reference_peak("cuda:0", 700e12, "matmul bfloat16 n=16384")
     controller.merge(json.loads(json.dumps(worker.payload())))
     peak = controller.reference_peak("cuda:0")
-    assert peak == ReferencePeak(989e12, "H100 SXM datasheet: matmul_bfloat16 989 TFLOP/s", "datasheet")
+    assert peak == Ceiling(989e12, "H100 SXM datasheet: matmul_bfloat16 989 TFLOP/s", "datasheet")
     controller.describe_device("cuda:0", {"name": "NVIDIA H100 80GB HBM3"})
     assert _run(controller).devices["cuda:0"]["reference_peak"]["source"] == "datasheet"
 
