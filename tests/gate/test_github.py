@@ -128,7 +128,7 @@ def test_pytest_gate_on_github(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     assert pytester.runpytest(*fast, "--gpuperf-save=main").ret == pytest.ExitCode.OK
     # Every verdict fails here, so the outcome and its annotation do not depend on this machine's noise.
     result = pytester.runpytest(
-        *fast, "--gpuperf-compare=main", "--gpuperf-fail-on=slower,faster,unchanged,inconclusive"
+        *fast, "--gpuperf-compare=main", "--gpuperf-fail-on=slower,unattributed,same-work,faster,unchanged,inconclusive"
     )
     result.stdout.fnmatch_lines(["::error file=test_steps.py,line=1,title=gpuperf gate%3A test_step [[]cpu[]] *::*"])
     text = summary.read_text()
