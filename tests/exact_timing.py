@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, cast
 
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 
 __all__ = ["INSTALL", "exact_time_block"]
 
@@ -26,7 +26,7 @@ def exact_time_block(self: CpuBackend, fn: Callable[[], object], iterations: int
 #: torchrun ranks, xdist workers) or of a ``sitecustomize.py`` on its PYTHONPATH (a command such as
 #: ``python -m pytest_gpuperf ab``): importing it installs the timer for the life of that process.
 INSTALL: Final = """
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 
 
 def _exact_time_block(self, fn, iterations):

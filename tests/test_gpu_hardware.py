@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from pytest_gpuperf.measuring import CudaBackend, MpsBackend
+from pytest_gpuperf.measuring._backends import CudaBackend, MpsBackend
 
 
 def gpu_sleep(cycles: int) -> None:

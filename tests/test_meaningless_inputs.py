@@ -16,7 +16,8 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import parse_verdicts
-from pytest_gpuperf.results import ResultsDir, ResultsError, StorageError, load_runs
+from pytest_gpuperf.results import ResultsDir, ResultsError, StorageError
+from pytest_gpuperf.results._files import load_runs
 from tests.synthetic import make_record, make_run
 
 

@@ -21,13 +21,10 @@ if TYPE_CHECKING:
     from ._compare import (
         BaselineNoise,
         GateResult,
-        PairedRounds,
         Row,
         baseline_noise,
         compare_runs,
-        count_verdicts,
         row_runs,
-        with_work,
     )
     from ._confirm import CONFIRMATION_ENV
     from ._confirm import run as run_confirmation
@@ -45,8 +42,6 @@ if TYPE_CHECKING:
         why_cells,
         why_heading,
         why_lines,
-        why_markdown,
-        work_lines,
     )
     from ._rule import (
         DEFAULT_NOISE_FLOOR,
@@ -59,18 +54,16 @@ if TYPE_CHECKING:
         reason_for,
         verdict_for,
     )
-    from ._traces import NO_BASELINE_TRACE, RowTraces, baseline_side, rows_to_trace, trace_records, trace_rows
+    from ._traces import baseline_side, rows_to_trace, trace_records, trace_rows
     from ._verdicts import (
         CATEGORIES,
         DEFAULT_FAIL_ON,
-        FAIL_ON_NAMES,
         VERDICTS,
         WORK_NAMES,
         Verdict,
-        describe_fail_on,
         parse_verdicts,
     )
-    from ._why import EXPLAINED_VERDICTS, Attribution, WhyLine, attribute
+    from ._why import attribute
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -83,9 +76,6 @@ __all__ = [
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "DEFAULT_WORKLOADS",
-    "EXPLAINED_VERDICTS",
-    "FAIL_ON_NAMES",
-    "NO_BASELINE_TRACE",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",
@@ -94,16 +84,12 @@ __all__ = [
     "AbError",
     "AbOptions",
     "AbResult",
-    "Attribution",
     "BaselineNoise",
     "GateResult",
-    "PairedRounds",
     "Policy",
     "Row",
-    "RowTraces",
     "RunSamples",
     "Verdict",
-    "WhyLine",
     "add_ab_option",
     "add_gate_commands",
     "append_summary",
@@ -112,8 +98,6 @@ __all__ = [
     "baseline_side",
     "clock_ratio_cell",
     "compare_runs",
-    "count_verdicts",
-    "describe_fail_on",
     "disturbed",
     "estimate",
     "gate_lines",
@@ -135,9 +119,6 @@ __all__ = [
     "why_cells",
     "why_heading",
     "why_lines",
-    "why_markdown",
-    "with_work",
     "work_difference",
-    "work_lines",
     "workload_names",
 ]

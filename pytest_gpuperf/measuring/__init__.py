@@ -14,20 +14,14 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from . import _values as values
     from ._backends import (
-        CUDA_EVENT_TIMER,
         MODES,
         AllCudaBackend,
         Backend,
-        CpuBackend,
-        CudaBackend,
-        MemoryProbe,
         ModeUnsupported,
-        MpsBackend,
         backend_for,
     )
     from ._calls import torch_threads
     from ._clocks import (
-        CLOCKS,
         THROTTLE_THRESHOLD,
         ClockSummary,
         import_nvml,
@@ -52,44 +46,35 @@ if TYPE_CHECKING:
         resolve_slots,
     )
     from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
-    from ._expectations import DeviceFloors, Expectations, ExpectationsError
+    from ._expectations import Expectations
     from ._judge import (
         Check,
         GpuperfAssertionError,
         InconclusiveWarning,
         JudgeContext,
         Outcome,
-        Relation,
         expect_estimate,
         judge,
     )
     from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
-    from ._memory import MEMORY, MemoryChange, MemoryReading
+    from ._memory import MEMORY, MemoryChange
     from ._paired import Paired, StepFactory, measure_paired
     from ._profile import (
         CATEGORIES,
-        PROFILE_LEVELS,
         SHOWN_CHANGES,
-        CountChange,
         OpStat,
         WorkComparison,
         WorkProfile,
-        category_of,
-        change_text,
-        shown_changes,
     )
-    from ._profiler import PROFILE, PROFILE_SHARE, profiles_of
-    from ._reading import After, Around, Change, Reading, Sensor, readings, register_reading
+    from ._profiler import PROFILE, profiles_of
+    from ._reading import After, Around, Change, Reading, readings, register_reading
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
-    from ._sampling import FixedBudget, SamplingPlan, SamplingResult, StopRule, Warmup, sample
+    from ._sampling import FixedBudget, SamplingPlan, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
         Estimate,
         Interval,
-        Summary,
-        Trend,
-        estimate_median,
         median,
         median_ci,
         min_samples_for,
@@ -100,7 +85,7 @@ if TYPE_CHECKING:
         t_two_sided_p,
         trend,
     )
-    from ._units import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
+    from ._units import Quantity, format_bytes, format_duration, format_rate, parse_quantity
     from ._values import SettingError, Threads, optional
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
 
@@ -109,15 +94,11 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "BIND_ENV",
     "CATEGORIES",
-    "CLOCKS",
-    "CUDA_EVENT_TIMER",
     "KINDS",
     "MEASURE_FIELDS",
     "MEMORY",
     "MODES",
     "PROFILE",
-    "PROFILE_LEVELS",
-    "PROFILE_SHARE",
     "SHOWN_CHANGES",
     "SIZES",
     "SLACK_CORES",
@@ -131,16 +112,11 @@ __all__ = [
     "Check",
     "ClockSummary",
     "Coordinator",
-    "CountChange",
-    "CpuBackend",
-    "CudaBackend",
     "DeviceError",
-    "DeviceFloors",
     "DeviceSlot",
     "DistributedError",
     "Estimate",
     "Expectations",
-    "ExpectationsError",
     "FixedBudget",
     "FixedCall",
     "GpuperfAssertionError",
@@ -152,31 +128,21 @@ __all__ = [
     "MeasureSettings",
     "Measurement",
     "MemoryChange",
-    "MemoryProbe",
-    "MemoryReading",
     "ModeUnsupported",
     "Monitor",
-    "MpsBackend",
     "NoDeviceWorkWarning",
     "OpStat",
     "Outcome",
     "Paired",
     "Quantity",
     "Reading",
-    "Relation",
     "SamplingPlan",
-    "SamplingResult",
-    "Sensor",
     "SettingError",
     "Step",
     "StepFactory",
-    "StopRule",
     "Subject",
-    "Summary",
     "Threads",
     "TorchDistCoordinator",
-    "Trend",
-    "UnitError",
     "Warmup",
     "WorkComparison",
     "WorkProfile",
@@ -187,10 +153,7 @@ __all__ = [
     "backend_for",
     "backend_for_kind",
     "bind",
-    "category_of",
-    "change_text",
     "cpu_model",
-    "estimate_median",
     "expect_estimate",
     "format_bytes",
     "format_duration",
@@ -223,7 +186,6 @@ __all__ = [
     "resolve_slots",
     "sample",
     "scaling_sizes",
-    "shown_changes",
     "spawn",
     "summarize",
     "t_quantile",

@@ -12,8 +12,8 @@ from .._lazy import exports
 
 if TYPE_CHECKING:
     from ._commands import add_parser as add_report_command
-    from ._html import REPORT_OUTPUT, Comparison, compare, policy_of, render, write
+    from ._html import REPORT_OUTPUT, compare, render, write
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
-__all__ = ["REPORT_OUTPUT", "Comparison", "add_report_command", "compare", "policy_of", "render", "write"]
+__all__ = ["REPORT_OUTPUT", "add_report_command", "compare", "render", "write"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pytest_gpuperf.measuring import CLOCKS, ClockSummary
-from pytest_gpuperf.measuring._clocks import ClockReading
+from pytest_gpuperf.measuring import ClockSummary
+from pytest_gpuperf.measuring._clocks import CLOCKS, ClockReading
 from pytest_gpuperf.results import Record
 
 MAX_SM_CLOCK = 1980  # an H100's maximum SM clock (MHz)

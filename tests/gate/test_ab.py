@@ -22,7 +22,7 @@ import pytest
 
 from pytest_gpuperf import _suites
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.results import save_run
 from tests.exact_timing import INSTALL, exact_time_block
 from tests.history.repo import commit, git

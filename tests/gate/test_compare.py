@@ -24,7 +24,8 @@ from pytest_gpuperf.gate import (
     verdict_for,
     work_difference,
 )
-from pytest_gpuperf.measuring import Estimate, estimate_median, t_quantile
+from pytest_gpuperf.measuring import Estimate, t_quantile
+from pytest_gpuperf.measuring._stats import estimate_median
 from pytest_gpuperf.results import Run, parse_mismatch_keys
 from tests.synthetic import BUSY, QUIET, make_record, make_run, with_fingerprint
 

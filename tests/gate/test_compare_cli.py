@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring import CUDA_EVENT_TIMER
+from pytest_gpuperf.measuring._backends import CUDA_EVENT_TIMER
 from pytest_gpuperf.results import Record, ResultsDir, Run, save_baseline_file, save_run
 from tests.gate.clocked import SLOW, with_clocks
 from tests.synthetic import BUSY, make_record, make_run, save_main_baseline, with_fingerprint

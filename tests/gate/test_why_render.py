@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.gate import GateResult, Verdict, compare_runs, why_lines, why_markdown
-from pytest_gpuperf.gate._render import github_summary
+from pytest_gpuperf.gate import GateResult, Verdict, compare_runs, why_lines
+from pytest_gpuperf.gate._render import github_summary, why_markdown
 from pytest_gpuperf.measuring import PROFILE, OpStat, WorkProfile
 from pytest_gpuperf.report import compare, render
 from pytest_gpuperf.results import Baseline, Record, ResultsDir, save_run

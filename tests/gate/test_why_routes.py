@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from tests.exact_timing import exact_time_block
 from tests.history.repo import commit, git
 from tests.plugin.test_gate import EXACT_TIMING_CONFTEST, FAST

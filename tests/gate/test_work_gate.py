@@ -20,16 +20,15 @@ from pytest_gpuperf.gate._render import github_annotations, github_summary
 from pytest_gpuperf.measuring import (
     MEMORY,
     PROFILE,
-    CpuBackend,
-    CudaBackend,
     Measurement,
     MeasureSettings,
     MemoryChange,
-    MemoryReading,
     OpStat,
     WorkProfile,
     measure_on,
 )
+from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
+from pytest_gpuperf.measuring._memory import MemoryReading
 from pytest_gpuperf.results import Record
 from tests.measuring.fake_cuda_memory import FakeCudaMemory, SmallCnnStep
 from tests.measuring.fake_gpu import FakeGpu

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.history import commit_order, history_series, points_of_row, read_results
+from pytest_gpuperf.history import commit_order, points_of_row, read_results
 from pytest_gpuperf.history._anchored import UNIT, anchored_name, ratio_point
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.history._changes import history_series
+from pytest_gpuperf.measuring._backends import CpuBackend
 from tests.exact_timing import exact_time_block
 from tests.history.test_regressions import BENCH, ROOT, scratch_repository
 

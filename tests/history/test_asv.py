@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_gpuperf.history import FORMAT, AsvError, Commit, benchmark_name, read_results, write_results
+from pytest_gpuperf.history import FORMAT, AsvError, Commit, read_results, write_results
+from pytest_gpuperf.history._asv import benchmark_name
 from pytest_gpuperf.measuring import Measurement
 from pytest_gpuperf.results import Fingerprint, Record, Run
 from tests.synthetic import make_measurement

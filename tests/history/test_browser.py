@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.history import ASSETS, default_cache, localize, remote_urls
+from pytest_gpuperf.history._assets import ASSETS, default_cache, localize, remote_urls
 from tests.browser import CHROMIUM, NO_CHROMIUM, chromium, keep_screenshot, skip_unless
 from tests.history.repo import STEP, PlantedHistory, planted_history
 

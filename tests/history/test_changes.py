@@ -12,22 +12,9 @@ from pathlib import Path
 import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
-from pytest_gpuperf.history import (
-    Change,
-    ChangeRule,
-    Commit,
-    HistoryError,
-    HistoryPoint,
-    Series,
-    SeriesKey,
-    changes_of,
-    commit_order,
-    find_changes,
-    find_steps,
-    history_series,
-    write_results,
-)
-from pytest_gpuperf.history._changes import _t_test
+from pytest_gpuperf.history import Change, ChangeRule, Commit, Series, commit_order, find_steps, write_results
+from pytest_gpuperf.history._changes import HistoryPoint, SeriesKey, _t_test, changes_of, find_changes, history_series
+from pytest_gpuperf.history._record import HistoryError
 from pytest_gpuperf.results import ResultsDir
 from tests.synthetic import make_record, make_run, samples_around, with_fingerprint
 

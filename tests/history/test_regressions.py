@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from tests.exact_timing import exact_time_block
 
 ROOT = Path(__file__).resolve().parents[2]

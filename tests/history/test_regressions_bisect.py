@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from pytest_gpuperf.history import Probe, Span, hunt_span
+from pytest_gpuperf.history._bisect import Probe, Span, hunt_span
 from pytest_gpuperf.history._regressions import match_workload
 
 TOLERANCE = 0.05

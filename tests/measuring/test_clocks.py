@@ -10,8 +10,6 @@ import pytest
 
 from pytest_gpuperf.measuring import (
     ClockSummary,
-    CpuBackend,
-    CudaBackend,
     Measurement,
     MeasureSettings,
     SamplingPlan,
@@ -22,6 +20,7 @@ from pytest_gpuperf.measuring import (
     sample,
     throttle_names,
 )
+from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
 from pytest_gpuperf.measuring._clocks import ClockMonitor, ClockReading, clock_monitor, same_uuid
 from pytest_gpuperf.measuring._reading import sensed
 from tests.fake_nvml import FakeGpu, FakeNvml, cuda_props, cuda_torch, gpus

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.measuring import CpuBackend, MeasureSettings, measure
+from pytest_gpuperf.measuring import MeasureSettings, measure
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.measuring._calls import gc_paused
 from pytest_gpuperf.measuring._memory import peak_memory
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from pytest_gpuperf.measuring import CpuBackend, MeasureSettings
+from pytest_gpuperf.measuring import MeasureSettings
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.measuring._cpu_memory import (
     CALLS,
     CallPeak,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.measuring import CudaBackend, MeasureSettings, ModeUnsupported, Step, measure_on, measure_paired
-from pytest_gpuperf.measuring._backends import block_timer, graph_calls
+from pytest_gpuperf.measuring import MeasureSettings, ModeUnsupported, Step, measure_on, measure_paired
+from pytest_gpuperf.measuring._backends import CudaBackend, block_timer, graph_calls
 
 from .fake_gpu import FakeGpu, step
 

@@ -10,15 +10,13 @@ import torch
 
 from pytest_gpuperf.measuring import (
     AllCudaBackend,
-    CpuBackend,
-    CudaBackend,
     DeviceError,
     Inventory,
-    MpsBackend,
     parse_device_option,
     probe_inventory,
     resolve_devices,
 )
+from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend, MpsBackend
 
 CPU_ONLY = Inventory(0, "torch 2.13.0+cpu was built without CUDA", False, "MPS needs Apple silicon")
 TWO_GPUS = Inventory(2, "", False, "MPS needs Apple silicon")

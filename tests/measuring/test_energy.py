@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import (
-    CpuBackend,
-    CudaBackend,
-    Measurement,
-    MeasureSettings,
-    SamplingPlan,
-    measure_on,
-    sample,
-)
+from pytest_gpuperf.measuring import Measurement, MeasureSettings, SamplingPlan, measure_on, sample
+from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
 from pytest_gpuperf.measuring._clocks import clock_monitor
 from pytest_gpuperf.measuring._energy import ENERGY_MAX_ERROR, EnergySummary, EnergyTrace, energy_trace, rapl_counter
 from pytest_gpuperf.measuring._reading import Sensor, sensed

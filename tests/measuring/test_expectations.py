@@ -10,12 +10,12 @@ from pytest_gpuperf.measuring import (
     Check,
     Estimate,
     Expectations,
-    ExpectationsError,
     GpuperfAssertionError,
     InconclusiveWarning,
     JudgeContext,
     expect_estimate,
 )
+from pytest_gpuperf.measuring._expectations import ExpectationsError
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.measuring import CpuBackend, FixedBudget, FixedCall, MeasureSettings, Subject, measure_fixed
+from pytest_gpuperf.measuring import FixedBudget, FixedCall, MeasureSettings, Subject, measure_fixed
+from pytest_gpuperf.measuring._backends import CpuBackend
 
 
 class FakeTime:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_gpuperf.measuring import CudaBackend, Measurement, MeasureSettings, Step, measure_on, measure_paired
-from pytest_gpuperf.measuring._backends import block_timer
+from pytest_gpuperf.measuring import Measurement, MeasureSettings, Step, measure_on, measure_paired
+from pytest_gpuperf.measuring._backends import CudaBackend, block_timer
 
 from .fake_gpu import FakeGpu, loader_step, plain_loop, step
 

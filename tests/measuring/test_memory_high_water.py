@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pytest_gpuperf.measuring import AllCudaBackend, CpuBackend, CudaBackend, Measurement, MeasureSettings, measure_on
+from pytest_gpuperf.measuring import AllCudaBackend, Measurement, MeasureSettings, measure_on
+from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
 from pytest_gpuperf.measuring._cpu_memory import RSS_METHOD, TRANSIENT_METHOD, AllocatorProbe, RssHighWater
 from pytest_gpuperf.measuring._memory import MEMORY, MemoryReading, peak_memory
 

@@ -14,16 +14,16 @@ import pytest
 
 from pytest_gpuperf.measuring import (
     MeasureSettings,
-    MemoryProbe,
     ModeUnsupported,
     Paired,
     SamplingPlan,
     Step,
     StepFactory,
-    estimate_median,
     measure_paired,
 )
+from pytest_gpuperf.measuring._backends import MemoryProbe
 from pytest_gpuperf.measuring._paired import SPACER_BYTES, WARM_CALLS, PairedStopRule, RoundSteps
+from pytest_gpuperf.measuring._stats import estimate_median
 
 
 @dataclass

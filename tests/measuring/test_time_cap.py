@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_gpuperf.measuring import CpuBackend, MeasureSettings, measure, measure_on
+from pytest_gpuperf.measuring import MeasureSettings, measure, measure_on
+from pytest_gpuperf.measuring._backends import CpuBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_gpuperf.measuring.NoDeviceWorkWarning")
 

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from pytest_gpuperf.measuring import Quantity, UnitError, format_bytes, format_duration, format_rate, parse_quantity
+from pytest_gpuperf.measuring import Quantity, format_bytes, format_duration, format_rate, parse_quantity
+from pytest_gpuperf.measuring._units import UnitError
 
 
 @pytest.mark.parametrize(

@@ -217,7 +217,7 @@ def test_a_pybench_style_suite_keeps_its_fixed_budget(pybench: pytest.Pytester) 
 
 
 EXACT_TIMING_CONFTEST = """
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.measuring import _load as load
 
 SAVED = {}

@@ -53,7 +53,7 @@ import os
 import time
 
 from pytest_gpuperf.plugin import _gate as gate
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.measuring import _load as load
 from pytest_gpuperf.measuring._load import CpuSnapshot
 

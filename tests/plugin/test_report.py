@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_gpuperf.measuring import CLOCKS, ClockSummary
-from pytest_gpuperf.measuring._clocks import ClockReading
+from pytest_gpuperf.measuring import ClockSummary
+from pytest_gpuperf.measuring._clocks import CLOCKS, ClockReading
 from pytest_gpuperf.plugin._summary import (
     device_free_key,
     flags,

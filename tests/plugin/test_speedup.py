@@ -20,7 +20,7 @@ import torch
 
 import pytest_gpuperf.measuring as measuring
 import pytest_gpuperf.plugin._session as session_module
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 
 SAVED = {}
 

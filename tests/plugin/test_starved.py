@@ -14,7 +14,7 @@ CONFTEST = """
 import os
 import time
 
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.measuring import _load as load
 from pytest_gpuperf.measuring._load import CpuSnapshot
 
@@ -86,7 +86,8 @@ def test_a_test_that_got_its_core_on_a_busy_machine_is_disturbed_but_not_starved
     import dataclasses
 
     from pytest_gpuperf.measuring import Load
-    from pytest_gpuperf.results import Evidence, disturbed_by, starved_flag
+    from pytest_gpuperf.results import Evidence, disturbed_by
+    from pytest_gpuperf.results._starved import starved_flag
     from tests.synthetic import make_record
 
     record = make_record(2e-3, threads=1)
@@ -104,7 +105,8 @@ def test_the_run_queue_wait_decides_where_it_was_read() -> None:
     import dataclasses
 
     from pytest_gpuperf.measuring import Load
-    from pytest_gpuperf.results import Evidence, starved_flag
+    from pytest_gpuperf.results import Evidence
+    from pytest_gpuperf.results._starved import starved_flag
     from tests.synthetic import make_record
 
     record = make_record(2e-3, threads=1)

@@ -29,7 +29,7 @@ FAST = (
 )
 
 EXACT_TIMING = """
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.measuring import _load as load
 
 SAVED = []

@@ -22,7 +22,7 @@ import dataclasses
 
 import pytest_gpuperf.plugin._session as session_module
 import pytest_gpuperf.measuring as measuring
-from pytest_gpuperf.measuring import CpuBackend
+from pytest_gpuperf.measuring._backends import CpuBackend
 
 _probe = session_module.probe_inventory
 

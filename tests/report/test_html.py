@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import MEMORY, Check, MemoryReading
-from pytest_gpuperf.report import compare, policy_of, render
+from pytest_gpuperf.measuring import MEMORY, Check
+from pytest_gpuperf.measuring._memory import MemoryReading
+from pytest_gpuperf.report import compare, render
+from pytest_gpuperf.report._html import policy_of
 from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
 from pytest_gpuperf.results import Baseline, Fingerprint, Record, Run, flags
 from tests.synthetic import (

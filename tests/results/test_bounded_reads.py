@@ -17,9 +17,10 @@ import pytest
 from pytest_gpuperf import _jsonfile
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.history._asv_files import AsvError, load_json
-from pytest_gpuperf.measuring import Expectations, ExpectationsError
-from pytest_gpuperf.results import ResultsDir, ResultsError, _files, _runs, load_run, load_runs
-from pytest_gpuperf.results._files import file_kind
+from pytest_gpuperf.measuring import Expectations
+from pytest_gpuperf.measuring._expectations import ExpectationsError
+from pytest_gpuperf.results import ResultsDir, ResultsError, _files, _runs, load_run
+from pytest_gpuperf.results._files import file_kind, load_runs
 from tests.synthetic import make_record, make_run
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="named pipes and /dev/zero are POSIX")

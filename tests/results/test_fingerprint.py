@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from pytest_gpuperf._git import git_state
-from pytest_gpuperf.results import MUST_MATCH, collect, differences, parse_mismatch_keys
-from pytest_gpuperf.results._comparable import matching_view
+from pytest_gpuperf.results import collect, differences, parse_mismatch_keys
+from pytest_gpuperf.results._comparable import MUST_MATCH, matching_view
 from pytest_gpuperf.results._fingerprint import PRECISION_FLAGS
 from tests.fake_nvml import FakeGpu, FakeNvml, cuda_props
 from tests.fake_nvml import gpus as fake_gpus

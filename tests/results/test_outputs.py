@@ -119,7 +119,7 @@ def test_the_temporary_file_name_is_unmistakably_ours(tmp_path: Path) -> None:
     def spy(text: str) -> None:
         seen.extend(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
 
-    from pytest_gpuperf.results import atomic_export
+    from pytest_gpuperf.results._files import atomic_export
 
     atomic_export(tmp_path / "trace.json", spy)
     assert len(seen) == 1 and seen[0].startswith(f".trace.json.gpuperf-{os.getpid()}-")

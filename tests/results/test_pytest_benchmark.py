@@ -13,8 +13,9 @@ import pytest
 from pytest_benchmark.stats import Stats
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.results import load_runs, save_run
+from pytest_gpuperf.results import save_run
 from pytest_gpuperf.results._export import bencher, github_action_benchmark
+from pytest_gpuperf.results._files import load_runs
 from pytest_gpuperf.results._pytest_benchmark import pytest_benchmark_stats, to_pytest_benchmark
 from tests.synthetic import make_measurement, make_record, make_run, samples_around
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.results import ResultsDir, load_runs, save_run
+from pytest_gpuperf.results import ResultsDir, save_run
+from pytest_gpuperf.results._files import load_runs
 from pytest_gpuperf.results._store import GITIGNORE
 from tests.synthetic import make_record, make_run, with_fingerprint
 

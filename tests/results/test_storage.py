@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import CLOCKS, ClockSummary
+from pytest_gpuperf.measuring import ClockSummary
+from pytest_gpuperf.measuring._clocks import CLOCKS
 from pytest_gpuperf.results import (
     MAX_RUNS,
     Evidence,
@@ -20,10 +21,10 @@ from pytest_gpuperf.results import (
     StorageError,
     check_name,
     load_run,
-    load_runs,
-    same_code,
     save_run,
 )
+from pytest_gpuperf.results._files import load_runs
+from pytest_gpuperf.results._store import same_code
 from tests.synthetic import FINGERPRINT, make_record, make_run, with_fingerprint
 
 

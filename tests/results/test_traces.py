@@ -11,13 +11,13 @@ import pytest
 from pytest_gpuperf.measuring import WorkProfile
 from pytest_gpuperf.results import (
     ResultsError,
-    atomic_export,
     baseline_trace,
     baseline_traces_dir,
     save_baseline_traces,
     trace_name,
     write_trace,
 )
+from pytest_gpuperf.results._files import atomic_export
 
 TRACE = {"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": 0, "dur": 1, "pid": 1, "tid": 1}]}
 

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from pytest_gpuperf import Check, Gpuperf, Paired
-from pytest_gpuperf.measuring import CudaBackend, Expectations, ExpectationsError, ModeUnsupported
-from pytest_gpuperf.measuring._backends import block_timer
+from pytest_gpuperf.measuring import Expectations, ModeUnsupported
+from pytest_gpuperf.measuring._backends import CudaBackend, block_timer
+from pytest_gpuperf.measuring._expectations import ExpectationsError
 from suites.conftest import BandwidthOp
 from suites.dataloading import SyntheticDataset, _Forever, dataloader_steps, dataloader_unsupported
 from suites.support import expectations

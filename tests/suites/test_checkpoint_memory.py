@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytest_gpuperf.measuring import MEMORY, Measurement, MemoryReading, measure
+from pytest_gpuperf.measuring import MEMORY, Measurement, measure
+from pytest_gpuperf.measuring._memory import MemoryReading
 from suites.test_checkpoint import HIGH_WATER, TRANSIENT, _judged_memory
 
 MiB = 1 << 20
