@@ -68,7 +68,7 @@ class Load:
     cpus: int
     background_cores: float  # other processes' CPU use plus stolen time, in cores
     own_cores: float
-    #: cores' worth of time this process's threads waited to run (None: not read, or an older file)
+    #: cores' worth of time this process's threads waited to run (None: not read)
     waited_cores: float | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -113,7 +113,7 @@ class WorkProfile:
     #: in memory only (never in a results file), None for a profile read from a file
     write_trace: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
     #: the profiled calls' wall time, and their time outside any op (Python, the host), in seconds, totals over
-    #: the calls; None at level ``counts`` and in files written before they were kept
+    #: the calls; None at level ``counts``
     call_seconds: float | None = None
     outside_seconds: float | None = None
     #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls: work that
@@ -121,7 +121,7 @@ class WorkProfile:
     varying: tuple[str, ...] = ()
     #: the Python calls of built-in functions made from the step's own code (``Tensor.item``, ``sleep``): count,
     #: and their own time outside any op (the Python-to-C++ call, the argument parsing, a sleep), in seconds: a
-    #: part of ``outside_seconds`` (``read_events``); empty at level ``counts`` and in older files. Never a count
+    #: part of ``outside_seconds`` (``read_events``); empty at level ``counts``. Never a count
     #: that is compared (the Python tracer's view differs between Python versions)
     python: tuple[OpStat, ...] = ()
 

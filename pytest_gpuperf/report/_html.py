@@ -59,8 +59,6 @@ __all__ = ["REPORT_OUTPUT", "Comparison", "compare", "policy_of", "render", "wri
 TITLE: Final = "pytest-gpuperf report"
 #: In the head of every page, so that ``--gpuperf-html`` and ``report -o`` replace only a page of ours.
 GENERATOR: Final = '<meta name="generator" content="pytest-gpuperf">'
-#: Pages written before GENERATOR was added start with this title; either mark makes a page ours.
-_OLD_MARK: Final = f"<title>{TITLE}: "
 
 
 def _is_report(path: Path) -> bool:
@@ -68,7 +66,7 @@ def _is_report(path: Path) -> bool:
     if head is None:
         return False
     text = head.decode("utf-8", errors="replace")
-    return text.startswith("<!DOCTYPE html>") and (GENERATOR in text or _OLD_MARK in text)
+    return text.startswith("<!DOCTYPE html>") and GENERATOR in text
 
 
 #: ``--gpuperf-html`` and ``pytest-gpuperf report -o``.

@@ -143,14 +143,3 @@ def test_the_lock_file_is_never_opened_through_a_symbolic_link(tmp_path: Path, d
     assert sorted(p.name for p in outside.iterdir()) == ([] if dangling else ["planted"])
     if not dangling:
         assert target.read_text() == "someone's file\n"
-
-
-def test_a_page_of_an_earlier_version_is_still_ours(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_gpuperf.report._html import GENERATOR
-
-    assert main(["report", "head.json", "-o", "page.html"]) == 0
-    page = results / "page.html"
-    assert GENERATOR in page.read_text()
-    page.write_text(page.read_text().replace(GENERATOR, ""))  # as pages were written before the mark
-    assert main(["report", "head.json", "-o", "page.html"]) == 0
-    assert GENERATOR in page.read_text()
