@@ -245,7 +245,6 @@ class Gpuperf:
         measurement: Measurement,
         *,
         params: Mapping[str, object] | None = None,
-        checks: list[Check] | None = None,
         tolerance: float | None = None,
         noise_floor: float | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -254,14 +253,12 @@ class Gpuperf:
         """Record a Measurement made another way (paired rounds, other processes) as this test's.
 
         Assertions made later on the record's measurement (``record.measurement``) land in the
-        record. ``checks``, for code written before that: the list the measurement's own observer
-        appends to, kept as the record's checks. ``tolerance`` and ``noise_floor`` are the gate's
+        record. ``tolerance`` and ``noise_floor`` are the gate's
         for this record (as fractions; default: the test's marker, else the session's).
         """
         self._check_unrecorded(measurement.name)
         key = self._key(measurement.name)
-        if checks is None:
-            measurement = dataclasses.replace(measurement, observer=self._book.observer(key))
+        measurement = dataclasses.replace(measurement, observer=self._book.observer(key))
         hook = self._item.config.hook
         if evidence is None:
             evidence = self._session.evidence(self._item, measurement, tolerance=tolerance, noise_floor=noise_floor)
@@ -275,7 +272,6 @@ class Gpuperf:
             measurement=measurement,
             params={str(k): str(v) for k, v in (params or {}).items()},
             metadata=kept,
-            checks=checks if checks is not None else (),
             evidence=evidence,
         )
         self._keys.append(key)

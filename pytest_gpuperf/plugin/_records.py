@@ -21,7 +21,6 @@ every pytest start (``bench/startup.py``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -249,14 +248,14 @@ class RecordBook:
     def run(
         self, *, created: str, fingerprint: Fingerprint, settings: Mapping[str, Any], interrupted: bool = False
     ) -> Run:
-        """The session's Run: its records (each check list fixed as a tuple), devices with their reference peaks."""
+        """The session's Run: its records, devices with their reference peaks."""
         from ..results import Run
 
         return Run(
             created=created,
             fingerprint=fingerprint,
             settings=settings,
-            records=[_fixed(record) for record in self._shelf.records],
+            records=list(self._shelf.records),
             devices={
                 device: {**description, **_peak_description(self._peaks.get(device))}
                 for device, description in self._devices.items()
@@ -264,14 +263,6 @@ class RecordBook:
             interrupted=interrupted,
             notes=self.notes,
         )
-
-
-def _fixed(record: Record) -> Record:
-    """``record`` with its checks as a tuple: ``gpuperf.record(..., checks=a_list)`` keeps the caller's list, which
-    later assertions append to; the Run holds what it held when the Run was built."""
-    if isinstance(record.checks, tuple):
-        return record
-    return dataclasses.replace(record, checks=tuple(record.checks))
 
 
 def _rank(peak: Ceiling) -> tuple[bool, float]:

@@ -170,8 +170,7 @@ class Record:
     params: Mapping[str, str] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: Assertions made on the measurement, in the order made. A check made after the record was kept replaces
-    #: the record (``with_check``). ``gpuperf.record(..., checks=a_list)`` keeps the caller's list, which the
-    #: measurement's observer appends to; a Run holds them as a tuple.
+    #: the record (``with_check``).
     checks: Sequence[Check] = ()
     evidence: Evidence = field(default_factory=Evidence)
 

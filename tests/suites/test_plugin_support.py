@@ -51,11 +51,11 @@ from pytest_gpuperf.measuring import measure_paired
 
 def test_recorded(gpuperf):
     steps = {"a": Step(lambda: torch.ones(8).sum(), work={"items": 8}), "b": Step(lambda: None, work={"items": 1})}
-    checks = []
     rounds = measure_paired(steps, gpuperf.backend, gpuperf.settings.measure, device=gpuperf.slot.id,
-                            observers={"a": checks.append}, names={"a": "first"})
-    record = gpuperf.record(rounds.measurements["a"], params={"n": 8}, checks=checks)
-    rounds.measurements["a"].assert_throughput(at_least="1 items/s")
+                            names={"a": "first"})
+    record = gpuperf.record(rounds.measurements["a"], params={"n": 8})
+    record.measurement.assert_throughput(at_least="1 items/s")
+    (record,) = gpuperf.records
     assert [c.outcome for c in record.checks] == ["pass"]
     assert record.params == {"n": "8"}
     with pytest.raises(ValueError, match="already recorded a measurement named 'first'"):
