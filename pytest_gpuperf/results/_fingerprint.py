@@ -226,94 +226,53 @@ def collect(root: Path | None = None, *, torch_module: Any = None, nvml_module: 
 # ---------------------------------------------------------------- the typed view
 
 
-class _Unreadable(Exception):
-    """A stored value is not of its key's type (written by a hook, or by hand)."""
-
-
-@dataclass(frozen=True)
-class _Kind:
-    """How the stored JSON value of one key is read as its typed value, and written back."""
-
-    read: Callable[[Any], Any]
-    write: Callable[[Any], Any]
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise _Unreadable
-
-
-def _as_int(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise _Unreadable
-
-
-def _as_number(value: Any) -> float:
-    """An int stays an int: written back as it was read (``612``, not ``612.0``)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    raise _Unreadable
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise _Unreadable
-
-
-def _as_texts(value: Any) -> tuple[str, ...]:
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise _Unreadable
-
-
-def _as_env(value: Any) -> dict[str, str]:
-    if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        return dict(value)
-    raise _Unreadable
-
-
-def _as_flags(value: Any) -> dict[str, bool | str | None]:
-    if isinstance(value, Mapping) and all(
-        isinstance(k, str) and (v is None or isinstance(v, (bool, str))) for k, v in value.items()
-    ):
-        return dict(value)
-    raise _Unreadable
-
-
 def _as_is(value: Any) -> Any:
     return value
 
 
-_TEXT: Final = _Kind(_as_text, _as_is)
-_INT: Final = _Kind(_as_int, _as_is)
-_NUMBER: Final = _Kind(_as_number, _as_is)
-_BOOL: Final = _Kind(_as_bool, _as_is)
-_TEXTS: Final = _Kind(_as_texts, list)
-_ENV: Final = _Kind(_as_env, dict)
-_FLAGS: Final = _Kind(_as_flags, dict)
+@dataclass(frozen=True)
+class _Kind:
+    """How the stored JSON value of one key is told to be of its type, read as its typed value, and written back."""
+
+    accepts: Callable[[Any], bool]
+    read: Callable[[Any], Any] = _as_is
+    write: Callable[[Any], Any] = _as_is
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_mapping_of(value: Any, accepts: Callable[[Any], bool]) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(k, str) and accepts(v) for k, v in value.items())
+
+
+def _is_list_of(value: Any, accepts: Callable[[Any], bool]) -> bool:
+    return isinstance(value, (list, tuple)) and all(accepts(v) for v in value)
+
+
+_TEXT: Final = _Kind(lambda v: isinstance(v, str))
+_INT: Final = _Kind(_is_int)
+#: An int stays an int: written back as it was read (``612``, not ``612.0``).
+_NUMBER: Final = _Kind(lambda v: _is_int(v) or isinstance(v, float))
+_BOOL: Final = _Kind(lambda v: isinstance(v, bool))
+_TEXTS: Final = _Kind(lambda v: _is_list_of(v, lambda x: isinstance(x, str)), tuple, list)
+_ENV: Final = _Kind(lambda v: _is_mapping_of(v, lambda x: isinstance(x, str)), dict, dict)
+_FLAGS: Final = _Kind(lambda v: _is_mapping_of(v, lambda x: x is None or isinstance(x, (bool, str))), dict, dict)
 
 _P = TypeVar("_P", bound="_Part")
 
 
 def _part(cls: type[_Part]) -> _Kind:
-    def read(value: Any) -> _Part:
-        if isinstance(value, Mapping):
-            return cls.from_dict(value)
-        raise _Unreadable
-
-    return _Kind(read, lambda part: part.to_dict())
+    return _Kind(lambda v: isinstance(v, Mapping), cls.from_dict, lambda part: part.to_dict())
 
 
 def _parts(cls: type[_Part]) -> _Kind:
-    def read(value: Any) -> tuple[_Part, ...]:
-        if isinstance(value, (list, tuple)) and all(isinstance(v, Mapping) for v in value):
-            return tuple(cls.from_dict(v) for v in value)
-        raise _Unreadable
-
-    return _Kind(read, lambda parts: [part.to_dict() for part in parts])
+    return _Kind(
+        lambda v: _is_list_of(v, lambda x: isinstance(x, Mapping)),
+        lambda v: tuple(cls.from_dict(x) for x in v),
+        lambda parts: [part.to_dict() for part in parts],
+    )
 
 
 def _key(kind: _Kind) -> Any:
@@ -348,11 +307,9 @@ class _Part:
         extra: dict[str, Any] = {}
         for key, value in data.items():
             kind = kinds.get(key)
-            try:
-                if kind is None:
-                    raise _Unreadable
+            if kind is not None and (value is None or kind.accepts(value)):
                 values[key] = optional(value, kind.read)
-            except _Unreadable:
+            else:
                 extra[key] = copy.deepcopy(value)
         return cls(**values, extra=extra, layout=tuple(data))
 
