@@ -151,18 +151,11 @@ def same_code(a: Run, b: Run) -> bool:
     return _same_origin(a.fingerprint, b.fingerprint)
 
 
-def _describe_code(run: Run) -> str:
-    git = run.git
-    if not git.commit:
+def _describe_code(fingerprint: Fingerprint) -> str:
+    git = fingerprint.git
+    if git is None or not git.commit:
         return "code outside git"
     return f"commit {git.commit[:10]}" + (" with uncommitted changes" if git.dirty else "")
-
-
-def _describe_fingerprint(fingerprint: Fingerprint) -> str:
-    code = _code(fingerprint)
-    if code is None:
-        return "code outside git"
-    return f"commit {code[0][:10]}" + (" with uncommitted changes" if code[1] else "")
 
 
 def _stamp() -> str:
@@ -208,7 +201,8 @@ class Baseline:
         what = f"baseline {self.name!r}" if self.name else f"{self.foreign} file" if self.foreign else "results file"
         newest = self.runs[-1]
         runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
-        return printable(f"{what} {self.path} ({runs} of {_describe_code(newest)}, newest {newest.created})")
+        code = _describe_code(newest.fingerprint)
+        return printable(f"{what} {self.path} ({runs} of {code}, newest {newest.created})")
 
 
 @dataclass(frozen=True)
@@ -403,7 +397,7 @@ class ResultsDir:
             allow = ("precision",)
             other = [r for r in runs if not _same_origin(r.fingerprint, now_fp, allow)]
             if other:
-                now = f"this session runs {_describe_fingerprint(now_fp)}"
+                now = f"this session runs {_describe_code(now_fp)}"
                 raise self._refusal(name, other, now, now_fp, allow)
 
     def _refusal(
@@ -412,8 +406,9 @@ class ResultsDir:
         runs = f"{len(other)} run{'s' if len(other) != 1 else ''}"
         diffs = blocking_differences([other[-1].fingerprint], [fingerprint], allow)
         machine = f" on another machine ({'; '.join(str(d) for d in diffs)})" if diffs else ""
+        code = _describe_code(other[-1].fingerprint)
         return ReplaceRefused(
-            f"baseline {name!r} ({self.baseline_path(name)}) holds {runs} of {_describe_code(other[-1])}{machine}, "
+            f"baseline {name!r} ({self.baseline_path(name)}) holds {runs} of {code}{machine}, "
             f"and {now}: saving would replace them. "
             f"Add --gpuperf-replace to replace it (the old file is kept as "
             f"{self.baseline_path(name).name}.<time>.bak), or save under another name"
@@ -460,13 +455,10 @@ class ResultsDir:
                         f"move {path} away (or delete it) and save again, or save under another name"
                     ) from None
                 same = [r for r in existing if same_code(r, run)]
-                replaced = len(existing) - len(same)
-                backup = None
-                if replaced:
-                    if not replace:
-                        other = [r for r in existing if not same_code(r, run)]
-                        raise self._refusal(name, other, f"this run is {_describe_code(run)}", run.fingerprint)
-                    backup = _keep_backup(path)
+                other = [r for r in existing if not same_code(r, run)]
+                if other and not replace:
+                    raise self._refusal(name, other, f"this run is {_describe_code(run.fingerprint)}", run.fingerprint)
+                backup = _keep_backup(path) if other else None
                 runs = [*same, run]
                 dropped = max(0, len(runs) - MAX_RUNS)
                 runs = runs[dropped:]
@@ -477,4 +469,4 @@ class ResultsDir:
             raise
         except ResultsError as exc:
             raise StorageError(f"{exc}; or choose another results directory with --gpuperf-results-dir") from None
-        return SaveOutcome(path, len(runs), replaced, dropped, backup)
+        return SaveOutcome(path, len(runs), len(other), dropped, backup)
