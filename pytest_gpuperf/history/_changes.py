@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -57,7 +57,6 @@ __all__ = [
     "Step",
     "changes_of",
     "commit_order",
-    "find_changes",
     "find_steps",
     "history_series",
 ]
@@ -294,11 +293,6 @@ def changes_of(series: Series, rule: ChangeRule = DEFAULT_RULE) -> list[Change]:
         Change(series.key, s.index, points[s.index - 1].commit, points[s.index].commit, s.before, s.after, s.p_value)
         for s in find_steps(series.values, rule)
     ]
-
-
-def find_changes(series: Iterable[Series], rule: ChangeRule = DEFAULT_RULE) -> list[Change]:
-    """The changes of every series, in key order then oldest first."""
-    return [change for one in sorted(series, key=lambda s: s.key) for change in changes_of(one, rule)]
 
 
 def commit_order(repo: Path, branch: str = "HEAD") -> list[str]:

@@ -21,21 +21,6 @@ import pluggy
 
 hookspec = pluggy.HookspecMarker("pytest")
 
-#: The hooks pytest-gpuperf calls, and those it accepts and does not call.
-CALLED: tuple[str, ...] = (
-    "pytest_benchmark_generate_machine_info",
-    "pytest_benchmark_update_machine_info",
-    "pytest_benchmark_generate_commit_info",
-    "pytest_benchmark_update_commit_info",
-    "pytest_benchmark_generate_json",
-    "pytest_benchmark_update_json",
-)
-ACCEPTED: tuple[str, ...] = (
-    "pytest_benchmark_scale_unit",
-    "pytest_benchmark_group_stats",
-    "pytest_benchmark_compare_machine_info",
-)
-
 
 @hookspec(firstresult=True)
 def pytest_benchmark_scale_unit(config: Any, unit: Any, benchmarks: Any, best: Any, worst: Any, sort: Any) -> Any:

@@ -455,16 +455,6 @@ def load_runs(path: Path) -> list[Run]:
     return [_parse_run(path, data)]
 
 
-def file_kind(path: Path) -> str:
-    """``results`` or ``baseline`` when ``path`` holds one of our files (by its schema), else ``other``."""
-    try:
-        data = _read_json(Path(path))
-    except ResultsError:
-        return "other"
-    schema = data.get("schema") if isinstance(data, dict) else None
-    return {SCHEMA: "results", BASELINE_SCHEMA: "baseline"}.get(str(schema), "other")
-
-
 def _read_json(path: Path) -> Any:
     """The JSON in ``path``, read through ``_jsonfile`` (bounded: a regular file of at most MAX_BYTES)."""
     try:
