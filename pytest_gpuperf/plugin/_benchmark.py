@@ -386,12 +386,17 @@ class BenchmarkFixture:
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
         from ..measuring import FixedBudget, FixedCall, Subject, measure_fixed
 
+        call = FixedCall(target, args, kwargs, setup, teardown)
         if self.disabled:  # --gpuperf-measuring=untimed: one round of one call, its setup and teardown around it
             with self._using("benchmark.pedantic(...)"):
-                return _call_untimed(target, args, kwargs, setup, teardown)
+                call_args, call_kwargs = call.arguments()
+                result = target(*call_args, **call_kwargs)
+                if teardown is not None:
+                    teardown(*call_args, **call_kwargs)
+                return result
         with self._using("benchmark.pedantic(...)"):
             measurement, result = measure_fixed(
-                FixedCall(target, args, kwargs, setup, teardown),
+                call,
                 self._backend,
                 self._settings,
                 FixedBudget(rounds, iterations, warmup_rounds, caller="benchmark.pedantic"),
@@ -428,26 +433,6 @@ class BenchmarkFixture:
         Gpuperf(self._item, self._session, self._slot).record(
             measurement, params=self.params, metadata=metadata, evidence=evidence
         )
-
-
-def _call_untimed(
-    target: Callable[..., Any],
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any] | None,
-    setup: Callable[[], Any] | None,
-    teardown: Callable[..., Any] | None,
-) -> Any:
-    """``pedantic``'s target called once, untimed, as pytest-benchmark does when disabled: ``setup`` may give its
-    ``(args, kwargs)``; ``teardown`` gets the same arguments."""
-    call_args, call_kwargs = tuple(args), dict(kwargs or {})
-    if setup is not None:
-        given = setup()
-        if given is not None:
-            call_args, call_kwargs = tuple(given[0]), dict(given[1])
-    result = target(*call_args, **call_kwargs)
-    if teardown is not None:
-        teardown(*call_args, **call_kwargs)
-    return result
 
 
 def _gpuperf_marked(node: pytest.Item | pytest.Function) -> frozenset[str]:
