@@ -524,8 +524,8 @@ class GpuperfSession:
             terminalreporter.write_line(self._json_note)
         if not records or not self.is_reporter:
             return
-        from ..results import ceilings, table_notes
-        from ._summary import results_table, speedup_lines, speedup_table
+        from ..results import ceilings, results_table, table_notes
+        from ._summary import speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
         peaks = ceilings(records, self.book.reference_peaks)

@@ -1,6 +1,5 @@
-"""Terminal tables (tabulate) of the session's records; ``docs/glossary.md`` explains every column.
-
-The results table itself is ``results.results_table``, which ``pytest-gpuperf runs show`` uses too.
+"""The header line and the speedup table (tabulate) of the session's records; ``docs/glossary.md`` explains every
+column. The results table is ``results.results_table``, which ``pytest-gpuperf runs show`` uses too.
 """
 
 from __future__ import annotations
@@ -12,21 +11,9 @@ from typing import Any
 from tabulate import tabulate
 
 from ..measuring import DeviceSlot, Measurement, MeasureSettings, affinity_cores
-from ..results import RESULTS_HEADERS as HEADERS
-from ..results import Record, flags, percent_of_peak, results_table
+from ..results import Record
 
-__all__ = [
-    "HEADERS",
-    "Speedup",
-    "device_label",
-    "flags",
-    "header_line",
-    "percent_of_peak",
-    "results_table",
-    "speedup_lines",
-    "speedup_table",
-    "speedups",
-]
+__all__ = ["Speedup", "device_label", "header_line", "speedup_lines", "speedup_table", "speedups"]
 
 
 def header_line(slots: Sequence[DeviceSlot], settings: MeasureSettings, torch_module: Any) -> str:

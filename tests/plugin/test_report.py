@@ -10,16 +10,17 @@ import pytest
 
 from pytest_gpuperf.measuring import ClockSummary
 from pytest_gpuperf.measuring._clocks import CLOCKS, ClockReading
-from pytest_gpuperf.plugin._summary import (
-    device_free_key,
+from pytest_gpuperf.plugin._summary import device_free_key, header_line, speedup_table, speedups
+from pytest_gpuperf.results import (
+    Ceiling,
+    Record,
+    ceilings,
     flags,
-    header_line,
+    peaks_of,
     percent_of_peak,
     results_table,
-    speedup_table,
-    speedups,
+    short_test,
 )
-from pytest_gpuperf.results import Ceiling, Record, ceilings, peaks_of, short_test
 from tests.synthetic import make_measurement, make_run
 
 
