@@ -13,7 +13,7 @@ import pytest
 from pytest_gpuperf.gate._render import HEADERS as GATE_HEADERS
 from pytest_gpuperf.measuring import readings
 from pytest_gpuperf.plugin._options import OPTIONS
-from pytest_gpuperf.results import RESULTS_HEADERS
+from pytest_gpuperf.results._table import HEADERS as RESULTS_HEADERS
 from tests.synthetic import make_measurement
 
 ROOT = Path(__file__).parents[1]

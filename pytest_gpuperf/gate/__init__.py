@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     )
     from ._traces import baseline_side, rows_to_trace, trace_records, trace_rows
     from ._verdicts import (
-        CATEGORIES,
         DEFAULT_FAIL_ON,
         VERDICTS,
         WORK_NAMES,
@@ -68,7 +67,6 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
-    "CATEGORIES",
     "CLOCK_HEADER",
     "CONFIRMATION_ENV",
     "DEFAULT_FAIL_ON",

@@ -13,7 +13,6 @@ from typing import Final
 from ..measuring import CATEGORIES
 
 __all__ = [
-    "CATEGORIES",
     "DEFAULT_FAIL_ON",
     "FAIL_ON_NAMES",
     "VERDICTS",

@@ -64,7 +64,6 @@ if TYPE_CHECKING:
         add_results_dir_argument,
         check_name,
     )
-    from ._table import HEADERS as RESULTS_HEADERS
     from ._table import (
         Ceiling,
         ceilings,
@@ -90,7 +89,6 @@ __all__ = [
     "DEFAULT_RESULTS_DIR",
     "MAX_RUNS",
     "RECORD_KEYS",
-    "RESULTS_HEADERS",
     "RESULTS_OUTPUT",
     "SCHEMA",
     "SCHEMA_VERSION",
