@@ -64,6 +64,7 @@ __all__ = [
     "git_commit",
     "machine_info",
     "machine_name",
+    "time_ms",
     "write_points",
     "write_results",
 ]
@@ -169,7 +170,9 @@ def _environment(fingerprint: Fingerprint) -> tuple[str, str, dict[str, str]]:
 
 def write_results(directory: Path, run: Run, *, machine: str, commit: Commit) -> Path:
     """Write ``run`` as asv results for ``commit`` into ``directory``; return the results file written."""
-    started = _js_time(run.created)
+    started = time_ms(run.created)
+    if started is None:  # a run whose creation time cannot be read: stamped now
+        started = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
     points, described, tests = _collect(run.records, started)
     if not points:
         raise AsvError(f"no measurements to write to {Path(directory)}: the run measured nothing")
@@ -306,11 +309,13 @@ def _write_benchmarks(
     write_json(path, {**dict(sorted(entries.items())), "version": BENCHMARKS_API})
 
 
-def _js_time(created: str) -> int:
+def time_ms(created: str) -> int | None:
+    """A run's ``created`` (ISO 8601, UTC where it names no zone) in milliseconds since the epoch, as asv stores
+    times; None where it cannot be read."""
     try:
         when = dt.datetime.fromisoformat(created)
     except ValueError:
-        when = dt.datetime.now(dt.timezone.utc)
+        return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
     return int(when.timestamp() * 1000)

@@ -32,7 +32,6 @@ hundred commits takes milliseconds.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -43,7 +42,7 @@ from typing import Final
 from .._git import GitError, git
 from ..measuring import median, t_two_sided_p
 from ..results import ResultsError, load_run
-from ._asv import benchmark_name
+from ._asv import benchmark_name, time_ms
 from ._asv_files import AsvError, points_of_row, read_results
 from ._record import HistoryError
 
@@ -390,23 +389,13 @@ def _stored_runs(root: Path) -> _Found:
         if git_state is None or not git_state.commit or git_state.dirty:
             continue
         host = run.fingerprint.hostname or "unknown"
-        when = _ms(run.created)
+        when = time_ms(run.created)
         for record in run.records:
             name = benchmark_name(record)
             if name and record.measurement.samples:
                 value = median(record.measurement.samples)
                 found.append((SeriesKey(name, record.device, host), HistoryPoint(git_state.commit, value, when)))
     return found
-
-
-def _ms(created: str) -> int | None:
-    try:
-        when = dt.datetime.fromisoformat(created)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 def _series(found: _Found, order: Sequence[str] | None, machine: str | None) -> dict[SeriesKey, Series]:
