@@ -19,8 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from tabulate import tabulate_formats
-
 from ..measuring import SIZES, values
 from ..results import (
     TRACE_LEVELS,
@@ -28,6 +26,7 @@ from ..results import (
     Incomparable,
     ResultsDir,
     ResultsError,
+    add_format_argument,
     add_results_dir_argument,
     check_comparable,
     parse_mismatch_keys,
@@ -78,13 +77,7 @@ def _compare_parser(commands: Any) -> None:
         metavar="KEYS",
         help="compare across these fingerprint differences anyway, or all",
     )
-    cmp.add_argument(
-        "--format",
-        default="simple",
-        choices=tabulate_formats,
-        metavar="FORMAT",
-        help="tabulate table format: simple, github, grid ...",
-    )
+    add_format_argument(cmp)
     cmp.set_defaults(handler=compare_command)
 
 
@@ -170,13 +163,7 @@ def _ab_parser(commands: Any) -> None:
         help="write every round's times to PATH",
     )
     _ab_trace_options(abp)
-    abp.add_argument(
-        "--format",
-        default="simple",
-        choices=tabulate_formats,
-        metavar="FORMAT",
-        help="tabulate table format: simple, github, grid ...",
-    )
+    add_format_argument(abp)
     abp.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines (checkout, each workload): the table and verdict"
     )

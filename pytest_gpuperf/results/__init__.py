@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         ResultsDir,
         SaveOutcome,
         StorageError,
+        add_format_argument,
         add_results_dir_argument,
         check_name,
     )
@@ -114,6 +115,7 @@ __all__ = [
     "SaveOutcome",
     "StorageError",
     "add_export_command",
+    "add_format_argument",
     "add_results_dir_argument",
     "add_runs_command",
     "atomic_write_text",

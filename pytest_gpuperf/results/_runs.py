@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tabulate import tabulate, tabulate_formats
+from tabulate import tabulate
 
 from .._jsonfile import size_of
 from ._files import ResultsError, load_runs
 from ._record import Run
-from ._store import ResultsDir, add_results_dir_argument
+from ._store import ResultsDir, add_format_argument, add_results_dir_argument
 from ._table import peaks_of, results_table, table_notes
 
 __all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
@@ -212,13 +212,7 @@ def add_parser(commands: Any) -> None:
     shw.add_argument(
         "ident", metavar="ID|NAME", help="a run id (its file's stem, or its unique start), a baseline or a file path"
     )
-    shw.add_argument(
-        "--format",
-        default="simple",
-        choices=tabulate_formats,
-        metavar="FORMAT",
-        help="tabulate table format: simple, github, grid ...",
-    )
+    add_format_argument(shw)
     shw.set_defaults(handler=show_command)
     prn = sub.add_parser("prune", parents=[parent], help="delete the oldest run files beyond N (never a baseline)")
     prn.add_argument("--keep", type=_keep, required=True, metavar="N", help="how many of the newest runs to keep")

@@ -66,6 +66,7 @@ __all__ = [
     "SaveOutcome",
     "StorageError",
     "UnknownRef",
+    "add_format_argument",
     "add_results_dir_argument",
     "check_name",
     "same_code",
@@ -86,6 +87,19 @@ def add_results_dir_argument(parser: argparse.ArgumentParser, default: Any = DEF
         type=values.argtype(values.given_path),
         default=default,
         help=f"the results directory, where names are looked up (default: {DEFAULT_RESULTS_DIR})",
+    )
+
+
+def add_format_argument(parser: argparse.ArgumentParser) -> None:
+    """The CLI's ``--format`` of a printed table (tabulate's formats), on ``parser``."""
+    from tabulate import tabulate_formats
+
+    parser.add_argument(
+        "--format",
+        default="simple",
+        choices=tabulate_formats,
+        metavar="FORMAT",
+        help="tabulate table format: simple, github, grid ...",
     )
 
 
