@@ -51,10 +51,6 @@ class Progress:
         self._start = clock()
         self._steps = 0
 
-    @property
-    def silent(self) -> bool:
-        return self._write is None
-
     def elapsed(self) -> float:
         return self._clock() - self._start
 

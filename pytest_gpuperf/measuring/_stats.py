@@ -333,9 +333,7 @@ def median(samples: Iterable[float]) -> float:
 
 def median_ci(samples: Iterable[float], confidence: float = 0.95) -> Interval:
     """Distribution-free confidence interval of the median (order statistics, binomial coverage)."""
-    data = _sorted(samples)
-    lo, hi, coverage = median_ci_ranks(len(data), confidence)
-    return Interval(data[lo], data[hi], coverage)
+    return quantile_ci(samples, 0.5, confidence)
 
 
 def summarize(samples: Iterable[float], confidence: float = 0.95) -> Summary:

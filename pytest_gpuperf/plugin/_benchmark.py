@@ -284,9 +284,9 @@ class BenchmarkStats:
 
     def get(self, key: str, default: Any = None) -> Any:
         try:
-            return getattr(self.stats, key)
+            return self[key]
         except AttributeError:
-            return getattr(self, key, default)
+            return default
 
 
 # ---------------------------------------------------------------- the fixture

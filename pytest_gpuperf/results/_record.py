@@ -123,12 +123,6 @@ class Evidence:
     #: ``--gpuperf-confirm``: the test measured again in fresh processes
     runs: tuple[Rerun, ...] = ()
 
-    def with_round(self, round_: Round) -> Evidence:
-        return dataclasses.replace(self, rounds=(*self.rounds, round_))
-
-    def with_rerun(self, rerun: Rerun) -> Evidence:
-        return dataclasses.replace(self, runs=(*self.runs, rerun))
-
     def first_round(self, measurement: Measurement) -> Round:
         """The record's own measurement as a Round."""
         return Round(measurement.samples, self.load, self.quiet_wait_s, measurement.clocks)
@@ -224,11 +218,11 @@ def with_repeats(records: Sequence[Record], fresh: Iterable[Record], *, as_runs:
     for record in records:
         again = by_key.get(record.key)
         if again is not None:
-            first = again.evidence.first_round(again.measurement)
-            evidence = record.evidence
-            evidence = (
-                evidence.with_rerun(Rerun((first, *again.evidence.rounds))) if as_runs else evidence.with_round(first)
-            )
+            first, evidence = again.evidence.first_round(again.measurement), record.evidence
+            if as_runs:
+                evidence = dataclasses.replace(evidence, runs=(*evidence.runs, Rerun((first, *again.evidence.rounds))))
+            else:
+                evidence = dataclasses.replace(evidence, rounds=(*evidence.rounds, first))
             record = record.with_evidence(evidence)
         out.append(record)
     return out
