@@ -49,7 +49,6 @@ from ..results import (
     ResultsError,
     atomic_write_text,
     collect,
-    json_of,
     output_problem,
 )
 from ._ab_load import (
@@ -88,13 +87,8 @@ SCHEMA: Final = "pytest-gpuperf/ab"
 SCHEMA_VERSION: Final = 1
 
 
-def _is_ab_result(path: Path) -> bool:
-    data = json_of(path)
-    return isinstance(data, dict) and data.get("schema") == SCHEMA
-
-
 #: ``ab --json``: replaces only an ab result of ours (its ``"schema": "pytest-gpuperf/ab"``).
-AB_OUTPUT: Final = OutputKind("ab result", "ab.json", _is_ab_result)
+AB_OUTPUT: Final = OutputKind.of_schema("ab result", "ab.json", SCHEMA)
 #: The suites' workloads package in a clone; a revision where it is still the module ``suites/workloads.py`` is
 #: found too. A repository without it gets the installed suites' (``_default_workloads``).
 DEFAULT_WORKLOADS: Final = _suites.CLONE / "workloads"

@@ -37,7 +37,7 @@ from ..gate import (
     workload_names,
 )
 from ..measuring import DeviceError, open_device
-from ..results import OutputKind, ResultsError, atomic_write_text, json_of, output_problem
+from ..results import OutputKind, ResultsError, atomic_write_text, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
 from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, commit_order, history_series
 from ._record import HistoryError, Layout, exclusive
@@ -63,13 +63,8 @@ SCHEMA: Final = "pytest-gpuperf/regressions"
 SCHEMA_VERSION: Final = 1
 
 
-def _is_report(path: Path) -> bool:
-    data = json_of(path)
-    return isinstance(data, dict) and data.get("schema") == SCHEMA
-
-
 #: ``history regressions --json``: replaces only a report of ours.
-REGRESSIONS_OUTPUT: Final = OutputKind("regressions report", "regressions.json", _is_report)
+REGRESSIONS_OUTPUT: Final = OutputKind.of_schema("regressions report", "regressions.json", SCHEMA)
 
 
 @dataclass(frozen=True)

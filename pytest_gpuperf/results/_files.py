@@ -107,6 +107,11 @@ class OutputKind:
         vowel = self.name[:1].lower() in "aeiou" or self.name.startswith("HTML")
         return f"{'an' if vowel else 'a'} {self.name}"
 
+    @classmethod
+    def of_schema(cls, name: str, example: str, schema: str) -> OutputKind:
+        """A JSON file of ours, told by its ``"schema"``."""
+        return cls(name, example, lambda path: _schema_of(path) == schema)
+
 
 #: The most bytes read to recognise an existing output as ours; a bigger file is not replaced.
 RECOGNISE_LIMIT: Final = 256 * 2**20
@@ -147,12 +152,8 @@ def _schema_of(path: Path) -> object:
     return data.get("schema") if isinstance(data, dict) else None
 
 
-def _is_results(path: Path) -> bool:
-    return _schema_of(path) == SCHEMA
-
-
 #: ``--gpuperf-json`` and the run files of the results directory.
-RESULTS_OUTPUT: Final = OutputKind("results file", "results.json", _is_results)
+RESULTS_OUTPUT: Final = OutputKind.of_schema("results file", "results.json", SCHEMA)
 
 
 def output_problem(path: Path, kind: OutputKind) -> str | None:
