@@ -17,9 +17,9 @@ import re
 import sys
 from typing import Final, TextIO
 
-__all__ = ["EscapedStream", "print_command", "printable", "printable_lines"]
+__all__ = ["EscapedStream", "print_command", "printable"]
 
-#: C0 controls (but newline, in printable_lines; and tab, which only moves the cursor right), DEL, C1 controls,
+#: C0 controls (but newline, in EscapedStream; and tab, which only moves the cursor right), DEL, C1 controls,
 #: and the Unicode line and paragraph separators, which some terminals and log viewers break lines at.
 _CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _NEWLINE_TOO: Final = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
@@ -37,14 +37,10 @@ def printable(text: object) -> str:
     return _COMMAND.sub(r"\1\\x3a", _NEWLINE_TOO.sub(_escaped, str(text)))
 
 
-def printable_lines(text: str) -> str:
-    """``text``, its newlines kept: every other control character as an escape, and no line starting ``::``."""
-    return _COMMAND.sub(r"\1\\x3a", _CONTROL.sub(_escaped, text))
-
-
 class EscapedStream(io.TextIOBase):
-    """A text stream that writes ``printable_lines`` of what it is given to ``raw`` (the command line's stdout
-    and stderr), knowing across writes whether a line has begun."""
+    """A text stream that writes what it is given to ``raw`` (the command line's stdout and stderr), its newlines
+    kept, every other control character as an escape and no line starting ``::``, knowing across writes whether a
+    line has begun."""
 
     def __init__(self, raw: TextIO) -> None:
         super().__init__()

@@ -8,12 +8,13 @@ reached the terminal raw, and ``::error::pwned`` was a line of its own, which Gi
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf._escape import EscapedStream, printable, printable_lines
+from pytest_gpuperf._escape import EscapedStream, printable
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.results import ResultsDir, save_run
 from tests.synthetic import make_record, make_run, with_fingerprint
@@ -42,7 +43,9 @@ def test_printable_escapes_control_codes_and_a_leading_double_colon() -> None:
     assert printable(EVIL) == "\\x1b[2J\\r\\x9b31m\\n::error::pwned"
     assert printable("::error::pwned") == "\\x3a:error::pwned"
     assert printable("  ::warning x") == "  \\x3a:warning x"
-    assert printable_lines("a\n::set-output\n\x1b") == "a\n\\x3a:set-output\n\\x1b"
+    lines = io.StringIO()
+    EscapedStream(lines).write("a\n::set-output\n\x1b")
+    assert lines.getvalue() == "a\n\\x3a:set-output\n\\x1b"
     assert printable(printable(EVIL)) == printable(EVIL)  # escaping twice changes nothing more
 
 

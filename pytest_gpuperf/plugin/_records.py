@@ -107,13 +107,8 @@ class RecordBook:
 
     def observer(self, key: str) -> Callable[[Check], None]:
         """What a Measurement recorded under ``key`` calls with each check made on it: the check goes to its record
-        (``add_check``), or, for a measurement made while a test is measured again, to the round's record."""
+        (``Shelf.add_check``), or, for a measurement made while a test is measured again, to the round's record."""
         return functools.partial((self._again or self._shelf).add_check, key)
-
-    def add_check(self, key: str, check: Check) -> None:
-        """Add ``check`` to the session's latest record of ``key`` (replacing that record), or hold it until that
-        record is kept."""
-        self._shelf.add_check(key, check)
 
     def latest(self, key: str) -> Record | None:
         """The record of ``key`` as it is now, with its checks: the round's while a test is measured again."""
