@@ -536,9 +536,7 @@ class BenchmarkPlugin:
         if backend is None:
             from ..measuring import AllCudaBackend
 
-            inventory = self.session.inventory
-            count = inventory.cuda_count if inventory is not None else 0
-            devices = tuple(range(count)) if slot.index is None else (slot.index,)
+            devices = tuple(range(self.session.inventory.cuda_count)) if slot.index is None else (slot.index,)
             backend = self._host_timed[slot.id] = AllCudaBackend(devices, name=slot.id)
             self.session.book.describe_device(slot.id, backend.describe())
         return backend

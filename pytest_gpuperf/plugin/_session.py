@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import sys
 from collections.abc import Generator
@@ -51,10 +52,7 @@ class GpuperfSession:
         self.settings = settings
         #: the one owner of the records, notes, reference peaks, device descriptions and failed tests
         self.book = RecordBook()
-        self._inventory: Inventory | None = None
-        self._slots: list[DeviceSlot] | None = None
         self._backends: dict[str, Backend] = {}
-        self._fingerprint: Fingerprint | None = None
         self._asv: AsvTarget | None = None
         self._asv_note = ""
         self._monitor: Monitor | None = None  # started around each test that measures
@@ -71,7 +69,6 @@ class GpuperfSession:
         # Under pytest-xdist workers run the tests and the controller reports and writes (_xdist.py).
         self.worker = worker_index(config)
         self.controller = is_controller(config)
-        self._binding: tuple[Binding | None] | None = None  # read on first use (it imports the measuring core)
         #: the gate's hooks, a plugin object of their own (registered next to this one by ``entry.py``)
         self.gate: GatePlugin = GatePlugin(
             settings,
@@ -80,7 +77,7 @@ class GpuperfSession:
             reporter=self.is_reporter,
             rank=self.rank,
             controller=self.controller,
-            fingerprint=self.fingerprint,
+            fingerprint=lambda: self.fingerprint,
             progress=self.progress,
             quiet_wait=self.quiet_wait,
         )
@@ -112,30 +109,24 @@ class GpuperfSession:
 
     # ------------------------------------------------------------ devices
 
-    @property
+    @functools.cached_property
+    def inventory(self) -> Inventory:
+        """The devices this machine has, probed on first use so that runs that never measure never import torch."""
+        return probe_inventory()
+
+    @functools.cached_property
     def slots(self) -> list[DeviceSlot]:
-        """Requested devices, resolved on first use so that runs that never measure never import torch."""
-        if self._slots is None:
-            self._inventory = probe_inventory()
-            self._slots = resolve_devices(self.settings.device, self._inventory)
-        return self._slots
+        """Requested devices, resolved on this machine's inventory."""
+        return resolve_devices(self.settings.device, self.inventory)
 
-    @property
-    def inventory(self) -> Inventory | None:
-        """The devices this machine has, probed with the requested ones."""
-        _ = self.slots
-        return self._inventory
-
-    @property
+    @functools.cached_property
     def binding(self) -> Binding | None:
         """The one GPU this process measures on (an xdist worker's, a torchrun rank's beside others, a confirmation
-        run's), or None when it has the machine (``_processes.binding``)."""
-        if self._binding is None:
-            try:
-                self._binding = (binding(self.config),)
-            except DeviceError as exc:
-                raise pytest.UsageError(f"gpuperf: {exc}") from None
-        return self._binding[0]
+        run's), or None when it has the machine (``_processes.binding``; read on first use: it imports the core)."""
+        try:
+            return binding(self.config)
+        except DeviceError as exc:
+            raise pytest.UsageError(f"gpuperf: {exc}") from None
 
     def physical(self, slot: DeviceSlot) -> DeviceSlot:
         """The device a test parametrized on ``slot`` measures on (``measuring.bind``): for ``cuda``, an xdist
@@ -164,8 +155,7 @@ class GpuperfSession:
     def bound_slot(self) -> DeviceSlot | None:
         """The GPU of a process bound to one (``binding``), as a slot: where a step that names no device runs."""
         bound = self.binding
-        gpus = self.inventory.cuda_count if self.inventory is not None else 0
-        if bound is None or bound.index >= gpus:
+        if bound is None or bound.index >= self.inventory.cuda_count:
             return None
         return DeviceSlot(f"cuda:{bound.index}", "cuda", bound.index, True)
 
@@ -283,14 +273,14 @@ class GpuperfSession:
             settings = settings.with_marker(marker.kwargs)
         return settings
 
+    @functools.cached_property
     def fingerprint(self) -> Fingerprint:
-        if self._fingerprint is None:
-            from ..results import Fingerprint, collect
+        """The run's fingerprint, taken once, when first needed."""
+        from ..results import Fingerprint, collect
 
-            stored = collect(self.config.rootpath)
-            self.config.hook.pytest_gpuperf_fingerprint(fingerprint=stored)  # adds keys in place, then it is frozen
-            self._fingerprint = Fingerprint.from_dict(stored)
-        return self._fingerprint
+        stored = collect(self.config.rootpath)
+        self.config.hook.pytest_gpuperf_fingerprint(fingerprint=stored)  # adds keys in place, then it is frozen
+        return Fingerprint.from_dict(stored)
 
     # ------------------------------------------------------------ records
 
@@ -338,7 +328,7 @@ class GpuperfSession:
         """This session's Run, from the record book."""
         return self.book.run(
             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            fingerprint=self.fingerprint(),
+            fingerprint=self.fingerprint,
             settings=self.settings.as_dict(),
             interrupted=interrupted,
         )
@@ -440,7 +430,7 @@ class GpuperfSession:
             whys = (
                 [slot.reason]
                 if not slot.available
-                else [unmet_requirement(m, slot, self._inventory, bound) for m in requires]
+                else [unmet_requirement(m, slot, self.inventory, bound) for m in requires]
             )
             marks = [pytest.mark.skip(reason=f"gpuperf: {why}") for why in whys if why]
             params.append(pytest.param(slot, marks=marks, id=slot.id))
