@@ -27,10 +27,10 @@ from typing import Final
 
 from .._git import commit_time
 from ..gate import DEFAULT_MAX_TIME, AbError, AbOptions, AbResult, Row, run_ab, select_names, workload_names
-from ..measuring import DeviceError, open_device, summarize
+from ..measuring import DeviceError, open_device
 from ..results import Fingerprint, collect
 from ._asv import Commit, write_points
-from ._asv_files import ANCHORED, CI, Point
+from ._asv_files import ANCHORED, Point
 from ._record import HistoryError, Layout
 
 __all__ = ["UNIT", "AnchoredRecipe", "anchored_name", "ratio_point"]
@@ -52,9 +52,7 @@ def ratio_point(rounds: Sequence[tuple[float, float]], iterations: int, seconds:
     ratios = tuple(head / base for base, head in rounds if base > 0)
     if not ratios:
         raise ValueError("no round with a positive time of the anchor: nothing to take a ratio of")
-    s = summarize(ratios, CI)
-    low, high = (None, None) if s.ci.falls_short(CI) else (s.ci.low, s.ci.high)
-    return Point(s.median, low, high, s.q1, s.q3, iterations, ratios, started, seconds)
+    return Point.of(ratios, iterations, started, seconds)
 
 
 @dataclass(frozen=True)

@@ -268,7 +268,8 @@ def _collect(
                 f"{other} and {record.key} both become asv benchmark {name} on {record.device}; "
                 "give one of them another name (test name or gpuperf.measure(name=...))"
             )
-        points.setdefault(name, {})[record.device] = Point.of(record.measurement, started)
+        m = record.measurement
+        points.setdefault(name, {})[record.device] = Point.of(m.samples, m.iterations, started, m.sampling_seconds)
         described[name] = _describe(record)
         tests[name] = record.test.split("[")[0]
     return points, described, tests

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._jsonfile import JsonFileError, read_json
-from ..measuring import Measurement, optional, summarize
+from ..measuring import optional, summarize
 from ..results import ResultsError, atomic_write_text
 
 __all__ = [
@@ -87,10 +87,11 @@ class Point:
     duration: float
 
     @classmethod
-    def of(cls, m: Measurement, started_at: int) -> Point:
-        s = summarize(m.samples, CI)
+    def of(cls, values: Sequence[float], number: int, started_at: int, duration: float) -> Point:
+        """The point of ``values`` (samples or ratios): median, 99% interval (none from too few values), quartiles."""
+        s = summarize(values, CI)
         low, high = (None, None) if s.ci.falls_short(CI) else (s.ci.low, s.ci.high)
-        return cls(s.median, low, high, s.q1, s.q3, m.iterations, m.samples, started_at, m.sampling_seconds)
+        return cls(s.median, low, high, s.q1, s.q3, number, tuple(values), started_at, duration)
 
     def stats(self) -> tuple[float | None, float | None, float | None, float | None, int | None, int | None]:
         """The statistics columns: ci_99_a, ci_99_b, q_25, q_75, number, repeat; all None without an interval
