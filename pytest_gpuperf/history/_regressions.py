@@ -238,16 +238,8 @@ def ab_pair(hunt: Hunt, workload: str, say: Callable[[str], None]) -> Pair:
                 probe = Probe(base, head, "skipped", reason=result.result.skipped.get(workload, "not measured"))
             else:
                 est = row.estimate
-                probe = Probe(
-                    base,
-                    head,
-                    row.verdict.value,
-                    None if est is None else est.value,
-                    None if est is None else est.low,
-                    None if est is None else est.high,
-                    row.head_rounds,
-                    row.reason,
-                )
+                ratio, low, high = (None, None, None) if est is None else (est.value, est.low, est.high)
+                probe = Probe(base, head, row.verdict.value, ratio, low, high, row.head_rounds, row.reason)
         say(f"ab {workload}: {probe.text()}")
         return probe
 
