@@ -48,7 +48,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from ._stats import median, median_ci, min_samples_for
 
@@ -65,6 +65,8 @@ __all__ = [
     "sample",
     "stop_rule_for",
 ]
+
+_T = TypeVar("_T")
 
 #: Samples taken before the block size is checked against their median (and re-sized if far too short).
 RESIZE_AFTER: Final = 5
@@ -222,8 +224,9 @@ def block_size(per_iteration: float, plan: SamplingPlan) -> int:
     return max(1, min(wanted, ceiling))
 
 
-def _identity(flag: bool) -> bool:
-    return flag
+def _itself(value: _T) -> _T:
+    """A process alone agrees with itself (``agree``), and a block's time is its cost (``_cost_of``)."""
+    return value
 
 
 def sample(
@@ -232,7 +235,7 @@ def sample(
     *,
     clock: Callable[[], float] = time.perf_counter,
     stop_rule: StopRule | None = None,
-    agree: Callable[[bool], bool] = _identity,
+    agree: Callable[[bool], bool] = _itself,
     host_time: Callable[[], float | None] | None = None,
 ) -> SamplingResult:
     """Warm up, then sample ``run_block`` until ``stop_rule`` (default: the plan's) says stop. See the module
@@ -281,17 +284,13 @@ def sample(
 def _cost_of(host_time: Callable[[], float | None] | None) -> Callable[[float], float]:
     """What sizes a block: its time, or its host time where that is longer."""
     if host_time is None:
-        return _same_time
+        return _itself
 
     def cost(elapsed: float) -> float:
         host = host_time()
         return elapsed if host is None else max(elapsed, host)
 
     return cost
-
-
-def _same_time(elapsed: float) -> float:
-    return elapsed
 
 
 def _steady_size(costs: Sequence[float], iterations: int, plan: SamplingPlan) -> int | None:
