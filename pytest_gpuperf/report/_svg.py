@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Final
 
+from ..measuring import quantile
+
 __all__ = ["LOG_SPAN", "MAX_DOTS", "Lane", "dots_of", "drawn_text", "strip_plot", "ticks", "unit_for"]
 
 #: A lane draws at most this many dots (evenly spaced in sorted order) over a quantile box; the caption says how
@@ -117,13 +119,6 @@ def drawn_text(count: int) -> str:
     )
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def strip_plot(lanes: Sequence[Lane], *, title: str) -> str:
     """The SVG element of ``lanes`` (those with samples), with ``title`` as its accessible name."""
     lanes = [lane for lane in lanes if lane.samples]
@@ -180,8 +175,7 @@ def _lane(lane: Lane, top: float, x: Callable[[float], float]) -> list[str]:
             f'<rect class="band" x="{x0:.1f}" y="{top + 4}" width="{max(x1 - x0, 1.0):.1f}" height="{LANE - 8}"/>'
         )
     if len(lane.samples) > MAX_DOTS:  # thinned: the quantiles of every sample, under the dots drawn
-        ordered = sorted(lane.samples)
-        w0, b0, b1, w1 = (x(_quantile(ordered, q)) for q in (WHISKERS[0], BOX[0], BOX[1], WHISKERS[1]))
+        w0, b0, b1, w1 = (x(quantile(lane.samples, q)) for q in (WHISKERS[0], BOX[0], BOX[1], WHISKERS[1]))
         out.append(f'<line class="whisker" x1="{w0:.1f}" y1="{mid:.1f}" x2="{w1:.1f}" y2="{mid:.1f}"/>')
         out.append(
             f'<rect class="box" x="{b0:.1f}" y="{top + 10}" width="{max(b1 - b0, 1.0):.1f}" height="{LANE - 20}"/>'
