@@ -85,7 +85,7 @@ if TYPE_CHECKING:
         t_two_sided_p,
         trend,
     )
-    from ._units import Quantity, format_bytes, format_duration, format_rate, parse_quantity
+    from ._units import Quantity, duration_unit, format_bytes, format_duration, format_rate, parse_quantity
     from ._values import SettingError, Threads, optional
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
 
@@ -154,6 +154,7 @@ __all__ = [
     "backend_for_kind",
     "bind",
     "cpu_model",
+    "duration_unit",
     "expect_estimate",
     "format_bytes",
     "format_duration",

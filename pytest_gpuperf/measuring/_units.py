@@ -17,6 +17,7 @@ __all__ = [
     "WORK_UNITS",
     "Quantity",
     "UnitError",
+    "duration_unit",
     "format_bytes",
     "format_duration",
     "format_rate",
@@ -207,15 +208,21 @@ def format_rate(per_second: float, work_unit: str, per: str = "s") -> str:
     return f"{per_second / factor:.4g}{prefix} {work_unit}/{per}"
 
 
+def duration_unit(seconds: float) -> tuple[str, float]:
+    """The unit in which ``seconds`` reads best (s, ms, us or ns), and its size in seconds."""
+    magnitude = abs(seconds)
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if magnitude >= factor:
+            return unit, factor
+    return "ns", 1e-9
+
+
 def format_duration(seconds: float) -> str:
     """``format_duration(0.0032)`` -> ``"3.2 ms"``."""
     if not math.isfinite(seconds):
         return f"{seconds} s"
-    magnitude = abs(seconds)
-    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if magnitude >= factor:
-            return f"{seconds / factor:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
+    unit, factor = duration_unit(seconds)
+    return f"{seconds / factor:.4g} {unit}"
 
 
 def format_bytes(n: float) -> str:

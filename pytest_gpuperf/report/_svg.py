@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Final
 
-from ..measuring import quantile
+from ..measuring import duration_unit, quantile
 
-__all__ = ["LOG_SPAN", "MAX_DOTS", "Lane", "dots_of", "drawn_text", "strip_plot", "ticks", "unit_for"]
+__all__ = ["LOG_SPAN", "MAX_DOTS", "Lane", "dots_of", "drawn_text", "strip_plot", "ticks"]
 
 #: A lane draws at most this many dots (evenly spaced in sorted order) over a quantile box; the caption says how
 #: many of how many. A 10-run baseline of 41 samples a run is thinned; one run's 41 samples are all drawn.
@@ -50,19 +50,6 @@ class Lane:
     median: float | None = None
     band: tuple[float, float] | None = None  # the interval of the median; None: no interval is claimed
     dashed: bool = False  # the median line of a value that is not this lane's sample median
-
-
-def unit_for(seconds: float) -> tuple[str, float]:
-    """The unit in which ``seconds`` (the axis's largest value) reads best, and its size in seconds."""
-    magnitude = abs(seconds)
-    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if magnitude >= factor:
-            return unit, factor
-    return "ns", 1e-9
-
-
-def _label(value: float, factor: float, unit: str) -> str:
-    return f"{value / factor:.4g} {unit}"
 
 
 def _nice_step(span: float, count: int) -> float:
@@ -130,7 +117,7 @@ def strip_plot(lanes: Sequence[Lane], *, title: str) -> str:
         return '<p class="muted">no positive times to draw</p>'
     log = max(values) / min(values) > LOG_SPAN
     lo, hi = _range(values, log)
-    unit, factor = unit_for(hi)
+    unit, factor = duration_unit(hi)  # the unit the axis's largest value reads best in
     plot_w = WIDTH - LEFT - RIGHT
     height = LANE * len(lanes) + AXIS
 
@@ -148,8 +135,8 @@ def strip_plot(lanes: Sequence[Lane], *, title: str) -> str:
         tx = x(tick)
         parts.append(f'<line class="grid" x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="{axis_y}"/>')
         # A log axis spans units: each tick in its own; a linear one reads best in one unit.
-        own_unit, own_factor = unit_for(tick) if log else (unit, factor)
-        label = _label(tick, own_factor, own_unit)
+        own_unit, own_factor = duration_unit(tick) if log else (unit, factor)
+        label = f"{tick / own_factor:.4g} {own_unit}"
         parts.append(f'<text class="tick" x="{tx:.1f}" y="{axis_y + 16}" text-anchor="middle">{escape(label)}</text>')
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{axis_y}" x2="{WIDTH - RIGHT}" y2="{axis_y}"/>')
     scale = "log scale" if log else "linear scale"

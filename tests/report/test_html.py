@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import MEMORY, Check
+from pytest_gpuperf.measuring import MEMORY, Check, duration_unit
 from pytest_gpuperf.measuring._memory import MemoryReading
 from pytest_gpuperf.report import compare, render
 from pytest_gpuperf.report._html import policy_of
-from pytest_gpuperf.report._svg import MAX_DOTS, ticks, unit_for
+from pytest_gpuperf.report._svg import MAX_DOTS, ticks
 from pytest_gpuperf.results import Baseline, Fingerprint, Record, Run, flags
 from tests.synthetic import (
     BUSY,
@@ -164,7 +164,8 @@ def test_ticks_fall_on_round_values(lo: float, hi: float, log: bool, expected: l
 
 
 def test_the_axis_unit_follows_the_range_and_a_wide_range_goes_log() -> None:
-    assert unit_for(2.5e-3) == ("ms", 1e-3) and unit_for(3e-7) == ("ns", 1e-9) and unit_for(2.0) == ("s", 1.0)
+    assert duration_unit(2.5e-3) == ("ms", 1e-3) and duration_unit(3e-7) == ("ns", 1e-9)
+    assert duration_unit(2.0) == ("s", 1.0)
     wide = dataclasses.replace(make_record(1e-3).measurement, samples=(1e-6, 1e-3, 2e-3, 1e-4, 5e-4, 2e-5))
     html = render(make_run(dataclasses.replace(make_record(1e-3), measurement=wide)))
     assert "time per call (log scale)" in html and ">1 us<" in html and ">1 ms<" in html
