@@ -56,12 +56,11 @@ def estimate(
     base_within: Sequence[float] = (),
     head_within: Sequence[float] = (),
     confidence: float = 0.95,
-    prior_df: float = PRIOR_DF,
 ) -> Estimate:
     """The ratio head/base and its Student-t interval, from one log time per run on each side.
 
     The run-to-run variance is pooled from both sides and shrunk towards the noise floor
-    as if the floor were ``prior_df`` runs of evidence; a run whose own variance
+    as if the floor were ``PRIOR_DF`` runs of evidence; a run whose own variance
     (``*_within``) is larger counts with that.
     """
     if not base or not head:
@@ -69,14 +68,14 @@ def estimate(
     mb, mh = sum(base) / len(base), sum(head) / len(head)
     ss = sum((x - mb) ** 2 for x in base) + sum((y - mh) ** 2 for y in head)
     df = float(len(base) - 1 + len(head) - 1)
-    sigma2 = (ss + prior_df * noise_floor**2) / (df + prior_df)
+    sigma2 = (ss + PRIOR_DF * noise_floor**2) / (df + PRIOR_DF)
 
     def mean_variance(n: int, within: Sequence[float]) -> float:
         per_run = [max(sigma2, w) for w in within] if within else [sigma2] * n
         return sum(per_run) / len(per_run) ** 2
 
     se = math.sqrt(mean_variance(len(base), base_within) + mean_variance(len(head), head_within))
-    total_df = df + prior_df
+    total_df = df + PRIOR_DF
     q = t_quantile((1.0 + confidence) / 2.0, total_df) if se > 0 else 0.0
     d = mh - mb
     return Estimate(

@@ -123,16 +123,14 @@ def speedup_table(
     records: Sequence[Record],
     devices: Sequence[str],
     *,
-    tablefmt: str = "simple",
     headline: Mapping[str, Measurement] | None = None,
     descriptions: Mapping[str, Mapping[str, Any]] | None = None,
-    cores: int | None = None,
 ) -> str:
     """The speedups of :func:`speedups` as a table, or '' when fewer than two devices have a common test.
 
     Each row names its two devices with their configuration (``descriptions``: the devices' ``describe()``; a CPU
-    with the threads it ran at of its ``cores``)."""
-    cores = cores or affinity_cores()
+    with the threads it ran at of the cores of its affinity)."""
+    cores = affinity_cores()
     rows = [
         (
             s.test,
@@ -148,7 +146,7 @@ def speedup_table(
     if not rows:
         return ""
     headers = ("test", "devices", "speedup", "CI (>=90%)", "compared", "note")
-    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+    return tabulate(rows, headers=headers, disable_numparse=True)
 
 
 def speedup_lines(records: Sequence[Record], headline: Mapping[str, Measurement], seconds: float) -> list[str]:
