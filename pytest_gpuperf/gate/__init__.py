@@ -62,7 +62,6 @@ if TYPE_CHECKING:
         Verdict,
         parse_verdicts,
     )
-    from ._why import attribute
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -91,7 +90,6 @@ __all__ = [
     "add_ab_option",
     "add_gate_commands",
     "append_summary",
-    "attribute",
     "baseline_noise",
     "baseline_side",
     "clock_ratio_cell",

@@ -14,13 +14,12 @@ if TYPE_CHECKING:
     from ._changes import (
         Change,
         ChangeRule,
-        Series,
         Step,
         commit_order,
         find_steps,
     )
     from ._commands import add_parser as add_history_command
-    from ._record import Layout, publish, record
+    from ._record import publish, record
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -34,9 +33,7 @@ __all__ = [
     "Change",
     "ChangeRule",
     "Commit",
-    "Layout",
     "Point",
-    "Series",
     "Step",
     "add_history_command",
     "commit_order",

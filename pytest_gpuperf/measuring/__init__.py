@@ -14,7 +14,6 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from . import _values as values
     from ._backends import (
-        MODES,
         AllCudaBackend,
         Backend,
         ModeUnsupported,
@@ -52,9 +51,7 @@ if TYPE_CHECKING:
         GpuperfAssertionError,
         InconclusiveWarning,
         JudgeContext,
-        Outcome,
         expect_estimate,
-        judge,
     )
     from ._load import SLACK_CORES, Load, Monitor, affinity_cores, needed_cores, wait_for_quiet
     from ._measurement import Measurement, NoDeviceWorkWarning
@@ -68,13 +65,12 @@ if TYPE_CHECKING:
         WorkProfile,
     )
     from ._profiler import PROFILE, profiles_of
-    from ._reading import After, Around, Change, Reading, readings, register_reading
+    from ._reading import Around, Change, Reading, readings, register_reading
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
     from ._sampling import FixedBudget, SamplingPlan, Warmup, sample
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
         Estimate,
-        Interval,
         median,
         median_ci,
         min_samples_for,
@@ -83,7 +79,6 @@ if TYPE_CHECKING:
         summarize,
         t_quantile,
         t_two_sided_p,
-        trend,
     )
     from ._units import Quantity, duration_unit, format_bytes, format_duration, format_rate, parse_quantity
     from ._values import SettingError, Threads, optional
@@ -97,13 +92,11 @@ __all__ = [
     "KINDS",
     "MEASURE_FIELDS",
     "MEMORY",
-    "MODES",
     "PROFILE",
     "SHOWN_CHANGES",
     "SIZES",
     "SLACK_CORES",
     "THROTTLE_THRESHOLD",
-    "After",
     "AllCudaBackend",
     "Around",
     "Backend",
@@ -121,7 +114,6 @@ __all__ = [
     "FixedCall",
     "GpuperfAssertionError",
     "InconclusiveWarning",
-    "Interval",
     "Inventory",
     "JudgeContext",
     "Load",
@@ -132,7 +124,6 @@ __all__ = [
     "Monitor",
     "NoDeviceWorkWarning",
     "OpStat",
-    "Outcome",
     "Paired",
     "Quantity",
     "Reading",
@@ -160,7 +151,6 @@ __all__ = [
     "format_duration",
     "format_rate",
     "import_nvml",
-    "judge",
     "match_nvml_device",
     "measure",
     "measure_fixed",
@@ -193,7 +183,6 @@ __all__ = [
     "t_two_sided_p",
     "throttle_names",
     "torch_threads",
-    "trend",
     "values",
     "wait_for_quiet",
     "work_from",

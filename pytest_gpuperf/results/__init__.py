@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from .._lazy import exports
 
 if TYPE_CHECKING:
-    from ..measuring import throttle_names
     from ._commands import add_parser as add_export_command
     from ._comparable import (
         RECORD_KEYS,
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
     )
     from ._record import (
         SCHEMA,
-        SCHEMA_VERSION,
         Evidence,
         Record,
         Round,
@@ -51,12 +49,10 @@ if TYPE_CHECKING:
         with_repeats,
     )
     from ._runs import add_parser as add_runs_command
-    from ._starved import disturbed_by, starved, starved_message
+    from ._starved import disturbed_by, starved_message
     from ._store import (
         DEFAULT_RESULTS_DIR,
-        MAX_RUNS,
         Baseline,
-        Found,
         ReplaceRefused,
         ResultsDir,
         SaveOutcome,
@@ -88,18 +84,15 @@ __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
-    "MAX_RUNS",
     "RECORD_KEYS",
     "RESULTS_OUTPUT",
     "SCHEMA",
-    "SCHEMA_VERSION",
     "TRACE_LEVELS",
     "Baseline",
     "Ceiling",
     "CudaDevice",
     "Evidence",
     "Fingerprint",
-    "Found",
     "GitState",
     "Incomparable",
     "LockHeld",
@@ -147,10 +140,8 @@ __all__ = [
     "save_baseline_traces",
     "save_run",
     "short_test",
-    "starved",
     "starved_message",
     "table_notes",
-    "throttle_names",
     "to_pytest_benchmark",
     "trace_name",
     "with_repeats",

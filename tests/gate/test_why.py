@@ -8,8 +8,7 @@ from collections.abc import Mapping
 import pytest
 import torch
 
-from pytest_gpuperf.gate import attribute
-from pytest_gpuperf.gate._why import OUTSIDE_KERNELS, OUTSIDE_OPS, Attribution, why_for
+from pytest_gpuperf.gate._why import OUTSIDE_KERNELS, OUTSIDE_OPS, Attribution, attribute, why_for
 from pytest_gpuperf.measuring import MeasureSettings, OpStat, WorkProfile, measure
 
 MS = 1e-3

@@ -113,7 +113,7 @@ def test_recorded_commits_are_skipped_and_force_measures_them_again(
 
 def test_ratios_do_not_count_as_the_tests_history(tmp_path: Path) -> None:
     """A commit with ratios only is not recorded for pytest's recording, nor the other way round."""
-    from pytest_gpuperf.history import Layout
+    from pytest_gpuperf.history._record import Layout
 
     repo = tmp_path / "repo"
     commits = scratch_repository(repo, [0.002] * 2, work=False)

@@ -15,8 +15,8 @@ from pytest_gpuperf.measuring import (
     InconclusiveWarning,
     JudgeContext,
     expect_estimate,
-    judge,
 )
+from pytest_gpuperf.measuring._judge import judge
 from tests.synthetic import make_measurement
 
 #: A speedup from 12 paired rounds whose 95% interval is [1.3, 1.7].

@@ -21,9 +21,8 @@ FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01,
 
 def _read_after(step: Any, settings: MeasureSettings, result: Any) -> tuple[Any, WorkProfile | None]:
     """The memory and the work profile read after timing on a CPU, as a measurement reads them."""
-    from pytest_gpuperf.measuring import After
     from pytest_gpuperf.measuring._backends import CpuBackend
-    from pytest_gpuperf.measuring._reading import read_after
+    from pytest_gpuperf.measuring._reading import After, read_after
 
     values = read_after(After(step, CpuBackend(), settings, "cpu", result), {})
     profile = values["profile"]

@@ -8,8 +8,8 @@ from math import comb
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import median, median_ci, min_samples_for, quantile, quantile_ci, summarize, trend
-from pytest_gpuperf.measuring._stats import binomial_cdf, estimate_median, median_ci_ranks, quantile_ci_ranks
+from pytest_gpuperf.measuring import median, median_ci, min_samples_for, quantile, quantile_ci, summarize
+from pytest_gpuperf.measuring._stats import binomial_cdf, estimate_median, median_ci_ranks, quantile_ci_ranks, trend
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 20, 61])

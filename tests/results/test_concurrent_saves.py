@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.results import (
-    MAX_RUNS,
     ReplaceRefused,
     ResultsDir,
     ResultsError,
@@ -28,7 +27,7 @@ from pytest_gpuperf.results import (
     _store,
     save_run,
 )
-from pytest_gpuperf.results._store import GITIGNORE
+from pytest_gpuperf.results._store import GITIGNORE, MAX_RUNS
 from tests.synthetic import make_record, make_run, with_fingerprint
 
 _ROOT = Path(__file__).parents[2]

@@ -11,7 +11,6 @@ import pytest
 from pytest_gpuperf.measuring import ClockSummary
 from pytest_gpuperf.measuring._clocks import CLOCKS
 from pytest_gpuperf.results import (
-    MAX_RUNS,
     Evidence,
     Record,
     ReplaceRefused,
@@ -24,7 +23,7 @@ from pytest_gpuperf.results import (
     save_run,
 )
 from pytest_gpuperf.results._files import load_runs
-from pytest_gpuperf.results._store import same_code
+from pytest_gpuperf.results._store import MAX_RUNS, same_code
 from tests.synthetic import FINGERPRINT, make_record, make_run, with_fingerprint
 
 
