@@ -12,14 +12,11 @@ if TYPE_CHECKING:
     from ._asv import AsvTarget, Commit, write_results
     from ._asv_files import CI, COLUMNS, FORMAT, RESULTS_API, AsvError, Point, points_of_row, read_results, row_of
     from ._changes import (
-        Change,
         ChangeRule,
-        Step,
         commit_order,
         find_steps,
     )
     from ._commands import add_parser as add_history_command
-    from ._record import publish, record
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
@@ -30,18 +27,14 @@ __all__ = [
     "RESULTS_API",
     "AsvError",
     "AsvTarget",
-    "Change",
     "ChangeRule",
     "Commit",
     "Point",
-    "Step",
     "add_history_command",
     "commit_order",
     "find_steps",
     "points_of_row",
-    "publish",
     "read_results",
-    "record",
     "row_of",
     "write_results",
 ]

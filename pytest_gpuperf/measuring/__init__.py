@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from ._profiler import PROFILE, profiles_of
     from ._reading import Around, Change, Reading, readings, register_reading
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
-    from ._sampling import FixedBudget, SamplingPlan, Warmup, sample
+    from ._sampling import FixedBudget, SamplingPlan, Warmup
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
         Estimate,
@@ -175,7 +175,6 @@ __all__ = [
     "resolve_devices",
     "resolve_size",
     "resolve_slots",
-    "sample",
     "scaling_sizes",
     "spawn",
     "summarize",

@@ -11,14 +11,12 @@ from .._lazy import exports
 if TYPE_CHECKING:
     from ._fixture import Gpuperf
     from ._gate import is_out_of_memory, release_failed_test_memory
-    from ._session import GpuperfSession
     from ._settings import Settings, user_settings
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "Gpuperf",
-    "GpuperfSession",
     "Settings",
     "is_out_of_memory",
     "release_failed_test_memory",

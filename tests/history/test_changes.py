@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
-from pytest_gpuperf.history import Change, ChangeRule, Commit, commit_order, find_steps, write_results
-from pytest_gpuperf.history._changes import HistoryPoint, Series, SeriesKey, _t_test, changes_of, history_series
+from pytest_gpuperf.history import ChangeRule, Commit, commit_order, find_steps, write_results
+from pytest_gpuperf.history._changes import Change, HistoryPoint, Series, SeriesKey, _t_test, changes_of, history_series
 from pytest_gpuperf.history._record import HistoryError
 from pytest_gpuperf.results import ResultsDir
 from tests.synthetic import make_record, make_run, samples_around, with_fingerprint

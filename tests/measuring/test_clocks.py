@@ -17,12 +17,12 @@ from pytest_gpuperf.measuring import (
     match_nvml_device,
     measure_on,
     measure_paired,
-    sample,
     throttle_names,
 )
 from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
 from pytest_gpuperf.measuring._clocks import ClockMonitor, ClockReading, clock_monitor, same_uuid
 from pytest_gpuperf.measuring._reading import sensed
+from pytest_gpuperf.measuring._sampling import sample
 from tests.fake_nvml import FakeGpu, FakeNvml, cuda_props, cuda_torch, gpus
 
 # ---------------------------------------------------------------- which NVML device

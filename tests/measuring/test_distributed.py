@@ -17,10 +17,10 @@ from pytest_gpuperf.measuring import (
     TorchDistCoordinator,
     World,
     backend_for_kind,
-    sample,
     scaling_sizes,
     spawn,
 )
+from pytest_gpuperf.measuring._sampling import sample
 
 
 class FakeDist:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import Measurement, MeasureSettings, SamplingPlan, measure_on, sample
+from pytest_gpuperf.measuring import Measurement, MeasureSettings, SamplingPlan, measure_on
 from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
 from pytest_gpuperf.measuring._clocks import clock_monitor
 from pytest_gpuperf.measuring._energy import ENERGY_MAX_ERROR, EnergySummary, EnergyTrace, energy_trace, rapl_counter
 from pytest_gpuperf.measuring._reading import Sensor, sensed
+from pytest_gpuperf.measuring._sampling import sample
 from tests.fake_nvml import FakeNvml, cuda_props, cuda_torch, gpus
 from tests.measuring.test_clocks import FakeCudaTorch
 

@@ -9,8 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_gpuperf.measuring import FixedBudget, SamplingPlan, sample
-from pytest_gpuperf.measuring._sampling import CiStopRule, FixedStopRule, SamplingResult, block_size, stop_rule_for
+from pytest_gpuperf.measuring import FixedBudget, SamplingPlan
+from pytest_gpuperf.measuring._sampling import (
+    CiStopRule,
+    FixedStopRule,
+    SamplingResult,
+    block_size,
+    sample,
+    stop_rule_for,
+)
 
 
 class FakeDevice:
