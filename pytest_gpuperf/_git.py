@@ -22,13 +22,11 @@ from ._process import alive
 
 __all__ = [
     "OWNER_FILE",
-    "TIMEOUT",
     "GitError",
     "NotARepository",
     "commit_time",
     "git",
     "git_state",
-    "prune_stale_worktrees",
     "repo_root",
     "resolve",
     "toplevel",

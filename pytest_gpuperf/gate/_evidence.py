@@ -17,7 +17,6 @@ from ..results import RECORD_KEYS, Record, Round, disturbed_by
 from ._rule import OUTLIER_FLOORS
 
 __all__ = [
-    "Observation",
     "RunSamples",
     "RunValue",
     "Side",

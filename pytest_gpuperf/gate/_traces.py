@@ -20,10 +20,8 @@ from ..results import Record, baseline_trace, short_test, trace_name, write_trac
 from ._compare import GateResult, Row
 
 __all__ = [
-    "NO_BASELINE_TRACE",
     "RowTraces",
     "baseline_side",
-    "profiled_base",
     "rows_to_trace",
     "trace_records",
     "trace_rows",

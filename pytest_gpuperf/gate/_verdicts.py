@@ -14,7 +14,6 @@ from ..measuring import CATEGORIES
 
 __all__ = [
     "DEFAULT_FAIL_ON",
-    "FAIL_ON_NAMES",
     "VERDICTS",
     "WORK_NAMES",
     "Verdict",

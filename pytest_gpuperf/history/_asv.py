@@ -60,8 +60,6 @@ __all__ = [
     "AsvTarget",
     "Commit",
     "benchmark_name",
-    "check_machine_name",
-    "git_commit",
     "machine_info",
     "machine_name",
     "time_ms",

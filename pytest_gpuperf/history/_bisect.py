@@ -37,12 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
-    "DIRECTIONS",
     "Culprit",
     "Pair",
     "Probe",
     "Span",
-    "direction_of",
     "hunt_span",
 ]
 

@@ -43,18 +43,13 @@ from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, comm
 from ._record import HistoryError, Layout, exclusive
 
 __all__ = [
-    "REGRESSIONS_OUTPUT",
     "SCHEMA",
-    "Finding",
     "Hunt",
     "Report",
     "Since",
-    "ab_pair",
-    "graph_fragment",
     "hunt_regressions",
     "match_workload",
     "parse_since",
-    "summary_markdown",
     "table",
     "write_report",
 ]

@@ -27,7 +27,6 @@ __all__ = [
     "median_ci",
     "median_ci_ranks",
     "min_samples_for",
-    "ordinal",
     "quantile",
     "quantile_ci",
     "quantile_ci_ranks",

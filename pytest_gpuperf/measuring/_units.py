@@ -14,7 +14,6 @@ from typing import Final
 
 __all__ = [
     "TIME",
-    "WORK_UNITS",
     "Quantity",
     "UnitError",
     "duration_unit",

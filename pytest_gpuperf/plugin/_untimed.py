@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from ._session import GpuperfSession
 
 __all__ = [
-    "BENCHMARK_FLAGS",
     "JSON_DEST",
     "MODES",
     "UntimedPlugin",

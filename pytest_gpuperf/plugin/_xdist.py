@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ._records import RecordBook
 
 __all__ = [
-    "OUTPUT_KEY",
     "XdistController",
     "send_to_controller",
     "sharing",

@@ -31,9 +31,7 @@ from ._fingerprint import Fingerprint, GitState, NvmlGpu
 
 __all__ = [
     "MUST_MATCH",
-    "RECORDED_SINCE",
     "RECORD_KEYS",
-    "SHOWN",
     "Difference",
     "Incomparable",
     "blocking_differences",

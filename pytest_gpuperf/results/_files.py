@@ -52,7 +52,6 @@ if sys.platform != "win32":
     import fcntl
 
 __all__ = [
-    "LOCK_TIMEOUT",
     "RESULTS_OUTPUT",
     "LockHeld",
     "OutputKind",

@@ -37,13 +37,11 @@ from ._fingerprint import Fingerprint, GitState
 from ._record import Evidence, Record, Run
 
 __all__ = [
-    "FORMAT_VERSION",
     "SOURCE",
     "from_pytest_benchmark",
     "is_pytest_benchmark",
     "pytest_benchmark_commit_info",
     "pytest_benchmark_machine_info",
-    "pytest_benchmark_params",
     "pytest_benchmark_stats",
     "to_pytest_benchmark",
 ]

@@ -26,7 +26,6 @@ from ..measuring import WorkProfile
 from ._files import atomic_export
 
 __all__ = [
-    "BASELINE_TRACE_SUFFIX",
     "TRACE_LEVELS",
     "baseline_trace",
     "baseline_traces_dir",
