@@ -252,14 +252,6 @@ def _default_workloads(repo: Path) -> tuple[Path, Path | None]:
     return suites.relative_to(suites.parent.parent) / "workloads", suites.parent.parent
 
 
-def _check_json(path: Path | None) -> None:
-    if path is None:
-        return
-    problem = output_problem(path, AB_OUTPUT)
-    if problem:
-        raise AbError(f"--json {path}: {problem}")
-
-
 def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbResult:
     """Load both sides, measure every common workload, and return the result (printing progress to ``out``,
     nothing when it is None)."""
@@ -268,7 +260,8 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
         relative, installed_at = _default_workloads(repo)
     else:
         relative, installed_at = _workloads_path(repo, options.workloads), None
-    _check_json(options.json)
+    if options.json is not None and (problem := output_problem(options.json, AB_OUTPUT)):
+        raise AbError(f"--json {options.json}: {problem}")
     bench = _bench(options)
     progress = Progress(out, prefix="gpuperf ab")
     aside = options.base if options.head is None else f"{options.base} and {options.head}"

@@ -32,6 +32,7 @@ With 64 commits between the step's ends a culprit takes 1 + 6 + 1 = 8 ``ab`` run
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -159,10 +160,7 @@ class _Hunt:
         self.probes: list[Probe] = []
 
     def ask(self, base: str, head: str, role: str) -> Probe:
-        found = self._pair(base, head)
-        probe = Probe(
-            base, head, found.verdict, found.ratio, found.low, found.high, found.rounds, found.reason, role=role
-        )
+        probe = dataclasses.replace(self._pair(base, head), base=base, head=head, role=role)
         self.probes.append(probe)
         return probe
 

@@ -2,8 +2,8 @@
 
 A suite defines ``Workload("mlp_train", build)`` where ``build(device, size)`` sets up
 models and data on ``device`` for a size preset and returns a ``Step``. The pytest
-suites run it with ``gpuperf.run(workload)``; the asv benchmarks with
-``measure_workload(workload, device)``; both time it with the same sampler.
+suites run it with ``gpuperf.run(workload)``; the asv benchmarks (``benchmarks/``) with
+``measure_on``; both time it with the same sampler.
 """
 
 from __future__ import annotations
