@@ -208,14 +208,10 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False, kind: OutputK
             if problem:
                 raise ResultsError(f"did not write {path}: {problem}")
             os.replace(tmp, path)
-    except FileExistsError:
+    except BaseException as exc:  # nothing half-written is left, whatever stopped the write (an interruption too)
         Path(tmp).unlink(missing_ok=True)
-        raise
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
-    except BaseException:  # ResultsError above, or an interruption: nothing half-written is left
-        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
+            raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
         raise
 
 
