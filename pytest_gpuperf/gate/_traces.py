@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..measuring import WorkProfile
+from ..measuring import WorkProfile, optional
 from ..results import Record, baseline_trace, short_test, trace_name, write_trace
 from ._compare import GateResult, Row
 
@@ -55,11 +55,7 @@ class RowTraces:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON row's ``traces``: each side's path, or null."""
-        return {"base": _text(self.base), "head": _text(self.head)}
-
-
-def _text(path: Path | None) -> str | None:
-    return None if path is None else str(path)
+        return {"base": optional(self.base, str), "head": optional(self.head, str)}
 
 
 def rows_to_trace(result: GateResult, level: str) -> list[Row]:
