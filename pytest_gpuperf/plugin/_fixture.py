@@ -301,7 +301,7 @@ class Gpuperf:
 
     def reference_peak(self) -> Ceiling | None:
         """This device's reference peak (FLOP/s) if one was measured this session; the report shows % of it."""
-        return self._book.reference_peak(self.slot.id)
+        return self._book.reference_peaks.get(self.slot.id)
 
     def offer_reference_peak(self, flops_per_second: float, how: str, *, source: str = "measured") -> Ceiling:
         """Offer a FLOP/s as this device's reference peak: measured (the session keeps the highest offered, and the

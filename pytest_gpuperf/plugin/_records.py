@@ -162,9 +162,6 @@ class RecordBook:
         """Device id -> its reference peak, measured once per session by the suites (see suites/test_matmul.py)."""
         return dict(self._peaks)
 
-    def reference_peak(self, device: str) -> Ceiling | None:
-        return self._peaks.get(device)
-
     def offer_reference_peak(self, device: str, flops_per_second: float, how: str, source: str = "measured") -> Ceiling:
         """Keep the highest FLOP/s offered for ``device``, a datasheet peak before any measured one; return the
         device's peak after the offer."""

@@ -100,7 +100,7 @@ def test_a_workers_payload_merges_into_the_controllers_book() -> None:
     (merged,) = controller.records
     assert merged.key == record.key and [c.outcome for c in merged.checks] == ["pass"]
     assert controller.notes == ((TEST, "a ratio"),)
-    assert controller.reference_peak("cuda:1") == Ceiling(3e12, "matmul float16 on another worker")
+    assert controller.reference_peaks["cuda:1"] == Ceiling(3e12, "matmul float16 on another worker")
     assert controller.failures == {"test_x.py::test_oom[cpu]": "ran out of memory"}
     assert _run(controller).devices["cuda:1"]["name"] == "NVIDIA H100"
 
@@ -127,7 +127,7 @@ def test_a_datasheet_peak_is_the_ceiling_whatever_was_measured_and_crosses_to_th
     controller = RecordBook()
     controller.offer_reference_peak("cuda:0", 700e12, "matmul bfloat16 n=16384")
     controller.merge(json.loads(json.dumps(worker.payload())))
-    peak = controller.reference_peak("cuda:0")
+    peak = controller.reference_peaks["cuda:0"]
     assert peak == Ceiling(989e12, "H100 SXM datasheet: matmul_bfloat16 989 TFLOP/s", "datasheet")
     controller.describe_device("cuda:0", {"name": "NVIDIA H100 80GB HBM3"})
     assert _run(controller).devices["cuda:0"]["reference_peak"]["source"] == "datasheet"
@@ -143,4 +143,4 @@ def test_what_the_book_hands_out_cannot_change_it() -> None:
     assert isinstance(failures, dict) and isinstance(peaks, dict)
     failures.clear()
     peaks.clear()
-    assert book.failures == {TEST: "failed"} and book.reference_peak("cpu") is not None
+    assert book.failures == {TEST: "failed"} and book.reference_peaks.get("cpu") is not None
