@@ -339,8 +339,7 @@ class GatePlugin:
         if not self._active or not self.writes:
             return
         self.store = self.store or self._store()
-        interrupted = run.interrupted
-        save_status = self._save(run, interrupted)
+        save_status = self._save(run)
         if self.baseline is not None:
             if self.result is None:  # not judged at the end of the test loop (interrupted, stopped)
                 self.result = self._compare_now(run)
@@ -353,7 +352,7 @@ class GatePlugin:
         if save_status is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = save_status
 
-    def _save(self, run: Run, interrupted: bool) -> pytest.ExitCode | None:
+    def _save(self, run: Run) -> pytest.ExitCode | None:
         """Write the run file and, when asked, the baseline; the exit status a failed save calls for, else None
         (4 when the baseline holds other code and --gpuperf-replace was not given: bad input, as at the start)."""
         from ..results import ReplaceRefused, StorageError
@@ -362,14 +361,14 @@ class GatePlugin:
         if run.records:
             try:
                 path = self._run_file = self.store.save_run(run)
-                note = " (interrupted: the records measured before)" if interrupted else ""
+                note = " (interrupted: the records measured before)" if run.interrupted else ""
                 self._lines.append((f"gpuperf: saved {len(run.records)} records to {path}{note}", False))
             except StorageError as exc:
                 self._lines.append((f"gpuperf: could not save this run: {exc}", True))
         name = self.settings.save
         if not name:
             return None
-        if interrupted:
+        if run.interrupted:
             self._lines.append((f"gpuperf: interrupted, so baseline {name!r} was left as it was", True))
             return None
         if not run.records:
