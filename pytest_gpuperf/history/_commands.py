@@ -283,7 +283,7 @@ def _regressions(args: argparse.Namespace, layout: Layout, branch: str) -> int:
         since=parse_since(layout.repo, args.since),
         graph_url=args.graph_url or "",
     )
-    progress = Progress(None if args.quiet else _print, prefix="history regressions")
+    progress = Progress(None if args.quiet else lambda line: print(line, flush=True), prefix="history regressions")
     report = hunt_regressions(hunt, say=progress.say)
     if report.findings:
         print(table(report))
@@ -295,10 +295,6 @@ def _regressions(args: argparse.Namespace, layout: Layout, branch: str) -> int:
     for warning in report_summary(report):
         print(warning, file=sys.stderr)
     return 1 if report.failing else 0
-
-
-def _print(line: str) -> None:
-    print(line, flush=True)
 
 
 #: What applies to pytest's recording only, and what to ab's (``--anchor``) only: (option, attribute).

@@ -228,10 +228,6 @@ def _run(command: str | list[str], cwd: Path, out: Any, timeout: float, *, shell
         return -1
 
 
-def _print(line: str) -> None:
-    print(line, flush=True)
-
-
 def record(
     layout: Layout, commits: Sequence[str], recipe: Measures, *, force: bool = False, progress: Progress | None = None
 ) -> list[str]:
@@ -239,7 +235,7 @@ def record(
 
     ``progress`` says which commit is being measured (default: a line on standard output each).
     """
-    progress = progress or Progress(_print, prefix="history")
+    progress = progress or Progress(lambda line: print(line, flush=True), prefix="history")
     outcomes = []
     for number, commit in enumerate(commits, 1):
         subject = git(layout.repo, "show", "-s", "--format=%s", commit)
