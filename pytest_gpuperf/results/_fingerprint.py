@@ -122,15 +122,6 @@ def _cuda_driver(torch: Any) -> str | None:
     return None if not version else f"{version // 1000}.{version % 1000 // 10}"
 
 
-def _mig_mode(pynvml: Any, handle: Any) -> bool | None:
-    """Whether MIG is on (the current mode, not the pending one); None where the GPU has no MIG or NVML cannot say."""
-    try:
-        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
-    except Exception:  # noqa: BLE001 - not supported on this GPU or driver
-        return None
-    return bool(current)
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -145,7 +136,8 @@ def _nvml_gpu(pynvml: Any, index: int) -> dict[str, Any]:
         "name": nvml_field(lambda: pynvml.nvmlDeviceGetName(h), _text),
         "uuid": nvml_field(lambda: pynvml.nvmlDeviceGetUUID(h), _text),
         "cuda_index": None,
-        "mig_mode": _mig_mode(pynvml, h),
+        # MIG's current mode (not the pending one); None where the GPU has no MIG or NVML cannot say
+        "mig_mode": nvml_field(lambda: pynvml.nvmlDeviceGetMigMode(h)[0], bool),
         "sm_clock_mhz": reading.sm_clock_mhz,
         "mem_clock_mhz": reading.mem_clock_mhz,
         "max_sm_clock_mhz": nvml_field(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM), int),
