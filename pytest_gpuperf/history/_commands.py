@@ -260,8 +260,7 @@ def _commits(args: argparse.Namespace, layout: Layout, branch: str) -> list[str]
 
 
 def _offline(args: argparse.Namespace) -> int:
-    notes = localize(args.html_dir, args.cache or default_cache())
-    for note in notes:
+    for note in localize(args.html_dir, args.cache or default_cache()):
         print(f"offline: {note}")
     index, vendor = args.html_dir / "index.html", args.html_dir / "vendor"
     print(f"offline: {index} now loads its scripts from {vendor}, each pinned to its sha256")

@@ -15,16 +15,9 @@ from typing import Any, Final
 import pytest
 
 from ..gate import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES
-from ..measuring import MEASURE_FIELDS, SIZES, DeviceError, SettingError, parse_device_option, values
+from ..measuring import MEASURE_FIELDS, SIZES, SettingError, parse_device_option, values
 
 __all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
-
-
-def _devices(raw: object) -> tuple[str, ...]:
-    try:
-        return parse_device_option(str(raw))
-    except DeviceError as exc:
-        raise SettingError(str(exc)) from None
 
 
 def _checked(raw: object, check: Callable[[str], Any]) -> Any:
@@ -33,6 +26,10 @@ def _checked(raw: object, check: Callable[[str], Any]) -> Any:
         return check(str(raw))
     except ValueError as exc:
         raise SettingError(str(exc)) from None
+
+
+def _devices(raw: object) -> tuple[str, ...]:
+    return tuple(_checked(raw, parse_device_option))  # a DeviceError is a ValueError
 
 
 # The gate's and the results' validators are imported when a value is parsed, not with the
