@@ -125,11 +125,6 @@ class Found:
     id: str  # the baseline's name, the run's id (its file's stem), or the path as given
     path: Path
 
-    @property
-    def name(self) -> str | None:
-        """The baseline's name (None for a run file or a path): what ``Baseline.name`` holds."""
-        return self.id if self.kind == "baseline" else None
-
 
 class ReplaceRefused(StorageError):
     """``--gpuperf-save`` would replace a baseline of other code or another machine without ``--gpuperf-replace``."""
@@ -375,7 +370,8 @@ class ResultsDir:
         """The runs of ``ref``: a baseline's, a run file's (its id or the start of one), or a file's by path
         (``find``)."""
         found = self.find(ref, cwd)
-        baseline = Baseline(found.path, load_runs(found.path), found.name)
+        name = found.id if found.kind == "baseline" else None  # a run file or a path has none
+        baseline = Baseline(found.path, load_runs(found.path), name)
         # What a writer of this file left when it was SIGKILLed mid-write goes when the file is next read, not
         # only when it is next written (which may never come): only our own, and only a dead writer's.
         remove_stale_temporaries(found.path.parent)
