@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -111,14 +112,23 @@ def litter(project: Path) -> list[str]:
     return sorted(p.name for p in project.rglob("*") if p.name.endswith((".tmp", ".lock")))
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    """A project whose baseline 'base' holds one run, with SLOW_WRITES in its conftest."""
-    pytester.makepyfile(test_m=TEST)
-    pytester.makeconftest(SLOW_WRITES)
-    first = session(pytester.path, "--gpuperf-save=base")
+@pytest.fixture(scope="module")
+def saved_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose baseline 'base' holds one run, with SLOW_WRITES in its conftest: saved once (a pytest process
+    of its own), for every test here to copy."""
+    path = tmp_path_factory.mktemp("project")
+    (path / "test_m.py").write_text(TEST)
+    (path / "conftest.py").write_text(SLOW_WRITES)
+    first = session(path, "--gpuperf-save=base")
     out = first.communicate(timeout=300)[0]
     assert first.returncode == 0, out
+    return path
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, saved_once: Path) -> Path:
+    """A copy of ``saved_once``'s project, the test's own."""
+    shutil.copytree(saved_once, pytester.path, dirs_exist_ok=True)
     return pytester.path
 
 
