@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Each test runs a bench/ script end to end, with the real timer: in the e2e group (`pytest -m e2e`).
+pytestmark = pytest.mark.e2e
 
 
 def run_bench(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -207,6 +207,7 @@ def _job_commands(job: Any) -> list[list[str]]:
     return out
 
 
+@pytest.mark.e2e  # makes a virtual environment with pip in it
 def test_the_venv_a_job_makes_sees_the_runners_torch(tmp_path: Path) -> None:
     """The GitLab jobs' own-venv lines (GitHub's are the same), run with this interpreter as the runner's."""
     lines = [line for line in _gitlab()[".own-venv"] if "cuda" not in line]

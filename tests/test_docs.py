@@ -158,7 +158,11 @@ def test_the_readme_is_a_front_page_whose_test_command_ci_runs() -> None:
     commands = re.findall(r"```\n(.*?)\n```", section, flags=re.S)
     assert commands[-2:] == ["pytest suites/", "pytest"], "the two commands: the suites, then the project's tests"
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
-    assert ci[-1] == "pytest", ".ci/run ends with exactly the README's test command"
+    assert "pytest" in ci, ".ci/run runs exactly the README's test command"
+    after = ci[ci.index("pytest") + 1 :]
+    assert "pytest -m e2e" in after, "and then the e2e tests that the README's command leaves out"
+    assert [line for line in after if line.startswith("pytest suites/ ")], "and the suites"
+    assert "`pytest -m e2e`" in text, "the README says how to run the e2e tests"
 
 
 def test_the_workloads_example_shown_is_the_shipped_file() -> None:

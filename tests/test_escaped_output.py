@@ -114,6 +114,7 @@ def test_the_session_gate_prints_no_control_code(pytester: pytest.Pytester) -> N
         "--gpuperf-warmup-time=0.01",
         "--gpuperf-memory=off",
         "--gpuperf-confirm=0",
+        "--gpuperf-quiet-wait=0",  # auto: up to 10 s of waiting for a quiet machine when comparing
         "--gpuperf-allow-mismatch=all",
         f"--gpuperf-compare={crafted}",
         "-p",

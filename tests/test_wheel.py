@@ -6,7 +6,8 @@ its metadata names, the classifiers, and the suites as ``pytest_gpuperf.suites``
 environment outside the clone, ``pytest --pyargs pytest_gpuperf.suites`` runs them there, ``ab`` and ``history
 record`` find them, and a user's mypy sees the package's types. The sdist holds what builds that same wheel, and the
 manual; pip installs either, with the version, licence and classifiers in the installed metadata. The README, which
-the package index shows as the long description, has no link the index cannot follow.
+the package index shows as the long description, has no link the index cannot follow. The tests that build or
+install the wheel or the sdist are in the e2e group (``pytest -m e2e``), which .ci/run runs.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def _metadata(wheel: zipfile.ZipFile) -> str:
     return wheel.read(metadata).decode()
 
 
+@pytest.mark.e2e
 def test_the_wheel_is_typed_and_licensed(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
     assert "pytest_gpuperf/py.typed" in names
@@ -131,6 +133,7 @@ def test_the_version_is_written_once_and_read_without_importing_the_package() ->
     assert done.stdout.splitlines() == [pytest_gpuperf.__version__, "[]"]
 
 
+@pytest.mark.e2e
 def test_the_python_classifiers_run_from_the_floor_and_name_this_python(wheel: zipfile.ZipFile) -> None:
     """One classifier per minor version from Requires-Python's floor up, without a gap, this (CI's) Python among
     them: what the metadata promises and what runs agree."""
@@ -141,6 +144,7 @@ def test_the_python_classifiers_run_from_the_floor_and_name_this_python(wheel: z
     assert sys.version_info[:2] in [(3, minor) for minor in minors]
 
 
+@pytest.mark.e2e
 def test_the_wheel_carries_every_file_of_the_suites(wheel: zipfile.ZipFile) -> None:
     """``suites/`` of the clone, each tracked file (the data file expectations.json, the conftest, the workloads
     package), as ``pytest_gpuperf/suites/``."""
@@ -218,6 +222,7 @@ print(" ".join(_suites.default_tests(pathlib.Path.cwd())))
 """
 
 
+@pytest.mark.e2e
 def test_the_package_and_its_suites_come_from_the_wheel(installed: Installed) -> None:
     done = installed.run("python", "-c", _WHERE)
     assert done.returncode == 0, done.stderr
@@ -230,6 +235,7 @@ def test_the_package_and_its_suites_come_from_the_wheel(installed: Installed) ->
     assert tests == "--pyargs pytest_gpuperf.suites"
 
 
+@pytest.mark.e2e
 def test_pytest_pyargs_runs_the_installed_suites(installed: Installed) -> None:
     """The suites' conftest loaded (its ``bandwidth_reference`` fixture, its note), the plugin's options taken,
     the records saved where pytest runs."""
@@ -266,6 +272,7 @@ def _repository(path: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_ab_and_history_find_the_installed_suites(installed: Installed) -> None:
     """Outside a clone, ``ab`` runs the installed suites' workloads (one copy on both sides, said to be an A/A run)
     and ``history record`` runs the installed suites with ``--pyargs``; ``--help`` states the rule."""
@@ -316,6 +323,7 @@ wrong: int = result.median
 """
 
 
+@pytest.mark.e2e
 def test_a_users_mypy_strict_sees_the_packages_types(installed: Installed) -> None:
     """Against the installed wheel: the revealed type is the package's ``Measurement`` (Any without py.typed, where
     mypy --strict reports the import as untyped instead), and a wrong assignment is caught."""
@@ -341,6 +349,7 @@ def test_a_users_mypy_strict_sees_the_packages_types(installed: Installed) -> No
 # ---------------------------------------------------------------- the sdist, and the README the index shows
 
 
+@pytest.mark.e2e
 def test_the_sdist_holds_what_builds_the_same_wheel_and_the_manual(
     sdist_path: Path, wheel: zipfile.ZipFile, tmp_path: Path
 ) -> None:
@@ -366,6 +375,7 @@ print("licence:", "MIT License" in (dist.read_text("licenses/LICENSE") or ""))
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["wheel", "sdist"])
 def test_pip_installs_the_wheel_and_the_sdist_with_their_licence_and_classifiers(
     kind: str, installed: Installed, sdist_path: Path, tmp_path_factory: pytest.TempPathFactory
@@ -400,6 +410,7 @@ def test_the_link_check_finds_what_the_index_cannot_follow() -> None:
     assert unfollowable(text) == ["docs/api.md", "#install", "x.md", "logo.png"]
 
 
+@pytest.mark.e2e
 def test_the_index_can_follow_every_link_of_the_readme(wheel: zipfile.ZipFile) -> None:
     """The README is the long description (the index renders it as Markdown); it names the manual's pages as paths
     of docs/, which the sdist and the repository both hold, instead of linking to them."""

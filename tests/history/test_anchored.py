@@ -183,6 +183,7 @@ def test_ratio_point_is_the_median_of_the_rounds_ratios_with_its_99_interval() -
         ratio_point([(0.0, 1.0)], iterations=1, seconds=0.1, started=0)
 
 
+@pytest.mark.e2e  # a bench/ script end to end, with the real timer
 def test_the_bench_measures_anchored_noise_quick() -> None:
     """``bench/changepoints.py --anchored``: the real ``history record --anchor`` over unchanged commits, real
     timer; the table comes out (no figure is asserted)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from pytest_gpuperf.history import FORMAT, AsvError, Commit, read_results, write
 from pytest_gpuperf.history._asv import benchmark_name
 from pytest_gpuperf.measuring import Measurement
 from pytest_gpuperf.results import Fingerprint, Record, Run
+from tests.history.asv_fleet import EIGHT, write_many
 from tests.synthetic import make_measurement
 
 # torch is imported above, before any pytester run: an in-process run forgets the modules first
@@ -35,9 +35,6 @@ def test_two(gpuperf):
     gpuperf.measure(lambda: sum(range(100)), name="sum")
 """
 _FAST = ["--gpuperf-device=cpu", "--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.1", "--gpuperf-memory=off"]
-
-
-EIGHT = (1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.98)  # the fewest samples a 99% interval of the median needs
 
 
 def _measurement(name: str, samples: tuple[float, ...] = EIGHT) -> Measurement:
@@ -213,22 +210,15 @@ def test_gpuperf_asv_on_a_file_is_a_usage_error(pytester: pytest.Pytester) -> No
     result.stderr.fnmatch_lines(["*--gpuperf-asv=taken: taken is a file; give the asv results directory*"])
 
 
-def _write_many(directory: str, worker: int, start: Barrier) -> None:
-    start.wait(timeout=120)  # all writers begin together, however long each took to import torch
-    for i in range(15):
-        run = _run(_record(f"t.py::test_w{worker}_{i}[cpu]"))
-        write_results(Path(directory), run, machine=f"m{worker % 2}", commit=Commit("d" * 40, 1))
-
-
 def test_concurrent_writers_lose_no_benchmark_and_no_row(tmp_path: Path) -> None:
     """A fleet writing into one results directory at once: every shared file is merged under its lock."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
-    # A barrier, not a moment 3 s ahead, which passes before a busy machine's interpreters have imported torch
-    # (this test takes 12 s there): then each writer wrote as it came, alone.
+    # A barrier, not a moment 3 s ahead, which passes before a busy machine's interpreters have started (this test
+    # took 12 s there, when the writers' module imported torch): then each writer wrote as it came, alone.
     start = context.Barrier(4)
-    workers = [context.Process(target=_write_many, args=(str(tmp_path), w, start)) for w in range(4)]
+    workers = [context.Process(target=write_many, args=(str(tmp_path), w, start)) for w in range(4)]
     for p in workers:
         p.start()
     for p in workers:

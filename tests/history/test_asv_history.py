@@ -14,7 +14,11 @@ import pytest
 from tests.history.repo import CONTROL, MACHINE, STEP, PlantedHistory, planted_history
 
 _ASV_COMPARE = (sys.executable, "-m", "asv", "--config")
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git to make a history")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="needs git to make a history"),
+    # A real history recorded end to end (a pytest process per commit, asv publish twice, asv compare): 20 s and more.
+    pytest.mark.e2e,
+]
 
 
 @pytest.fixture

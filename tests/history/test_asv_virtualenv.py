@@ -151,6 +151,7 @@ def _scratch_repo(path: Path) -> tuple[str, str]:
     return base, git("rev-parse", "HEAD")
 
 
+@pytest.mark.e2e  # pip downloads a wheelhouse, asv builds a virtualenv per commit: a minute
 def test_virtualenv_config_builds_two_commits_offline_and_continuous_exits_1(tmp_path: Path, wheelhouse: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -40,7 +40,7 @@ _MISSING = [
     )
     if absent
 ]
-pytestmark = skip_unless(_MISSING, "the browser test")
+pytestmark = [skip_unless(_MISSING, "the browser test"), pytest.mark.e2e]
 
 _PROBE = """
 (function () {

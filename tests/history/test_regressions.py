@@ -217,6 +217,7 @@ def test_a_json_path_that_is_not_a_report_of_ours(history_repo: Path, capsys: py
     assert "--json" in err and str(other) in err
 
 
+@pytest.mark.e2e  # a bench/ script end to end, with the real timer
 def test_the_bench_runs_quick() -> None:
     """``bench/culprit.py --quick``: both scenarios run end to end with the real timer (no figure is asserted)."""
     done = subprocess.run(

@@ -151,6 +151,7 @@ def fake_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Pat
 # ---------------------------------------------------------------- the benchmark fixture, bound like gpuperf
 
 
+@pytest.mark.e2e  # a session of two measuring workers, end to end
 def test_each_xdist_worker_times_its_benchmark_tests_on_its_own_gpu_and_syncs_no_other(
     pytester: pytest.Pytester, fake_cuda: Path
 ) -> None:
@@ -367,6 +368,7 @@ def test_step(gpuperf, k):
 """
 
 
+@pytest.mark.e2e  # two sessions of two measuring workers and a confirmation process per GPU, end to end
 def test_a_confirmation_run_measures_on_the_device_of_the_record(
     two_gpus: pytest.Pytester, fake_cuda: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

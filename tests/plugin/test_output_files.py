@@ -4,14 +4,16 @@ end-of-session save exits 2 (interrupted) with one line, no traceback, and loses
 complete, a second abandons it with every file left as it was.
 
 The signal tests run real pytest processes and send real signals. The save is slowed where it cannot be missed:
-the inner conftest makes each ``os.fsync`` (one per atomic write) touch a flag file and sleep, and the signal is
-sent once the flag is there, so it lands inside the write on any machine, however loaded.
+the inner conftest makes each ``os.fsync`` (one per atomic write) touch a flag file and sleep (only in the writes of
+the file a test names, where it names one), and the signal is sent once the flag is there, so it lands inside the
+write on any machine, however loaded.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,9 +42,11 @@ if FLAG:
     _fsync = os.fsync
 
     def slow_fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
         with open(FLAG, "a") as flag:  # which file is being written
-            flag.write(os.readlink(f"/proc/self/fd/{fd}") + "\\n")
-        time.sleep(float(os.environ["GPUPERF_TEST_WRITE_SECONDS"]))
+            flag.write(path + "\\n")
+        if os.environ.get("GPUPERF_TEST_SLOW_FILE", "") in os.path.basename(path):
+            time.sleep(float(os.environ["GPUPERF_TEST_WRITE_SECONDS"]))
         _fsync(fd)
 
     os.fsync = slow_fsync
@@ -67,12 +71,15 @@ def test_html_never_replaces_a_file_that_is_not_our_report(pytester: pytest.Pyte
     assert pytester.runpytest(*FAST, "--gpuperf-html=page.html").ret == pytest.ExitCode.OK  # ours: replaced
 
 
-def session(project: Path, *args: str, slow: float | None = None) -> subprocess.Popen[str]:
+def session(project: Path, *args: str, slow: float | None = None, only: str = "") -> subprocess.Popen[str]:
+    """A pytest session in ``project``; with ``slow``, each atomic write of a file whose name holds ``only`` (every
+    file by default) is slowed by that many seconds."""
     env = dict(os.environ)
     env.pop("PYTEST_ADDOPTS", None)
     if slow is not None:
         env["GPUPERF_TEST_WRITING"] = str(project / "writing")
         env["GPUPERF_TEST_WRITE_SECONDS"] = str(slow)
+        env["GPUPERF_TEST_SLOW_FILE"] = only
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", *FAST, *args],
         cwd=project,
@@ -105,14 +112,23 @@ def litter(project: Path) -> list[str]:
     return sorted(p.name for p in project.rglob("*") if p.name.endswith((".tmp", ".lock")))
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    """A project whose baseline 'base' holds one run, with SLOW_WRITES in its conftest."""
-    pytester.makepyfile(test_m=TEST)
-    pytester.makeconftest(SLOW_WRITES)
-    first = session(pytester.path, "--gpuperf-save=base")
+@pytest.fixture(scope="module")
+def saved_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose baseline 'base' holds one run, with SLOW_WRITES in its conftest: saved once (a pytest process
+    of its own), for every test here to copy."""
+    path = tmp_path_factory.mktemp("project")
+    (path / "test_m.py").write_text(TEST)
+    (path / "conftest.py").write_text(SLOW_WRITES)
+    first = session(path, "--gpuperf-save=base")
     out = first.communicate(timeout=300)[0]
     assert first.returncode == 0, out
+    return path
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, saved_once: Path) -> Path:
+    """A copy of ``saved_once``'s project, the test's own."""
+    shutil.copytree(saved_once, pytester.path, dirs_exist_ok=True)
     return pytester.path
 
 
@@ -162,7 +178,8 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_session_or_read(
     done = session(project, "--gpuperf-json=out.json")
     out = done.communicate(timeout=300)[0]
     assert done.returncode == 0, out
-    proc = session(project, "--gpuperf-json=out.json", slow=30.0)
+    # Only the JSON's write is slowed (the run file's, before it, is not): the process is killed inside it.
+    proc = session(project, "--gpuperf-json=out.json", slow=30.0, only=".out.json.")
     when_writing(project, proc, ".out.json.")
     proc.kill()
     proc.communicate(timeout=60)

@@ -14,6 +14,9 @@ from tests.exact_timing import INSTALL
 
 from .test_xdist import TWO_GPUS
 
+#: Each test launches torchrun and a world of ranks, end to end.
+pytestmark = pytest.mark.e2e
+
 WHERE = """
 import os
 from pathlib import Path

@@ -62,6 +62,7 @@ def gpus(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+@pytest.mark.e2e  # a session of two measuring workers, end to end
 def test_records_of_every_worker_reach_one_table_one_json_and_one_baseline(gpus: pytest.Pytester) -> None:
     out = gpus.path / "out.json"
     args = ("-n", "2", "--gpuperf-device=cuda", f"--gpuperf-json={out}", "--gpuperf-save=base", *FAST)
@@ -82,6 +83,7 @@ def test_records_of_every_worker_reach_one_table_one_json_and_one_baseline(gpus:
     assert sum(len(run["records"]) for run in baseline["runs"]) == 4
 
 
+@pytest.mark.e2e  # two sessions of two measuring workers, end to end
 def test_a_planted_slowdown_fails_the_gate_under_xdist(gpus: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     saved = gpus.runpytest_subprocess("-n", "2", "--gpuperf-device=cuda", "--gpuperf-save=base", *FAST)
     assert saved.ret == pytest.ExitCode.OK, saved.stdout.str()

@@ -13,12 +13,17 @@ import random
 import re
 from pathlib import Path
 
+import pytest
+
 from pytest_gpuperf.report import compare, render, write
 from pytest_gpuperf.results import Baseline, Record
 from tests.browser import CHROMIUM, NO_CHROMIUM, Image, chromium, keep_screenshot, read_png, skip_unless
 from tests.synthetic import BUSY, make_measurement, make_record, make_run, samples_around
 
-pytestmark = skip_unless([NO_CHROMIUM] if CHROMIUM is None else [], "the HTML report's browser test")
+pytestmark = [
+    skip_unless([NO_CHROMIUM] if CHROMIUM is None else [], "the HTML report's browser test"),
+    pytest.mark.e2e,
+]
 
 WINDOW = "1200,1500"
 

@@ -80,6 +80,8 @@ def test_the_gate_takes_a_run_id_too(pytester: pytest.Pytester) -> None:
     fast = ("--gpuperf-device=cpu", "--gpuperf-max-time=0.1", "--gpuperf-memory=off", "-p", "no:cacheprovider")
     assert pytester.runpytest(*fast).ret == 0
     (run,) = (pytester.path / ".gpuperf" / "runs").glob("*.json")
-    result = pytester.runpytest(*fast, f"--gpuperf-compare={run.stem[:12]}", "--gpuperf-fail-on=none")
+    # Neither the quiet wait nor confirmation runs of a row that looks slower on a busy machine: each costs seconds.
+    quick = ("--gpuperf-quiet-wait=0", "--gpuperf-confirm=0")
+    result = pytester.runpytest(*fast, *quick, f"--gpuperf-compare={run.stem[:12]}", "--gpuperf-fail-on=none")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines([f"against results file */{run.name} (1 run of *"])

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
+#: Three pytest processes of the real matmul suite, end to end: 12 s and more.
+pytestmark = pytest.mark.e2e
 _QUICK = ("--gpuperf-max-time=0.2", "--gpuperf-warmup-time=0.05", "--gpuperf-min-samples=5")
 
 

@@ -185,6 +185,8 @@ def test_each_assertion_of_the_two_files_can_fail(pytester: pytest.Pytester, mon
         "no:cacheprovider",
         "--gpuperf-device=cpu",
         "--gpuperf-memory=off",
+        # Every bound is out of reach: a short budget fails them all as surely as the suites' 2 s.
+        "--gpuperf-max-time=0.5",
         "--gpuperf-warmup-time=0.05",
         "--gpuperf-json=run.json",
         # The suite files make the clone the rootdir, and its .gpuperf the results directory: not from a test.

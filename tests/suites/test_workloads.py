@@ -80,9 +80,29 @@ def _run(step: Step, calls: int) -> None:
         step.fn()
 
 
-@pytest.mark.parametrize("name", sorted(set(WORKLOADS) - set(UNSUPPORTED_ON_CPU)))
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """torch at one thread, as the suites measure on a CPU (``--gpuperf-threads=auto``). On a busy 2-vCPU machine two
+    intra-op threads wait on each other for a core: the training steps then took 3 to 8 times as long."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _cpu_workloads() -> list[object]:
+    """Each workload a CPU runs; the compiled ones (a first inductor compile: 30 s and more with its cache cold) in the
+    e2e group, which .ci/run runs after the quick set (``pytest -m e2e``)."""
+    names = sorted(set(WORKLOADS) - set(UNSUPPORTED_ON_CPU))
+    return [pytest.param(n, marks=pytest.mark.e2e) if n.endswith("_compiled") else n for n in names]
+
+
+@pytest.mark.parametrize("name", _cpu_workloads())
 # inductor, imported by the first compile (mlp_train_compiled), warns that torch.jit.script_method is deprecated.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.usefixtures("one_thread")
 def test_every_cpu_workload_builds_runs_and_passes_its_check(name: str) -> None:
     step = WORKLOADS[name].build(CPU, "small")
     assert step.work and all(amount > 0 for amount in step.work.values())
