@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 reason = _absent(kind)
                 if reason:
                     item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The whole of the project's tests (``pytest``, ``pytest -m e2e``: the testpaths, no file named) run on every
+    core this process may use, in pytest-xdist's workers, unless ``-n`` says otherwise (``-n 0``: in this process).
+    A run of some files, one under ``--pdb``, and pytest-xdist's workers themselves run as asked. Before
+    pytest-xdist's own hook, which reads the count."""
+    option = config.option
+    whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    if not whole or getattr(option, "numprocesses", 0) is not None or option.usepdb or hasattr(config, "workerinput"):
+        return
+    option.numprocesses = len(os.sched_getaffinity(0))
+
+
+#: What pytest-xdist tells a worker process about itself: an inner run of a test must not inherit it, or it would
+#: take itself for a worker of the outer session (the plugin binds a worker's device by it).
+_XDIST_WORKER_ENV: Final = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the project's tests run in pytest-xdist's workers, their inner runs (in-process and subprocess) are
+    sessions of their own, as they are in one process."""
+    for name in _XDIST_WORKER_ENV:
+        monkeypatch.delenv(name, raising=False)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
