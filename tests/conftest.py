@@ -83,7 +83,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """The whole of the project's tests (``pytest``, ``pytest -m e2e``: the testpaths, no file named) run on every
-    core this process may use, in pytest-xdist's workers, unless ``-n`` says otherwise (``-n 0``: in this process).
+    core this process may use, in pytest-xdist's workers, unless ``-n`` says otherwise (``-n 0``: in this process);
+    ``--dist`` given is kept.
     A run of some files, one under ``--pdb``, and pytest-xdist's workers themselves run as asked. Before
     pytest-xdist's own hook, which reads the count."""
     option = config.option
@@ -91,6 +92,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if not whole or getattr(option, "numprocesses", 0) is not None or option.usepdb or hasattr(config, "workerinput"):
         return
     option.numprocesses = len(os.sched_getaffinity(0))
+    if option.dist == "no":
+        option.dist = "worksteal"  # an idle worker takes tests queued for a busy one: the slow ones do not end alone
 
 
 #: What pytest-xdist tells a worker process about itself: an inner run of a test must not inherit it, or it would

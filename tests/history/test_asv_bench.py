@@ -62,6 +62,7 @@ def _asv(config: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     )
 
 
+@pytest.mark.e2e  # asv itself, end to end: its own processes
 def test_asv_check_finds_no_problems(tmp_path: Path) -> None:
     done = _asv(_config(tmp_path), "check", env=_QUICK)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -116,6 +117,7 @@ def test_bad_settings_name_the_variable() -> None:
 
 
 @needs_git
+@pytest.mark.e2e  # asv itself, end to end: its own processes
 def test_asv_run_records_the_sampler_samples_and_publishes(tmp_path: Path) -> None:
     config = _config(tmp_path)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()

@@ -28,6 +28,7 @@ def record(tmp_path: Path, last: int, *more: str) -> int:
     return main(["history", "record", "--last", str(last), *args])
 
 
+@pytest.mark.e2e  # history record, end to end: a pytest process per commit
 def test_record_says_which_commit_it_measures(
     repo: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -40,6 +41,7 @@ def test_record_says_which_commit_it_measures(
     assert lines[3].startswith(f"{second} second: nothing recorded")
 
 
+@pytest.mark.e2e  # history record, end to end: a pytest process per commit
 def test_quiet_leaves_only_the_outcomes(repo: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert record(tmp_path, 1, "-q") == 1
     (line,) = capsys.readouterr().out.splitlines()
