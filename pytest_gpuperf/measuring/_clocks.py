@@ -19,6 +19,9 @@ in, not a distance from a maximum the GPU may never run at. Whether a *change* b
 runs is the clocks' is the gate's question, and it answers it from the two sides' median
 SM clocks (``gate/_compare.py``), not from these flags.
 
+A summary lists every reason seen but ``gpu_idle``: a reading follows its block's synchronization, on the drained
+GPU, where NVML sets it in most readings, and it slows nothing (``UNLISTED_REASONS``).
+
 Throttled samples are flagged, not dropped: dropping them could measure nothing (nvbench
 issue 231: "GPU throttle detection leads to empty benchmarks"). The Measurement keeps
 which samples were throttled, so no interval is ever claimed from samples that were
@@ -55,6 +58,7 @@ __all__ = [
     "THROTTLE_REASONS",
     "THROTTLE_THRESHOLD",
     "THROTTLING_REASONS",
+    "UNLISTED_REASONS",
     "ClockMonitor",
     "ClockReading",
     "ClockSummary",
@@ -82,6 +86,10 @@ THROTTLE_REASONS: Final[dict[int, str]] = {
 }
 #: The reasons that make a reading throttled whatever the clock (nvbench's set).
 THROTTLING_REASONS: Final = 0x8 | 0x20 | 0x40 | 0x80
+#: The reasons a summary does not list: no slowdown. NVML sets ``gpu_idle`` where no work runs on the GPU and its
+#: clocks fall toward idle; a reading taken after a block, once it was synchronized, finds the GPU drained, so it
+#: is set in most. Every other reason of NVML's reference limits the clocks under work (a setting, a cap, a slowdown).
+UNLISTED_REASONS: Final = 0x1
 #: A reading whose SM clock is below this fraction of the measurement's median SM clock is throttled.
 THROTTLE_THRESHOLD: Final = 0.75
 
@@ -176,8 +184,10 @@ class ClockReading:
     sm_clock_mhz: int | None
     mem_clock_mhz: int | None
     temperature_c: int | None
+    #: ``nvmlDeviceGetPowerUsage``: on Ampere (GA100 excepted) and newer GPUs the mean over the last second, on
+    #: older ones the power at that moment (NVML's reference)
     power_w: float | None
-    #: NVML clocks-event reason bits (``throttle_names`` names them)
+    #: NVML clocks-event reason bits, all of them (``throttle_names`` names them)
     reasons: int | None
 
     def throttled(self, reference_mhz: float | None, threshold: float = THROTTLE_THRESHOLD) -> bool:
@@ -238,10 +248,12 @@ class ClockSummary:
     mem_clock_mhz_min: int | None
     mem_clock_mhz_max: int | None
     temperature_c_max: int | None
+    #: the largest of the readings' power (``ClockReading.power_w``): on Ampere (GA100 excepted) and newer GPUs the
+    #: largest one-second average, no peak of the draw
     power_w_max: float | None
     #: the device's maximum SM clock (None: NVML did not say)
     max_sm_clock_mhz: int | None
-    #: every clocks-event reason seen in any reading
+    #: every clocks-event reason seen in any reading, but those that are no slowdown (``UNLISTED_REASONS``)
     reasons: tuple[str, ...]
     #: indices into the Measurement's samples of those whose reading was throttled
     throttled_samples: tuple[int, ...] = ()
@@ -287,7 +299,7 @@ class ClockSummary:
             temperature_c_max=max(temperature, default=None),
             power_w_max=max(power, default=None),
             max_sm_clock_mhz=max_sm_clock_mhz,
-            reasons=tuple(throttle_names(bits)),
+            reasons=tuple(throttle_names(bits & ~UNLISTED_REASONS)),
             throttled_samples=tuple(
                 i for i, r in enumerate(readings) if r is not None and r.throttled(middle, threshold)
             ),
@@ -319,6 +331,7 @@ class ClockSummary:
         if not isinstance(data, Mapping):
             return None
         sm, mem = data.get("sm_clock_mhz") or {}, data.get("mem_clock_mhz") or {}
+        unlisted = throttle_names(UNLISTED_REASONS)  # records written before they were left out list them
         return cls(
             readings=int(data.get("readings", 0)),
             sm_clock_mhz_min=optional(sm.get("min"), int),
@@ -329,7 +342,7 @@ class ClockSummary:
             temperature_c_max=optional(data.get("temperature_c_max"), int),
             power_w_max=optional(data.get("power_w_max"), float),
             max_sm_clock_mhz=optional(data.get("max_sm_clock_mhz"), int),
-            reasons=tuple(str(r) for r in data.get("reasons") or ()),
+            reasons=tuple(str(r) for r in data.get("reasons") or () if str(r) not in unlisted),
             throttled_samples=tuple(int(i) for i in data.get("throttled_samples") or ()),
             threshold=float(data.get("threshold", THROTTLE_THRESHOLD)),
             source=str(data.get("source", "")),

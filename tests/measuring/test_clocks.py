@@ -20,7 +20,7 @@ from pytest_gpuperf.measuring import (
     throttle_names,
 )
 from pytest_gpuperf.measuring._backends import CpuBackend, CudaBackend
-from pytest_gpuperf.measuring._clocks import ClockMonitor, ClockReading, clock_monitor, same_uuid
+from pytest_gpuperf.measuring._clocks import CLOCKS, ClockMonitor, ClockReading, clock_monitor, same_uuid
 from pytest_gpuperf.measuring._reading import sensed
 from pytest_gpuperf.measuring._sampling import sample
 from tests.fake_nvml import FakeGpu, FakeNvml, cuda_props, cuda_torch, gpus
@@ -345,3 +345,35 @@ def test_measurements_on_a_cpu_or_from_older_files_have_no_clocks() -> None:
     assert data["clocks"] is None
     del data["clocks"]
     assert Measurement.from_dict(data).clocks is None
+
+
+# ---------------------------------------------------------------- what the reasons list (F7)
+
+
+def test_gpu_idle_is_no_reason_a_record_lists() -> None:
+    """NVML is read after each block, once it was synchronized: on the drained GPU ``gpu_idle`` (no work runs, the
+    clocks fall toward idle) is set in most readings, so it was listed in nearly every record's reasons. It is no
+    slowdown: it is left out; the other reasons stay."""
+    summary = ClockSummary.of([reading(1980, 0x1), reading(1900, 0x1 | 0x4), reading(1980, 0x1 | 0x10)], 1980)
+    assert summary is not None and summary.reasons == ("sw_power_cap", "sync_boost")
+    assert ClockSummary.of([reading(1980, 0x1)] * 3, 1980) == ClockSummary.of([reading(1980, 0)] * 3, 1980)
+    assert summary.throttled == 0
+
+
+def test_a_measurement_on_a_drained_gpu_lists_only_what_slowed_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakeNvml(gpus(1))
+    nvml.devices[0].reasons = 0x1 | 0x4  # idle after the block's sync, and power-capped
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    torch = FakeCudaTorch(cuda_props(nvml.devices[0]))
+    m = measure_on(torch.call, CudaBackend(0, torch_module=torch), SHORT, name="mm", device="cuda:0", work={})
+    assert m.clocks is not None and m.clocks.reasons == ("sw_power_cap",)
+    (facts,) = CLOCKS.facts(m)
+    assert facts[1].endswith("; reasons seen: sw_power_cap")
+
+
+def test_a_record_written_before_lists_gpu_idle_no_more() -> None:
+    """Files written before this release list ``gpu_idle``; read back, their reasons are what a record lists now."""
+    old = ClockSummary.of([reading(1980, 0x4)], 1980)
+    assert old is not None
+    data = {**old.to_dict(), "reasons": ["gpu_idle", "sw_power_cap"]}
+    assert ClockSummary.from_dict(data) == old
