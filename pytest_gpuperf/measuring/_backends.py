@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -45,7 +45,8 @@ class MemoryProbe(Protocol):
     or None with ``reason`` saying why it is unknown. ``resident_bytes`` is the level at
     the call's start on the same counter, ``transient_bytes`` the growth above the start
     (read as ``transient_method`` says: on a CPU a counter of its own), ``reserved_bytes``
-    the allocator's reserved high-water mark (what out of memory depends on), ``devices``
+    the allocator's reserved high-water mark (what out of memory depends on; on CUDA with
+    the cache emptied first, as a CUDA probe's ``reserved_method`` says), ``devices``
     each device's high-water mark where the call used more than one. Each is None (empty)
     where the device does not tell.
     """
@@ -74,6 +75,8 @@ class _Memory:
     transient_method: str = ""
     reserved_bytes: int | None = None
     devices: dict[str, int] = field(default_factory=dict)
+    #: how ``reserved_bytes`` was read ("" where it was not)
+    reserved_method: str = ""
 
     def calls(self) -> Iterator[int]:
         yield from range(self.runs)
@@ -82,11 +85,14 @@ class _Memory:
 #: How the CUDA backends read a call's high-water mark, and its transient part.
 CUDA_PEAK: Final = "torch.cuda.max_memory_allocated"
 CUDA_TRANSIENT: Final = "torch.cuda.max_memory_allocated above memory_allocated at the call's start"
+#: How they read its reserved high-water mark: from an emptied cache, so that what earlier tests left cached (nothing
+#: else empties it between tests) is no part of it.
+CUDA_RESERVED: Final = "torch.cuda.max_memory_reserved after torch.cuda.empty_cache()"
 
 
 def _cuda_peaks(cuda: Any, probe: _Memory, bases: dict[int, int], measured: int | None) -> None:
     """Fill ``probe`` from the allocator's statistics of the devices in ``bases`` (index -> bytes allocated at
-    the call's start), reset there before the call.
+    the call's start), reset there before the call, after the cache was emptied (``_reset_for_call``).
 
     The devices the call allocated on (and ``measured``) each get their high-water mark in
     ``probe.devices`` where there is more than one (DataParallel's replicas); the peak,
@@ -105,11 +111,23 @@ def _cuda_peaks(cuda: Any, probe: _Memory, bases: dict[int, int], measured: int 
     probe.transient_bytes = used[top] - bases[top]
     probe.transient_method = CUDA_TRANSIENT
     probe.reserved_bytes = int(cuda.max_memory_reserved(top))
+    probe.reserved_method = CUDA_RESERVED
     if len(used) > 1:
         probe.devices = {f"cuda:{index}": used[index] for index in sorted(used)}
         probe.method = f"{CUDA_PEAK} (the largest of {len(used)} devices: cuda:{top})"
     else:
         probe.method = CUDA_PEAK
+
+
+def _reset_for_call(cuda: Any, devices: Iterable[int]) -> dict[int, int]:
+    """Empty the allocator's cache (every device's), then reset the peak statistics of ``devices``; the bytes each
+    has allocated (its level at the call's start). Without the emptying, the reserved high-water mark would start
+    at the whole cache: what earlier tests left, not what the call needs."""
+    cuda.empty_cache()
+    bases = {index: int(cuda.memory_allocated(index)) for index in devices}
+    for index in bases:
+        cuda.reset_peak_memory_stats(index)
+    return bases
 
 
 class ModeUnsupported(ValueError):
@@ -415,10 +433,12 @@ class CudaBackend:
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
         """The call's high-water mark on this device (``max_memory_allocated`` after a reset at its start), the
-        level at its start and the growth above it, and each device's where the call used several (DataParallel).
+        level at its start and the growth above it, the reserved high-water mark from an emptied cache
+        (``CUDA_RESERVED``), and each device's where the call used several (DataParallel).
 
         The allocator's statistics are kept on the host, per device, and this process's only:
-        reading them synchronizes no other device and creates no context there.
+        reading them synchronizes no other device and creates no context there. Emptying the cache frees this
+        process's cached segments only (a ``cudaFree`` each, outside the time).
         """
         cuda = self._cuda
         probe = _Memory(method=CUDA_PEAK)
@@ -426,9 +446,7 @@ class CudaBackend:
         with cuda.device(self.index):
             cuda.synchronize(self.index)
             count = int(cuda.device_count()) if hasattr(cuda, "device_count") else self.index + 1
-            bases = {index: int(cuda.memory_allocated(index)) for index in {self.index, *range(count)}}
-            for index in bases:
-                cuda.reset_peak_memory_stats(index)
+            bases = _reset_for_call(cuda, {self.index, *range(count)})
             yield probe
             cuda.synchronize(self.index)
             _cuda_peaks(cuda, probe, bases, self.index)
@@ -512,9 +530,7 @@ class AllCudaBackend:
         cuda = self._cuda
         probe = _Memory(method=CUDA_PEAK)
         self.synchronize()
-        bases = {index: int(cuda.memory_allocated(index)) for index in self.devices}
-        for index in bases:
-            cuda.reset_peak_memory_stats(index)
+        bases = _reset_for_call(cuda, self.devices)
         yield probe
         self.synchronize()
         _cuda_peaks(cuda, probe, bases, None)

@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from ._backends import CUDA_PEAK, Backend, MemoryProbe
+from ._backends import CUDA_PEAK, CUDA_RESERVED, Backend, MemoryProbe
 from ._calls import gc_paused, torch_threads
 from ._cpu_memory import RSS_METHOD, TRANSIENT_METHOD
 from ._reading import After, Reading, Rider
@@ -35,8 +35,9 @@ __all__ = ["MEMORY", "MemoryChange", "MemoryReading", "compare_memory", "peak_me
 class MemoryReading:
     """The memory of one call, as a backend's probe read it (``MemoryProbe``): its high-water mark (``peak``, how it
     was read in ``method``, or None with ``off`` / ``unknown: ...`` there), the level at the call's start, the
-    growth above it (``transient``, read as ``transient_method`` says), the allocator's reserved high-water mark,
-    and each device's high-water mark where the call used several."""
+    growth above it (``transient``, read as ``transient_method`` says), the allocator's reserved high-water mark
+    (read as ``reserved_method`` says: on CUDA from an emptied cache), and each device's high-water mark where the
+    call used several."""
 
     peak: int | None = None
     method: str = "off"
@@ -45,6 +46,7 @@ class MemoryReading:
     transient_method: str = ""
     reserved: int | None = None
     devices: Mapping[str, int] = field(default_factory=dict)
+    reserved_method: str = ""
 
     @classmethod
     def of(cls, probe: MemoryProbe) -> MemoryReading:
@@ -57,6 +59,7 @@ class MemoryReading:
             probe.transient_method,
             probe.reserved_bytes,
             dict(probe.devices),
+            str(getattr(probe, "reserved_method", "")),  # a CUDA probe's
         )
 
     @property
@@ -122,6 +125,7 @@ class MemoryReading:
             return self.cell if self.method in ("off", "none") else self.method
         if self.reserved is not None:
             text += f", reserved {format_bytes(self.reserved)}"
+            text += " with the allocator's cache emptied first" if self.reserved_method == CUDA_RESERVED else ""
         if self.devices:
             text += "; " + ", ".join(f"{device} {format_bytes(n)}" for device, n in self.devices.items())
         how = self.method if self.peak is not None else self.transient_method
@@ -141,6 +145,7 @@ class MemoryReading:
                 "transient_bytes": self.transient,
                 "transient_method": self.transient_method,
                 "reserved_bytes": self.reserved,
+                "reserved_method": self.reserved_method,
                 "devices": dict(self.devices),
             },
         }
@@ -157,6 +162,7 @@ class MemoryReading:
             transient_method=str(block.get("transient_method", "")),
             reserved=optional(block.get("reserved_bytes"), int),
             devices={str(k): int(v) for k, v in (block.get("devices") or {}).items()},
+            reserved_method=str(block.get("reserved_method", "")),
         )
 
 

@@ -2,8 +2,9 @@
 
 Per device: the bytes allocated now, their high-water mark since the last
 ``reset_peak_memory_stats`` and the same two for reserved memory (the allocator's
-segments, which only grow here: the cache is never emptied by a step). A simulated
-step allocates and frees through ``alloc`` and ``free``, as its tensors would.
+segments, which only grow here: the cache is never emptied by a step; ``empty_cache``
+releases every segment no live block needs, and keeps the high-water mark, as torch's).
+A simulated step allocates and frees through ``alloc`` and ``free``, as its tensors would.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class FakeCudaMemory:
     count: int = 1
     devices: dict[int, Device] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+    #: ``empty_cache`` calls
+    empties: int = 0
 
     def __post_init__(self) -> None:
         self.devices = {index: Device() for index in range(self.count)}
@@ -53,6 +56,11 @@ class FakeCudaMemory:
             d = memory.devices[index]
             d.peak, d.peak_reserved = d.allocated, d.reserved
 
+        def empty_cache() -> None:  # every device's cache, as torch.cuda.empty_cache() empties
+            memory.empties += 1
+            for d in memory.devices.values():
+                d.reserved = -(-d.allocated // SEGMENT) * SEGMENT
+
         cuda = torch.cuda
         cuda.device_count = lambda: memory.count
         cuda.memory_allocated = lambda index: memory.devices[index].allocated
@@ -60,6 +68,7 @@ class FakeCudaMemory:
         cuda.memory_reserved = lambda index: memory.devices[index].reserved
         cuda.max_memory_reserved = lambda index: memory.devices[index].peak_reserved
         cuda.reset_peak_memory_stats = reset_peak_memory_stats
+        cuda.empty_cache = empty_cache
         return torch
 
 

@@ -127,6 +127,7 @@ class Recorder:
             memory_allocated=lambda index: recorder.allocated,
             max_memory_allocated=lambda index: recorder.peak,
             max_memory_reserved=lambda index: 2 << 20,
+            empty_cache=lambda: None,
             reset_peak_memory_stats=reset_peak,
             get_device_properties=lambda index: SimpleNamespace(
                 name="Fake GPU", major=9, minor=0, total_memory=80 * 2**30, multi_processor_count=132
@@ -177,6 +178,7 @@ def cuda_stand_in(log: list[str], count: int = 2) -> Any:
         reset_peak_memory_stats=lambda index: log.append(f"reset {index}"),
         max_memory_allocated=lambda index: peaks[index],
         max_memory_reserved=lambda index: 2 << 20,
+        empty_cache=lambda: None,
         get_device_properties=lambda index: SimpleNamespace(name="Stand-in GPU"),
     )
     return SimpleNamespace(cuda=cuda)

@@ -107,6 +107,45 @@ def test_the_benchmark_fixtures_backend_reports_the_largest_device_with_each() -
     assert probe.devices == {"cuda:0": 3 * MiB, "cuda:1": 14 * MiB}
 
 
+@pytest.mark.parametrize("left", [0, 300 * MiB])
+def test_the_reserved_figure_is_the_calls_own_not_the_cache_earlier_tests_left(left: int) -> None:
+    """The reserved high-water mark after a reset is at least the whole cache at the call's start, and nothing empties
+    it between tests: an earlier test's freed 300 MiB read as this step's reserved memory (F9). The probe empties
+    the cache first, and says so: the figure is then what this call's blocks and the resident ones need."""
+    memory = FakeCudaMemory()
+    _, backend = _cuda(memory)
+    memory.alloc(left)  # an earlier test's tensors, freed: their segments stay in the cache
+    memory.free(left)
+    step = SmallCnnStep(memory, zero_grad_first=True)
+    for _ in range(3):
+        step()
+    reading = peak_memory(step, backend, MeasureSettings(), "cuda:0")
+    assert reading.reserved == 52 * MiB  # on main: 300 MiB after the earlier test
+    assert reading.reserved_method == "torch.cuda.max_memory_reserved after torch.cuda.empty_cache()"
+    assert memory.empties == 1
+    assert ", reserved 52 MiB with the allocator's cache emptied first (" in reading.detail
+    assert MemoryReading.from_json(json.loads(json.dumps(reading.to_json()))) == reading
+
+
+def test_the_benchmark_fixtures_backend_empties_the_cache_before_its_reserved_figure() -> None:
+    memory = FakeCudaMemory(count=2)
+    memory.alloc(100 * MiB, device=1)  # an earlier test's, freed
+    memory.free(100 * MiB, device=1)
+    fake = memory.install(SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda index: None)))
+    with AllCudaBackend((0, 1), fake).track_memory() as probe:
+        memory.alloc(3 * MiB, device=1)
+    assert probe.peak_bytes == 3 * MiB and probe.reserved_bytes == 4 * MiB  # on main: 100 MiB
+
+
+def test_a_reserved_figure_of_a_file_written_before_is_not_said_to_follow_an_emptied_cache() -> None:
+    old = MemoryReading(peak=51 * MiB, method="torch.cuda.max_memory_allocated", reserved=300 * MiB)
+    data = old.to_json()
+    del data["memory"]["reserved_method"]
+    again = MemoryReading.from_json(data)
+    assert again == old and again.reserved_method == ""
+    assert again.detail == "peak 51 MiB, reserved 300 MiB (torch.cuda.max_memory_allocated)"
+
+
 def _rss() -> int:
     match = re.search(r"^VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
     assert match is not None
