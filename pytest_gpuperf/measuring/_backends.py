@@ -471,16 +471,18 @@ class AllCudaBackend:
     pytest-benchmark's ``benchmark`` fixture times such steps (``plugin/_benchmark.py``). In a
     process that has the machine, a step that names no device may use any GPU (DataParallel,
     a model split over two), so ``devices`` is every visible one and the record's device is
-    ``cuda``; in a process bound to one GPU (an xdist worker, a torchrun rank: ``Binding``) it
-    is that GPU alone, made current for the test, and the name is ``cuda:N``: the process
-    neither waits for nor opens a context on another worker's GPU.
+    ``cuda``; of them, only those the process has a CUDA context on are synchronized (its work
+    can be nowhere else), so that none is opened on a GPU the step never used. In a process
+    bound to one GPU (an xdist worker, a torchrun rank: ``Binding``) it is that GPU alone, made
+    current for the test, and the name is ``cuda:N``: the process neither waits for nor opens
+    a context on another worker's GPU.
     A sample is 10 ms at least (``min_block_time``): the synchronizations at its end
     (a few microseconds per idle device) stay below 0.5% of it even with 8 devices.
     What the clock sees includes the host's launch time of the first call; a step timed
     on a named device is timed with CUDA events instead (``CudaBackend``).
     """
 
-    #: the CUDA device indices synchronized around every block
+    #: the CUDA device indices synchronized around every block, those of them the process has a context on
     devices: tuple[int, ...]
     torch_module: Any = None
     #: ``cuda`` for every visible device, ``cuda:N`` for a process bound to one
@@ -503,8 +505,17 @@ class AllCudaBackend:
 
     def synchronize(self) -> None:
         cuda = self._cuda
-        for index in self.devices:
+        for index in self._in_use():
             cuda.synchronize(index)
+
+    def _in_use(self) -> tuple[int, ...]:
+        """The devices to synchronize: those where this process has a CUDA context. One without holds none of its
+        work, and synchronizing it would open one (hundreds of MiB of that GPU's memory, in every test process).
+        Every device where torch cannot tell (its private ``torch._C._cuda_hasPrimaryContext`` is missing)."""
+        has_context = getattr(getattr(torch_of(self.torch_module), "_C", None), "_cuda_hasPrimaryContext", None)
+        if has_context is None:
+            return self.devices
+        return tuple(index for index in self.devices if has_context(index))
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         return host_block(self.clock_ns, fn, iterations, sync=self.synchronize)

@@ -20,7 +20,8 @@ The step names no device, so the timing cannot pick one: the host clock is read 
 The record's device is ``cpu`` when the test's own ``device`` parameter says cpu or torch sees
 no GPU, ``mps`` on Apple silicon, and on CUDA:
 
-- ``cuda`` (every visible device, each synchronized) in a process that has the machine: a step
+- ``cuda`` (every visible device, each that the process has a CUDA context on synchronized, so
+  that none is opened on a GPU the step never used) in a process that has the machine: a step
   that names no device may use any GPU (DataParallel, a model split over two);
 - ``cuda:N`` in a process bound to one GPU (xdist worker ``gwN`` of two or more, the torchrun
   rank with ``LOCAL_RANK=N`` beside others, a confirmation run of a record measured there;
@@ -93,7 +94,7 @@ HONOURED_AS: Final[dict[str, tuple[object, str]]] = {
 #: Keywords ignored whatever their value, with the reason.
 IGNORED: Final = {
     "timer": "pytest-gpuperf times with device-synchronized clocks (perf_counter_ns after synchronizing "
-    "every visible CUDA device, or the process's own GPU under xdist or torchrun)",
+    "every visible CUDA device the process uses, or the process's own GPU under xdist or torchrun)",
     "min_time": "pytest-gpuperf sizes each sample to last at least its clock's minimum block (1 ms on the CPU); "
     "--gpuperf-min-time is the least sampling time instead",
     "calibration_precision": "pytest-gpuperf sizes each sample to last at least its clock's minimum block",
@@ -528,8 +529,9 @@ class BenchmarkPlugin:
 
     def _backend(self, slot: DeviceSlot) -> Backend:
         """The CPU's and MPS's backend are the session's; on CUDA the host clock between synchronizations of every
-        visible device (``cuda``) or of the process's own GPU (``cuda:N``), the same timer either way, so that a
-        record measured under ``-n`` compares with one measured without."""
+        visible device the process uses (``cuda``: those it has a CUDA context on) or of the process's own GPU
+        (``cuda:N``), the same timer either way, so that a record measured under ``-n`` compares with one measured
+        without."""
         if slot.kind != "cuda":
             return self.session.backend(slot)
         backend = self._host_timed.get(slot.id)

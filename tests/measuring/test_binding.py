@@ -94,3 +94,24 @@ def test_a_process_with_the_machine_syncs_every_visible_gpu() -> None:
     backend.time_block(lambda: None, 1)
     assert [call for call in cuda.log if call[0] == "synchronize"] == [("synchronize", i) for i in range(4)] * 2
     assert backend.name == "cuda" and backend.timer.endswith("of every visible device")
+
+
+def test_a_process_with_the_machine_syncs_only_the_gpus_its_work_is_on() -> None:
+    """F11: synchronizing a GPU opens a CUDA context there (hundreds of MiB of its memory) and waits for it. A GPU
+    where the process has no context holds none of its work: of four visible GPUs, a step on cuda:0 gets cuda:0
+    synchronized alone, and one that spreads to cuda:1 (DataParallel) gets cuda:1 too, from the first block's end
+    on; cuda:2 and cuda:3 are never touched."""
+    cuda = Touches()
+    contexts = {0}  # the step's tensors, made before the measurement
+    torch = SimpleNamespace(cuda=cuda, _C=SimpleNamespace(_cuda_hasPrimaryContext=lambda index: index in contexts))
+    ticks = iter(range(0, 10**9, 10**6))
+    backend = AllCudaBackend((0, 1, 2, 3), torch, clock_ns=lambda: next(ticks))
+    backend.time_block(lambda: None, 2)
+    with backend.track_memory() as probe:
+        for _ in probe.calls():
+            pass
+    assert {index for name, index in cuda.log if name == "synchronize"} == {0}
+    cuda.log.clear()
+    backend.time_block(lambda: contexts.add(1), 1)  # the replica's first kernels open cuda:1's context
+    assert [call for call in cuda.log if call[0] == "synchronize"] == [("synchronize", 0)] * 2 + [("synchronize", 1)]
+    assert backend.name == "cuda"
