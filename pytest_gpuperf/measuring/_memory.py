@@ -12,6 +12,7 @@ only beyond the range they span.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from ._measurement import Measurement
     from ._settings import MeasureSettings
 
-__all__ = ["MEMORY", "MemoryChange", "MemoryReading", "compare_memory", "peak_memory"]
+__all__ = ["MEMORY", "OF_AN_EAGER_CALL", "MemoryChange", "MemoryReading", "compare_memory", "peak_memory"]
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,12 @@ class MemoryReading:
 
 #: The memory of a Measurement built without it (``Measurement.memory``).
 NOT_READ: Final = MemoryReading(method="none")
+#: What a graph-mode measurement's memory method adds: the probe calls the step (``After.fn``), graph mode's samples
+#: timed the replays of a graph captured from it, whose private pool the allocator's peak of the step leaves out.
+OF_AN_EAGER_CALL: Final = (
+    " of an eager call of the step, not of the graph's replay (graph mode): the graph's private memory pool is no "
+    "part of it"
+)
 
 
 def peak_memory(
@@ -261,7 +268,10 @@ class _Memory(Reading[MemoryReading]):
     def after(self, after: After, sensor: object) -> MemoryReading:
         if after.skip:
             return MemoryReading(method=f"off: {after.skip}")
-        return peak_memory(after.fn, after.backend, after.settings, after.device, after.rider)
+        reading = peak_memory(after.fn, after.backend, after.settings, after.device, after.rider)
+        if after.settings.mode == "graph" and reading.peak is not None:
+            return dataclasses.replace(reading, method=reading.method + OF_AN_EAGER_CALL)
+        return reading
 
     def encode(self, value: MemoryReading | None) -> dict[str, Any]:
         return (value or NOT_READ).to_json()

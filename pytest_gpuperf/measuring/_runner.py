@@ -254,6 +254,8 @@ def measure_on(
     if coordinator is not None and coordinator.agree(bool(over_time)) and not over_time:
         # Every rank reads memory and profile, or none does: the profiled call's collectives must meet.
         over_time = "another rank's calls did not fit max_time; memory and work profile not read"
+    # The readings after timing call the step itself: in graph mode an eager call, not the graph's replay that the
+    # samples timed. Each says so where it matters (the memory's method: the graph's private pool is not counted).
     after = After(fn, backend, settings, device, result, distributed=coordinator is not None)
     after.skip = "over max_time" if over_time else ""
     measurement = measurement_of(

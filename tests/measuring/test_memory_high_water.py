@@ -107,6 +107,33 @@ def test_the_benchmark_fixtures_backend_reports_the_largest_device_with_each() -
     assert probe.devices == {"cuda:0": 3 * MiB, "cuda:1": 14 * MiB}
 
 
+def test_in_graph_mode_the_memory_method_says_the_figure_is_an_eager_calls() -> None:
+    """F12: graph mode times the graph's replays, and the memory probe runs the step eagerly: the figure is the eager
+    call's, without the graph's private pool. The method says so; the figure is still the allocator's peak, gated
+    against another graph-mode record's."""
+    memory = FakeCudaMemory()
+    gpu, backend = _cuda(memory)
+    step = SmallCnnStep(memory, zero_grad_first=True)
+
+    def call() -> None:
+        gpu.kernel("step", 1e-3)
+        step()
+
+    graph = FAST.with_values({"mode": "graph", "profile": "off"})
+    m = measure_on(call, backend, graph, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
+    assert m.mode == "graph" and _mib(m.memory.peak) == 51.0
+    assert m.memory.method == (
+        "torch.cuda.max_memory_allocated of an eager call of the step, not of the graph's replay (graph mode): "
+        "the graph's private memory pool is no part of it"
+    )
+    assert m.memory.gated == (m.memory.peak, "cuda allocator peak")
+    assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))).memory == m.memory
+    warm = measure_on(
+        call, backend, FAST.with_values({"profile": "off"}), name="cnn", device="cuda:0", work={}, clock=gpu.clock
+    )
+    assert warm.memory.method == "torch.cuda.max_memory_allocated"
+
+
 @pytest.mark.parametrize("left", [0, 300 * MiB])
 def test_the_reserved_figure_is_the_calls_own_not_the_cache_earlier_tests_left(left: int) -> None:
     """The reserved high-water mark after a reset is at least the whole cache at the call's start, and nothing empties
