@@ -93,7 +93,11 @@ _PROFILER_REFUSED: Final = (RuntimeError, ValueError, AssertionError)
 
 class ProfilerEvent(Protocol):
     """What is read of one of the profiler's raw events (``torch.profiler``'s kineto results: reading them costs a
-    tenth of building its ``FunctionEvent`` tree, which is most of a profile's cost for a short step)."""
+    tenth of building its ``FunctionEvent`` tree, which is most of a profile's cost for a short step).
+
+    ``activity_type`` is kineto's (``kernel``, ``cuda_runtime``, ``cpu_op``, ...). A frontend event (a torch op, a
+    ``record_function`` range) has its own ``correlation_id`` and no linked one; a runtime or driver call and the
+    device activity it launched share CUPTI's correlation id, and link to the frontend event they ran under."""
 
     def name(self) -> str: ...
 
