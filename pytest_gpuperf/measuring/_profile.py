@@ -28,6 +28,7 @@ from ._units import format_bytes
 from ._values import optional
 
 __all__ = [
+    "ALL_DEVICES",
     "CATEGORIES",
     "PROFILE_LEVELS",
     "SHOWN_CHANGES",
@@ -45,9 +46,13 @@ __all__ = [
 
 #: ``full``: counts and times; ``counts``: one profiled call, counts only (no times kept); ``off``: no profile.
 PROFILE_LEVELS: Final = ("full", "counts", "off")
-#: The kinds of host-device synchronization counted apart: ``dtoh_copy`` is a device-to-host copy (``.item()``,
-#: ``.cpu()``, ``.tolist()``), which makes the host wait for the stream.
+#: The kinds of the host's waits for the device, each wait counted once as one of them: ``stream``, ``device`` and
+#: ``event`` for ``cudaStreamSynchronize``, ``cudaDeviceSynchronize`` and ``cudaEventSynchronize``; ``dtoh_copy`` for
+#: a wait for a device-to-host copy (``.item()``, ``.cpu()``, ``.tolist()``: a copy, then its stream's wait, or a
+#: synchronous ``cudaMemcpy``). A copy the host does not wait for (``non_blocking`` into pinned memory) is none.
 SYNC_KINDS: Final = ("stream", "device", "event", "dtoh_copy")
+#: The device of a ``bytes_allocated`` total read from a file written before they were split by device.
+ALL_DEVICES: Final = "all"
 #: The count categories of a step's work (``category_of``), in the order they are shown.
 CATEGORIES: Final = ("ops", "kernels", "runtime", "syncs", "flops", "allocated", "copied", "compiles")
 
@@ -90,9 +95,11 @@ class CompileCounters:
 class WorkProfile:
     """What the step did, over ``calls`` profiled calls (totals: a per-call figure is a total / ``calls``).
 
-    ``ops``: aten ops; ``kernels``: CUDA kernels (empty on a CPU); ``runtime``: CUDA runtime API calls by name;
-    ``syncs``: host-device synchronizations by kind (``SYNC_KINDS``); ``flops``: of one call, from
-    ``FlopCounterMode`` (a separate call); ``bytes_allocated``: by the profiled calls (torch's allocators);
+    ``ops``: aten ops; ``kernels``: CUDA kernels (empty on a CPU); ``runtime``: CUDA runtime and driver API calls
+    by name; ``syncs``: the host's waits for the device by kind (``SYNC_KINDS``); ``flops``: of one call, from
+    ``FlopCounterMode`` (a separate call); ``bytes_allocated``: by the profiled calls, by device (``cpu``: torch's
+    CPU allocator; ``cuda``: the CUDA caching allocator's blocks; ``ALL_DEVICES`` for a total read from an older
+    file);
     ``bytes_copied``: of one call, between host and device by direction (``htod``, ``dtoh``); ``compile``:
     torch.compile's counters over the measurement, None where dynamo was never loaded; ``seconds``: what the
     profile cost; ``budget``: what it was allowed."""
@@ -104,7 +111,7 @@ class WorkProfile:
     runtime: Mapping[str, int] = field(default_factory=dict)
     syncs: Mapping[str, int] = field(default_factory=dict)
     flops: int | None = None
-    bytes_allocated: int | None = None
+    bytes_allocated: Mapping[str, int] | None = None
     bytes_copied: Mapping[str, int] = field(default_factory=dict)
     compile: CompileCounters | None = None
     seconds: float = 0.0
@@ -132,8 +139,8 @@ class WorkProfile:
 
     def per_call_counts(self) -> dict[str, Fraction]:
         """Every count per call, as an exact fraction, keyed ``op:NAME``, ``kernel:NAME``, ``runtime:NAME``,
-        ``sync:KIND``; with ``flops``, ``bytes_allocated`` and ``bytes_copied:DIR`` (per call already or over the
-        calls), and the compile counters. Two profiles did the same work where these are equal."""
+        ``sync:KIND``; with ``flops``, ``bytes_allocated:DEVICE`` and ``bytes_copied:DIR`` (per call already or over
+        the calls), and the compile counters. Two profiles did the same work where these are equal."""
         calls = max(self.calls, 1)
         out: dict[str, Fraction] = {}
         for prefix, stats in (("op", self.ops), ("kernel", self.kernels)):
@@ -144,8 +151,8 @@ class WorkProfile:
                 out[f"{prefix}:{name}"] = Fraction(count, calls)
         if self.flops is not None:
             out["flops"] = Fraction(self.flops)
-        if self.bytes_allocated is not None:
-            out["bytes_allocated"] = Fraction(self.bytes_allocated, calls)
+        for device, count in (self.bytes_allocated or {}).items():
+            out[f"bytes_allocated:{device}"] = Fraction(count, calls)
         for direction, count in self.bytes_copied.items():
             out[f"bytes_copied:{direction}"] = Fraction(count)
         if self.compile is not None:
@@ -163,7 +170,7 @@ class WorkProfile:
             "runtime": dict(self.runtime),
             "syncs": dict(self.syncs),
             "flops": self.flops,
-            "bytes_allocated": self.bytes_allocated,
+            "bytes_allocated": None if self.bytes_allocated is None else dict(self.bytes_allocated),
             "bytes_copied": dict(self.bytes_copied),
             "compile": None
             if compiled is None
@@ -193,7 +200,7 @@ class WorkProfile:
             runtime={str(k): int(v) for k, v in (data.get("runtime") or {}).items()},
             syncs={str(k): int(v) for k, v in (data.get("syncs") or {}).items()},
             flops=optional(data.get("flops"), int),
-            bytes_allocated=optional(data.get("bytes_allocated"), int),
+            bytes_allocated=_allocated(data.get("bytes_allocated")),
             bytes_copied={str(k): int(v) for k, v in (data.get("bytes_copied") or {}).items()},
             compile=None
             if not isinstance(compiled, Mapping)
@@ -211,6 +218,15 @@ class WorkProfile:
         )
 
 
+def _allocated(value: Any) -> dict[str, int] | None:
+    """``bytes_allocated`` by device; a file written before the split holds one total (``ALL_DEVICES``)."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): int(v) for k, v in value.items()}
+    return {ALL_DEVICES: int(value)}
+
+
 #: A key's prefix (before ``:``) or the whole key -> its category.
 _CATEGORY_OF: Final = {
     "op": "ops",
@@ -223,9 +239,11 @@ _CATEGORY_OF: Final = {
     "graph_breaks": "compiles",
     "compiles": "compiles",
 }
-#: Keys that one side may lack altogether (the counter did not run there): compared only where both sides have
-#: them. Every other key absent from a profile counts zero (an op that did not run).
-_SCALARS: Final = frozenset({"flops", "bytes_allocated"})
+#: Keys that one side may lack altogether (the counter did not run there, or an older file kept one total of the
+#: bytes allocated where a newer keeps them by device, each watched device said, zero too): compared only where
+#: both sides have them. Every other key absent from a profile counts zero (an op that did not run).
+_SCALARS: Final = frozenset({"flops"})
+_BY_DEVICE: Final = "bytes_allocated:"
 
 
 def category_of(key: str) -> str:
@@ -328,7 +346,7 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
     compared = 0
     changes: list[CountChange] = []
     for key in keys - varying:
-        if key in _SCALARS and not (key in base_counts[0] and key in head_counts[0]):
+        if (key in _SCALARS or key.startswith(_BY_DEVICE)) and not (key in base_counts[0] and key in head_counts[0]):
             continue
         compared += 1
         b, h = base_counts[0].get(key, Fraction(0)), head_counts[0].get(key, Fraction(0))
@@ -359,7 +377,8 @@ def _bytes_or_count(change: CountChange, value: Fraction) -> str:
 
 
 def change_text(change: CountChange) -> str:
-    """``aten::mm 1 -> 2/call (+1)``; ``flops 1.05e+06 -> 1.57e+06/call (+50.0%)``; ``htod 4 MiB -> 8 MiB/call``."""
+    """``aten::mm 1 -> 2/call (+1)``; ``flops 1.05e+06 -> 1.57e+06/call (+50.0%)``; ``copied htod: 4 MiB -> 8
+    MiB/call (+100.0%)``; ``allocated cuda: ...``."""
     base, head = change.base, change.head
     delta = head - base
     if change.category in ("flops", "allocated", "copied") and base:
@@ -368,7 +387,7 @@ def change_text(change: CountChange) -> str:
         relative = ("+" if delta > 0 else "-") + _bytes_or_count(change, abs(delta))
     return (
         f"{change.category} {change.name}: "
-        if change.category in ("syncs", "copied", "runtime", "kernels")
+        if change.category in ("syncs", "allocated", "copied", "runtime", "kernels")
         else f"{change.name} "
     ) + f"{_bytes_or_count(change, base)} -> {_bytes_or_count(change, head)}/call ({relative})"
 

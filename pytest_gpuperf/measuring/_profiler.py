@@ -7,7 +7,8 @@ Two passes, each outside the timed samples:
 * a profiling pass: ``calls`` calls under ``torch.profiler`` (memory recorded), as many as the budget allows
   (``PROFILE_SHARE`` of the measurement's time, at most ``MAX_CALLS``, at least one).
 
-The two cannot share a call: under the profiler, a dispatch mode's own re-dispatch records every op twice. On a
+The two cannot share a call: under the profiler, a dispatch mode's own re-dispatch records every op twice. On CUDA
+the device is drained between them, so that the counting call's kernels stay out of the profile. On a
 CPU the profile rides on the memory probe's calls (``ProbeCalls``), which run under the profiler anyway. The
 value it makes, and its comparison, are ``_profile.py``'s.
 """
@@ -62,13 +63,29 @@ MAX_CALLS: Final = 5
 #: Python calls). The tracer runs only where the calls counted on the counting call, at this cost, fit the budget.
 TRACER_SECONDS_PER_CALL: Final = 10e-6
 
-#: CUDA runtime calls on which the host waits for the device, by the kind of synchronization they are.
+#: CUDA runtime calls on which the host waits for the device, by the kind of synchronization they are (a
+#: ``cudaStreamWaitEvent`` is none: the device waits, not the host). A stream's wait for a device-to-host copy is a
+#: ``dtoh_copy`` (``_syncs``).
 _SYNC_CALLS: Final = {
     "cudaStreamSynchronize": "stream",
     "cudaDeviceSynchronize": "device",
     "cudaEventSynchronize": "event",
-    "cudaStreamWaitEvent": "",  # a device-side wait: not the host's
 }
+#: Synchronous copies: the host waits for the copy itself, a sync where it is one to the host.
+_SYNC_COPIES: Final = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D"})
+#: Calls that ask whether the device got somewhere yet (the pinned host allocator's events, a caller's polling):
+#: how often they run depends on how far the device had got, so their counts are always varying.
+_POLLING: Final = frozenset({"cudaEventQuery", "cudaStreamQuery"})
+#: Kineto's activity types of what is counted: the device's kernels, copies and sets, and the host's runtime and
+#: driver API calls (cuBLAS, cuDNN and Triton launch through the driver's ``cuLaunchKernel``). Every other device
+#: activity (``gpu_user_annotation``: a ``record_function`` range's span over its GPU work; ``cuda_sync``;
+#: ``cuda_profiler_range``) is no work of the step's.
+_KERNEL: Final = "kernel"
+_COPY: Final = "gpu_memcpy"
+_DEVICE_WORK: Final = frozenset({_KERNEL, _COPY, "gpu_memset"})
+_API_CALLS: Final = frozenset({"cuda_runtime", "cuda_driver"})
+#: The device types whose allocations torch's profiler counts as the CPU's (``_cpu_memory_usage``).
+_CPU_MEMORY: Final = frozenset({"cpu", "mkldnn", "ideep"})
 #: What torch.profiler raises when it cannot start: another profiler already running (the user's own), or a
 #: distributed setup it cannot read; then the record has no profile.
 _PROFILER_REFUSED: Final = (RuntimeError, ValueError, AssertionError)
@@ -76,7 +93,11 @@ _PROFILER_REFUSED: Final = (RuntimeError, ValueError, AssertionError)
 
 class ProfilerEvent(Protocol):
     """What is read of one of the profiler's raw events (``torch.profiler``'s kineto results: reading them costs a
-    tenth of building its ``FunctionEvent`` tree, which is most of a profile's cost for a short step)."""
+    tenth of building its ``FunctionEvent`` tree, which is most of a profile's cost for a short step).
+
+    ``activity_type`` is kineto's (``kernel``, ``cuda_runtime``, ``cpu_op``, ...). A frontend event (a torch op, a
+    ``record_function`` range) has its own ``correlation_id`` and no linked one; a runtime or driver call and the
+    device activity it launched share CUPTI's correlation id, and link to the frontend event they ran under."""
 
     def name(self) -> str: ...
 
@@ -94,6 +115,12 @@ class ProfilerEvent(Protocol):
 
     def is_python_function(self) -> bool: ...
 
+    def activity_type(self) -> str: ...
+
+    def correlation_id(self) -> int: ...
+
+    def linked_correlation_id(self) -> int: ...
+
 
 #: The name of the range each profiled call runs in (``record_function``): it splits the events by call, and its
 #: own time outside any op is the step's time outside ops (Python, the host).
@@ -108,7 +135,8 @@ class EventSummary:
     kernels: tuple[OpStat, ...]
     runtime: dict[str, int]
     syncs: dict[str, int]
-    allocated: int
+    #: bytes allocated by device (``cpu``, ``cuda``)
+    allocated: dict[str, int]
     #: the calls' wall time and their time outside any op (the call range's own time), in seconds; None without
     #: a call range among the events
     call_seconds: float | None = None
@@ -134,49 +162,58 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
     """The ops, kernels, runtime calls, synchronizations, bytes allocated, and per call range the calls' time and
     what varied between them.
 
-    A CUDA kernel is an event on the device (its ``device_type`` is CUDA) that is no memory copy or set; a
-    runtime call is a host event named ``cuda*``; a device-to-host copy is a device event ``Memcpy DtoH ...``;
-    an allocation is a ``[memory]`` event of positive size. An op's self time is its span less its children's on
-    its thread. Times are kept in seconds (dropped at level ``counts``); over two calls or more, each op's time,
-    the time outside ops and the calls' wall time are their least over the calls (``_least``): a call preempted on
-    a busy machine only adds time (one such call made an op of unchanged count rank above a planted matmul), and
-    the parts add up to the wall time (scaled by the quickest whole call instead, the ops' minima left the rest to
-    the time outside ops)."""
+    Events are told apart by kineto's activity type (``_activity``): a kernel is a device ``kernel`` (a
+    ``record_function`` range's span over its GPU work, ``gpu_user_annotation``, is none); a runtime call is a host
+    ``cuda_runtime`` or ``cuda_driver`` call; an allocation is a ``[memory]`` event of positive size, counted by its
+    device (``_memory_device``). Where the events hold call ranges (every profile this package takes), only the
+    calls' work counts: runtime calls and syncs that lie in a call range (the profiler's own ``cudaDeviceSynchronize``
+    on leaving lies in none), and the device work of launches that do (``_launch_call``: a kernel queued by the
+    counting call before the profiler started is no call's). Syncs are the host's waits, each counted once
+    (``_syncs``). An op's self time is its span less its children's on its thread. Times are kept in seconds
+    (dropped at level ``counts``); over two calls or more, each op's time, the time outside ops and the calls' wall
+    time are their least over the calls (``_least``): a call preempted on a busy machine only adds time (one such
+    call made an op of unchanged count rank above a planted matmul), and the parts add up to the wall time (scaled
+    by the quickest whole call instead, the ops' minima left the rest to the time outside ops)."""
     ops: dict[str, list[float]] = {}
     kernels: dict[str, list[float]] = {}
     runtime: dict[str, int] = {}
-    syncs = dict.fromkeys(SYNC_KINDS, 0)
-    allocated = 0
-    host: list[tuple[int, ProfilerEvent]] = []
+    allocated: dict[str, int] = {}
+    host: list[tuple[int, str, ProfilerEvent]] = []
+    device: list[tuple[str, ProfilerEvent]] = []
     builtins: list[tuple[int, int, int, str]] = []
     for event in events:
         name = event.name()
         if name == "[memory]":
-            allocated += max(int(event.nbytes()), 0)
+            if int(event.nbytes()) > 0:
+                where = _memory_device(event.device_type())
+                allocated[where] = allocated.get(where, 0) + int(event.nbytes())
         elif "CUDA" in str(event.device_type()):
-            if name.startswith("Memcpy DtoH"):
-                syncs["dtoh_copy"] += 1
-            if not name.startswith(("Memcpy", "Memset")):
-                _add(kernels, name, float(event.duration_ns()))
+            kind = _activity(event)
+            if kind in _DEVICE_WORK:
+                device.append((kind, event))
         elif event.is_python_function():
             if name.startswith("<built-in"):
                 start = int(event.start_ns())
                 builtins.append((int(event.start_thread_id()), start, start + int(event.duration_ns()), name))
         else:
-            host.append((int(event.start_thread_id()), event))
+            host.append((int(event.start_thread_id()), _activity(event), event))
     spans = sorted(
         (int(e.start_ns()), int(e.start_ns()) + int(e.duration_ns()))
-        for _, e in host
+        for _, _, e in host
         if e.name() == CALL_RANGE and e.is_user_annotation()
     )
     per_call: list[dict[str, int]] = [{} for _ in spans]
     per_call_ns: list[dict[str, int]] = [{} for _ in spans]
     calls: list[_Host] = []
     tops: dict[int, list[tuple[int, int]]] = {}  # per thread, the spans of the host events right in a call range
-    for thread in sorted({t for t, _ in host}):
+    api_calls: dict[int, list[tuple[int, str, int]]] = {}  # per thread, the runtime calls counted: start, name, id
+    for thread in sorted({t for t, _, _ in host}):
         stack: list[_Host] = []
-        ordered = sorted((e for t, e in host if t == thread), key=lambda e: (int(e.start_ns()), -int(e.duration_ns())))
-        for event in ordered:
+        ordered = sorted(
+            ((k, e) for t, k, e in host if t == thread),
+            key=lambda ke: (int(ke[1].start_ns()), -int(ke[1].duration_ns())),
+        )
+        for kind, event in ordered:
             start, name = int(event.start_ns()), event.name()
             node = _Host(
                 name, start, start + int(event.duration_ns()), name == CALL_RANGE and event.is_user_annotation()
@@ -190,30 +227,136 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
             stack.append(node)
             if node.call:
                 calls.append(node)
-            elif name.startswith("cuda"):
+            elif kind in _API_CALLS and (not spans or _call_of(spans, start) is not None):
                 runtime[name] = runtime.get(name, 0) + 1
-                kind = _SYNC_CALLS.get(name)
-                if kind:
-                    syncs[kind] += 1
-            if not node.call and name.startswith(("aten::", "cuda")):
-                _count_in_call(spans, per_call, node, "op:" if name.startswith("aten::") else "runtime:")
+                api_calls.setdefault(thread, []).append((start, name, int(event.correlation_id())))
+                _count_in_call(spans, per_call, node, "runtime:")
+            elif name.startswith("aten::"):
+                _count_in_call(spans, per_call, node, "op:")
         while stack:
             _close(stack.pop(), ops, spans, per_call_ns)
+    to_host = _device_work(device, host, spans, kernels, per_call)
     timed = level == "full"
     call_seconds, outside = _least(ops, calls, spans, per_call_ns)
     keys = {k for counts in per_call for k in counts}
-    varying = tuple(sorted(k for k in keys if len({counts.get(k, 0) for counts in per_call}) > 1))
+    varying = {k for k in keys if len({counts.get(k, 0) for counts in per_call}) > 1}
+    varying |= {f"runtime:{name}" for name in runtime if name in _POLLING}
     return EventSummary(
         _stats(ops, timed),
         _stats(kernels, timed),
         dict(sorted(runtime.items())),
-        syncs,
-        allocated,
+        _syncs(api_calls, to_host),
+        dict(sorted(allocated.items())),
         call_seconds if timed else None,
         outside if timed else None,
-        varying,
+        tuple(sorted(varying)),
         _python_calls(builtins, tops, spans) if timed else (),
     )
+
+
+def _activity(event: ProfilerEvent) -> str:
+    """Kineto's activity type of ``event``; where a torch's events do not say (an older torch's have no
+    ``activity_type``), what its device, flags and name tell."""
+    read = getattr(event, "activity_type", None)
+    kind = read() if callable(read) else None
+    if isinstance(kind, str) and kind:
+        return kind
+    name = event.name()
+    if "CUDA" in str(event.device_type()) and name != "[memory]":
+        if event.is_user_annotation():
+            return "gpu_user_annotation"
+        return _COPY if name.startswith("Memcpy") else "gpu_memset" if name.startswith("Memset") else _KERNEL
+    if event.is_python_function():
+        return "python_function"
+    if event.is_user_annotation():
+        return "user_annotation"
+    if name.startswith("cuda"):
+        return "cuda_runtime"
+    return "cuda_driver" if name.startswith("cu") else "cpu_op"
+
+
+def _memory_device(device_type: object) -> str:
+    """``cpu`` or ``cuda`` (another device by its type's name): whose allocator a ``[memory]`` event's bytes are.
+    Pinned host memory is not among them: torch's pinned host allocator reports nothing to the profiler."""
+    name = str(device_type).rsplit(".", 1)[-1].lower()
+    return "cpu" if name in _CPU_MEMORY else name
+
+
+def _device_work(
+    device: Iterable[tuple[str, ProfilerEvent]],
+    host: Iterable[tuple[int, str, ProfilerEvent]],
+    spans: list[tuple[int, int]],
+    kernels: dict[str, list[float]],
+    per_call: list[dict[str, int]],
+) -> set[int]:
+    """Count the kernels into ``kernels`` (and by call into ``per_call``) where their launch is a profiled call's
+    (``_launch_call``); return the correlation ids of the device-to-host copies (``Memcpy DtoH ...``), by which
+    their runtime calls are told (``_syncs``)."""
+    if not device:
+        return set()
+    launches: dict[int, int] = {}  # CUPTI's correlation id of a runtime call -> its start
+    frontend: dict[int, int] = {}  # a torch op's or range's correlation id -> its start
+    for _, kind, event in host:
+        cid = int(event.correlation_id())
+        if kind in _API_CALLS:
+            launches[cid] = int(event.start_ns())
+        elif not int(event.linked_correlation_id()):
+            frontend[cid] = int(event.start_ns())
+    launches.pop(0, None)
+    frontend.pop(0, None)
+    to_host = set()
+    for kind, event in device:
+        cid, name = int(event.correlation_id()), event.name()
+        if kind == _COPY and cid and name.startswith("Memcpy DtoH"):
+            to_host.add(cid)
+        if kind != _KERNEL:
+            continue
+        counted, at = _launch_call(cid, int(event.linked_correlation_id()), spans, launches, frontend)
+        if counted:
+            _add(kernels, name, float(event.duration_ns()))
+            if at is not None:
+                per_call[at]["kernel:" + name] = per_call[at].get("kernel:" + name, 0) + 1
+    return to_host
+
+
+def _launch_call(
+    cid: int, linked: int, spans: list[tuple[int, int]], launches: Mapping[int, int], frontend: Mapping[int, int]
+) -> tuple[bool, int | None]:
+    """Whether a device activity counts, and the index of its call (None where none is known). Without call ranges
+    every one counts. Else it is its launch's: the runtime call of its correlation id (``launches``), or else the
+    op or range it links to (``frontend``), must lie in a call range. One whose launch and op the profile does not
+    hold was launched before the profile started (the counting call's, still queued), and counts in no call; one
+    without an id to look them up by (a profile that recorded no runtime call) counts, its call unknown."""
+    if not spans:
+        return True, None
+    start = launches.get(cid) if cid else None
+    if start is None and linked:
+        start = frontend.get(linked)
+    if start is None:
+        return not ((cid and launches) or linked), None
+    at = _call_of(spans, start)
+    return at is not None, at
+
+
+def _syncs(api_calls: Mapping[int, list[tuple[int, str, int]]], to_host: set[int]) -> dict[str, int]:
+    """The host's waits for the device, by kind (``SYNC_KINDS``), each counted once, from each thread's runtime calls
+    in order (``start, name, correlation id``). A wait is a ``_SYNC_CALLS`` call, or a synchronous copy to the host
+    (``_SYNC_COPIES``: ``dtoh_copy``). A stream's wait that follows a device-to-host copy on its thread (``.item()``
+    and ``.cpu()`` are ``cudaMemcpyAsync`` + ``cudaStreamSynchronize``) is that copy's: ``dtoh_copy``, not
+    ``stream``. A copy the host never waits for (``non_blocking`` into pinned memory) is no sync."""
+    syncs = dict.fromkeys(SYNC_KINDS, 0)
+    for thread in sorted(api_calls):
+        copied = False  # a device-to-host copy was queued on this thread since its last wait
+        for _, name, cid in sorted(api_calls[thread]):
+            if cid in to_host and name not in _SYNC_COPIES:
+                copied = True
+                continue
+            kind = "dtoh_copy" if cid in to_host else _SYNC_CALLS.get(name)
+            if kind is None:
+                continue
+            syncs["dtoh_copy" if kind == "stream" and copied else kind] += 1
+            copied = False
+    return syncs
 
 
 #: A built-in function's or method's name as Python's tracer gives it: ``<built-in method item of Tensor object at
@@ -629,6 +772,10 @@ def profile_step(
     flops, copied, python_calls = _counting_pass(
         fn, python_limit=budget / TRACER_SECONDS_PER_CALL if python_tracing(level) else None
     )
+    if on_cuda:
+        # Kineto keeps every device activity that starts in its window: the counting call's queued kernels would
+        # run on into it (those that still do are no call's, ``read_events``).
+        torch.cuda.synchronize()
     # Python's tracer only where its cost for one call fits what is left of the budget; its cost is in each call's
     tracing = tracer_cost(python_calls, 1)
     traced = tracing <= budget - (clock() - start)
@@ -690,7 +837,8 @@ def _profile_from(
         runtime=read.runtime,
         syncs=read.syncs if on_cuda else {},
         flops=flops,
-        bytes_allocated=read.allocated,
+        # the devices watched, each said even where nothing was allocated there: a count of zero, not one unknown
+        bytes_allocated=dict(sorted({"cpu": 0, **({"cuda": 0} if on_cuda else {}), **read.allocated}.items())),
         bytes_copied=copied,
         compile=compiled,
         seconds=seconds,

@@ -489,7 +489,7 @@ def test_a_planted_extra_matmul_is_more_ops_and_flops_and_fails_whatever_the_clo
     lines = out.splitlines()
     assert "mm [cpu]: counts more (ops more, flops more, allocated more; failing on ops,flops,allocated)" in lines
     assert {"  aten::mm 1 -> 2/call (+1)", "  flops 6.55e+04 -> 1.31e+05/call (+100.0%)"} <= set(lines)
-    assert "  bytes_allocated 4 KiB -> 8 KiB/call (+100.0%)" in lines  # the second product, 32 x 32 floats
+    assert "  allocated cpu: 4 KiB -> 8 KiB/call (+100.0%)" in lines  # the second product, 32 x 32 floats
     (row,) = json.loads(out_json.read_text())["results"]
     assert row["work"]["verdict"] == "more" and row["work"]["failing"] == ["ops", "flops", "allocated"]
     assert {"key": "op:aten::mm", "category": "ops", "base": 1.0, "head": 2.0} in row["work"]["changes"]

@@ -67,7 +67,9 @@ def test_the_same_total_in_other_ops_is_different() -> None:
 
 
 def test_more_in_one_category_and_less_in_another_is_more() -> None:
-    work = compared([profile(1, bytes_allocated=4096, flops=10)], [profile(1, bytes_allocated=8192, flops=5)])
+    work = compared(
+        [profile(1, bytes_allocated={"cpu": 4096}, flops=10)], [profile(1, bytes_allocated={"cpu": 8192}, flops=5)]
+    )
     assert work.categories["allocated"] == "more" and work.categories["flops"] == "less"
     assert work.verdict == "more" and work.failing(CATEGORIES) == ["allocated"]
 
@@ -95,7 +97,7 @@ def test_a_key_a_profile_lists_as_varying_is_left_out() -> None:
 
 def test_a_counter_one_side_lacks_is_not_compared() -> None:
     """FLOPs read on one side only (the counter failed on the other): not a change of zero to N."""
-    work = compared([profile(1)], [profile(1, flops=100, bytes_allocated=64)])
+    work = compared([profile(1)], [profile(1, flops=100, bytes_allocated={"cpu": 64})])
     assert work.verdict == "same" and work.compared == 2
 
 

@@ -44,7 +44,7 @@ compare_memory = MEMORY.compare
 
 def step_profile(mm: int = 1, flops: int = 2 * MiB, **fields: Any) -> WorkProfile:
     ops = (OpStat("aten::mm", 2 * mm), OpStat("aten::add", 2), OpStat("aten::relu", 2))
-    return WorkProfile(level="counts", calls=2, ops=ops, flops=flops, bytes_allocated=2 * MiB, **fields)
+    return WorkProfile(level="counts", calls=2, ops=ops, flops=flops, bytes_allocated={"cpu": 2 * MiB}, **fields)
 
 
 #: The keywords of ``record`` that are a MemoryReading's fields.
@@ -263,7 +263,9 @@ def test_a_same_work_row_says_where_the_time_went() -> None:
 
     def timed(mm_seconds: float, wall: float) -> WorkProfile:
         ops = (OpStat("aten::mm", 2, mm_seconds), OpStat("aten::add", 2, 2e-3))
-        return WorkProfile(level="full", calls=2, ops=ops, flops=2 * MiB, bytes_allocated=2 * MiB, call_seconds=wall)
+        return WorkProfile(
+            level="full", calls=2, ops=ops, flops=2 * MiB, bytes_allocated={"cpu": 2 * MiB}, call_seconds=wall
+        )
 
     base = [make_run(record(10e-3, timed(16e-3, 20e-3)))]
     head = [make_run(record(18.6e-3, timed(33.2e-3, 37.2e-3), load=BUSY))]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -13,7 +12,9 @@ import pytest
 import torch
 
 from pytest_gpuperf.measuring import Measurement, MeasureSettings, SettingError, WorkProfile, measure
-from pytest_gpuperf.measuring._profiler import CALL_RANGE, MAX_CALLS, compile_counters, profile_step, read_events
+from pytest_gpuperf.measuring._profiler import MAX_CALLS, compile_counters, profile_step, read_events
+
+from .profile_events import Event, call, kernel, memcpy, memory, op, py, runtime
 
 N = 32
 FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "memory": False}
@@ -45,7 +46,7 @@ def test_a_step_of_two_matmuls_counts_two_mm_per_call_and_their_flops_and_bytes(
     assert ops["aten::mm"].seconds is not None and ops["aten::mm"].seconds > 0
     assert profile.per_call_counts()["op:aten::mm"] == 2
     assert profile.flops == 2 * (2 * N**3)  # two N x N x N products, per call
-    assert profile.per_call_counts()["bytes_allocated"] == 2 * N * N * 4  # each product's float32 result
+    assert profile.per_call_counts()["bytes_allocated:cpu"] == 2 * N * N * 4  # each product's float32 result
     assert profile.syncs == {} and profile.kernels == () and profile.bytes_copied == {}  # nothing of a GPU's
     assert profile.seconds > 0 and profile.budget == 10.0
 
@@ -105,75 +106,23 @@ def test_copies_between_host_and_another_device_are_counted_by_direction() -> No
     assert profile.bytes_copied == {"htod": 400}
 
 
-@dataclass(frozen=True)
-class Event:
-    """A stand-in for one of the profiler's raw events (its kineto results): what ``read_events`` reads. Times in
-    nanoseconds; ``size`` is a ``[memory]`` event's bytes (negative: a free)."""
-
-    label: str
-    start: int = 0
-    span: int = 0
-    device: str = "DeviceType.CPU"
-    size: int = 0
-    thread: int = 1
-    annotation: bool = False
-    python: bool = False
-
-    def name(self) -> str:
-        return self.label
-
-    def device_type(self) -> str:
-        return self.device
-
-    def start_ns(self) -> int:
-        return self.start
-
-    def duration_ns(self) -> int:
-        return self.span
-
-    def start_thread_id(self) -> int:
-        return self.thread
-
-    def nbytes(self) -> int:
-        return self.size
-
-    def is_user_annotation(self) -> bool:
-        return self.annotation
-
-    def is_python_function(self) -> bool:
-        return self.python
-
-
-def cuda(name: str, start: int, ns: int = 0) -> Event:
-    return Event(name, start, ns, device="DeviceType.CUDA", thread=7)
-
-
-def call(start: int, span: int) -> Event:
-    return Event(CALL_RANGE, start, span, annotation=True)
-
-
-def py(name: str, start: int, span: int) -> Event:
-    """A Python tracer's event: a function of the step's (``file.py(3): step``) or a built-in it calls."""
-    return Event(name, start, span, python=True)
-
-
 def test_kernels_runtime_calls_and_each_kind_of_synchronization_are_counted_apart() -> None:
     """What a CUDA step with ``.item()``, ``torch.cuda.synchronize()`` and an event wait shows the profiler."""
     events = [
-        Event("aten::mm", 0, 5000),
-        Event("[memory]", 1000, size=4096),
-        Event("cudaLaunchKernel", 2000, 1000),
-        cuda("ampere_sgemm_32x32", 3000, 20000),
-        Event("aten::mm", 10000, 7000),
-        Event("cudaLaunchKernel", 11000, 1000),
-        cuda("ampere_sgemm_32x32", 24000, 22000),
-        Event("aten::_local_scalar_dense", 20000, 3000),
-        Event("cudaMemcpyAsync", 20500, 500),
-        cuda("Memcpy DtoH (Device -> Pageable)", 50000, 1000),
-        Event("cudaStreamSynchronize", 21000, 1000),
-        Event("cudaDeviceSynchronize", 30000, 100),
-        Event("cudaEventSynchronize", 31000, 100),
-        Event("[memory]", 32000, size=-4096),
+        op("aten::mm", 0, 5000, cid=1),
+        memory(1000, 4096),
+        runtime("cudaLaunchKernel", 2000, 1000, cid=101, linked=1, thread=1),
+        kernel("ampere_sgemm_32x32", 3000, 20000, cid=101, linked=1),
+        op("aten::mm", 10000, 7000, cid=2),
+        runtime("cudaLaunchKernel", 11000, 1000, cid=102, linked=2, thread=1),
+        kernel("ampere_sgemm_32x32", 24000, 22000, cid=102, linked=2),
+        op("aten::_local_scalar_dense", 20000, 3000, cid=3),
+        runtime("cudaMemcpyAsync", 20500, 500, cid=103, linked=3, thread=1),
+        memcpy("DtoH (Device -> Pageable)", 50000, 1000, cid=103, linked=3),
+        runtime("cudaStreamSynchronize", 21000, 1000, cid=104, linked=3, thread=1),
+        runtime("cudaDeviceSynchronize", 30000, 100, cid=105, thread=1),
+        runtime("cudaEventSynchronize", 31000, 100, cid=106, thread=1),
+        memory(32000, -4096),
     ]
     read = read_events(events, level="full")
     assert {op.name: op.count for op in read.ops} == {"aten::mm": 2, "aten::_local_scalar_dense": 1}
@@ -190,8 +139,9 @@ def test_kernels_runtime_calls_and_each_kind_of_synchronization_are_counted_apar
         "cudaMemcpyAsync": 1,
         "cudaStreamSynchronize": 1,
     }
-    assert read.syncs == {"stream": 1, "device": 1, "event": 1, "dtoh_copy": 1}
-    assert read.allocated == 4096  # a free is no allocation
+    # .item()'s copy and its stream's wait are one sync, of the copy
+    assert read.syncs == {"stream": 0, "device": 1, "event": 1, "dtoh_copy": 1}
+    assert read.allocated == {"cpu": 4096}  # a free is no allocation
     assert read.call_seconds is None and read.varying == ()  # no call ranges among the events
 
 

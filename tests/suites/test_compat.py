@@ -83,6 +83,7 @@ VETTED: Final[dict[str, tuple[tuple[int, int], str]]] = {
             "torch.cuda.is_available",
             "torch.cuda.is_current_stream_capturing",
             "torch.cuda.set_device",
+            "torch.cuda.synchronize",
             "torch.device",
             "torch.distributed",
             "torch.distributed.all_gather_object",
