@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_RANGE",
+    "EAGER_PROFILE",
     "MAX_CALLS",
     "PROFILE",
     "PROFILE_SHARE",
@@ -121,6 +122,13 @@ class ProfilerEvent(Protocol):
 
     def linked_correlation_id(self) -> int: ...
 
+
+#: What a graph-mode record's work profile is: the profiled calls call the step (``After.fn``), while the samples
+#: timed the replays of a graph captured from it, so its runtime calls are a launch per kernel, never a graph launch.
+EAGER_PROFILE: Final = (
+    "of eager calls of the step, not of the graph's replay (graph mode): a cudaLaunchKernel per kernel, never "
+    "cudaGraphLaunch"
+)
 
 #: The name of the range each profiled call runs in (``record_function``): it splits the events by call, and its
 #: own time outside any op is the step's time outside ops (Python, the host).
@@ -969,6 +977,13 @@ class _Profile(Reading[WorkProfile]):
 
     def decode(self, data: Mapping[str, Any]) -> WorkProfile | None:
         return WorkProfile.from_dict(data.get("profile"))
+
+    def facts(self, m: Measurement) -> list[tuple[str, str]]:
+        return [("work profile", EAGER_PROFILE)] if m.profile is not None and m.mode == "graph" else []
+
+    def notes(self, measurements: Sequence[Measurement]) -> list[str]:
+        graphs = sum(m.profile is not None and m.mode == "graph" for m in measurements)
+        return [f"work profile of {graphs} graph-mode row(s): {EAGER_PROFILE}"] if graphs else []
 
     def compare(self, base: Sequence[Measurement], head: Sequence[Measurement]) -> WorkComparison | None:
         return compare_work(profiles_of(base), profiles_of(head))

@@ -12,9 +12,16 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_gpuperf.measuring import WorkProfile
+from pytest_gpuperf.measuring import PROFILE, Measurement, WorkProfile, measure
 from pytest_gpuperf.measuring._profile import compare_work
-from pytest_gpuperf.measuring._profiler import CALL_RANGE, EventSummary, _profile_from, profile_step, read_events
+from pytest_gpuperf.measuring._profiler import (
+    CALL_RANGE,
+    EAGER_PROFILE,
+    EventSummary,
+    _profile_from,
+    profile_step,
+    read_events,
+)
 
 from .profile_events import (
     CALL_NS,
@@ -345,3 +352,20 @@ def test_events_of_a_torch_that_names_no_activity_type_read_the_same() -> None:
     bare = [dataclasses.replace(event, activity="") for event in events]
     assert read_events(bare, level="full") == read_events(events, level="full")
     assert [k.name for k in read_events(bare, level="full").kernels] == [GEMM, "triton_poi_fused_0"]
+
+
+def _profiled(*, mode: str) -> Measurement:
+    """A measurement in ``mode`` with a work profile (made on the CPU: only the labels are under test)."""
+    m = measure(lambda: None, device="cpu", max_time=0.01, min_time=0.001, warmup_time=0.001, memory="off")
+    return dataclasses.replace(m, mode=mode).with_reading(PROFILE, WorkProfile(level="counts", calls=1))
+
+
+def test_a_graph_mode_records_work_profile_says_it_is_of_eager_calls() -> None:
+    """F12: in graph mode the profiled calls run the eager step, not the replay: its card and the table say so."""
+    graph = _profiled(mode="graph")
+    warm = _profiled(mode="warm")
+    assert PROFILE.facts(graph) == [("work profile", EAGER_PROFILE)]
+    assert PROFILE.facts(warm) == []
+    assert PROFILE.notes([graph, warm]) == [f"work profile of 1 graph-mode row(s): {EAGER_PROFILE}"]
+    assert PROFILE.notes([warm]) == []
+    assert "cudaGraphLaunch" in EAGER_PROFILE
