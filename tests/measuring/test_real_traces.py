@@ -19,6 +19,7 @@ from pytest_gpuperf.measuring import WorkProfile
 from pytest_gpuperf.measuring._profile import compare_work
 from pytest_gpuperf.measuring._profiler import CALL_RANGE, EventSummary, read_events
 
+from .fake_gpu import KinetoGpu
 from .kineto_trace import STEPS, TRACES, TraceEvent, events_of, load
 
 #: The names of cuda_sync activities (kineto's ``cuda_sync_kind``) and of copies and sets: never a kernel.
@@ -229,3 +230,61 @@ def test_a_base_and_head_pair_shows_the_over_arch_replaced_by_a_cuda_graph_with_
     assert _changes([_counted(base)], [_counted(head)], "syncs") == {}  # DtoD copies: the host waits on none
     compared = compare_work([_counted(base)], [_counted(head)])
     assert compared is not None and compared.categories["kernels"] != "same"
+
+
+# ---------------------------------------------------------------- the stand-in, read as the real traces are
+
+
+def _pairs(events: Sequence[TraceEvent]) -> set[tuple[str, str, str]]:
+    """(runtime call, device activity type, the activity's name where it is no kernel) for each device activity."""
+    calls = {e.correlation_id(): e.name() for e in events if e.activity_type() == "cuda_runtime"}
+    return {
+        (calls[e.correlation_id()], e.activity_type(), e.name() if e.activity_type() != "kernel" else "")
+        for e in events
+        if "CUDA" in e.device_type() and e.correlation_id() in calls
+    }
+
+
+def _stand_in_run() -> KinetoGpu:
+    """Two calls of two kernels and a stream synchronize, then the profiler's exit ``torch.cuda.synchronize()``."""
+    gpu = KinetoGpu()
+    fake = gpu.torch()
+    for _ in range(2):
+        with gpu.annotate(CALL_RANGE):
+            gpu.kernel("k0", 10e-6)
+            gpu.kernel("k1", 20e-6)
+            fake.cuda.current_stream().synchronize()
+    fake.cuda.synchronize()
+    return gpu
+
+
+def test_the_stand_in_records_its_launches_and_syncs_as_a_real_gpu_recorded_them() -> None:
+    """Each pair of host call and device activity the stand-in records is one that the real A100 recorded in the
+    ``cuda_event_sync`` trace (a launch and its kernel, ``cudaStreamSynchronize`` and its ``Stream Sync``,
+    ``cudaDeviceSynchronize`` and its ``Context Sync``)."""
+    ours = _pairs(_stand_in_run().events())
+    assert ours == {
+        ("cudaLaunchKernel", "kernel", ""),
+        ("cudaStreamSynchronize", "cuda_sync", "Stream Sync"),
+        ("cudaDeviceSynchronize", "cuda_sync", "Context Sync"),
+    }
+    assert ours <= _pairs(_trace("cuda_event_sync", STEPS))
+
+
+def test_the_stand_ins_events_read_as_its_calls_kernels_launches_and_syncs() -> None:
+    """The stand-in's kineto-like events through ``read_events``: per call two kernels (10 and 20 us of device
+    time), two launches and one stream synchronize; the exit sync is no call's, and neither the calls' GPU spans
+    (``gpu_user_annotation``) nor the ``cuda_sync`` activities are kernels."""
+    gpu = _stand_in_run()
+    events = gpu.events()
+    assert {e.activity_type() for e in events} == {"user_annotation", "gpu_user_annotation"} | {
+        "cuda_runtime",
+        "kernel",
+        "cuda_sync",
+    }
+    read = read_events(events, level="full")
+    assert _kernels(read) == {"k0": 2, "k1": 2}
+    assert {k.name: k.seconds for k in read.kernels} == pytest.approx({"k0": 2 * 10e-6, "k1": 2 * 20e-6})
+    assert read.runtime == {"cudaLaunchKernel": 4, "cudaStreamSynchronize": 2}
+    assert read.syncs == {"stream": 2, "device": 0, "event": 0, "dtoh_copy": 0}
+    assert read.call_seconds is not None and read.varying == ()
