@@ -16,7 +16,8 @@ How a trace event maps to the accessors (a trace's ``cat`` is kineto's activity 
 * ``start_ns()`` is ``baseTimeNanoseconds`` (where the trace has it) plus ``ts`` in nanoseconds, exact (the trace
   writes microseconds to three decimals); ``duration_ns()`` is ``dur`` in nanoseconds; ``start_thread_id()`` is the
   trace's ``tid`` (torch's raw event numbers threads from 1 instead: the same partition of events);
-* ``nbytes()`` is a ``[memory]`` event's ``args["Bytes"]`` (negative: a free), 0 for every other event;
+* ``nbytes()`` is a ``[memory]`` event's ``args["Bytes"]`` (negative: a free), 0 for every other event; its device
+  is its ``Device Type`` (0 the CPU, 1 CUDA) and ``Device Id``;
 * ``is_user_annotation()`` for ``user_annotation`` and ``gpu_user_annotation``, ``is_python_function()`` for
   ``python_function``.
 
@@ -48,6 +49,8 @@ STEPS: Final = r"ProfilerStep#\d+"
 TRACES: Final = Path(__file__).parent / "traces"
 
 _FRONTEND: Final = frozenset({"cpu_op", "user_annotation"})
+#: A ``[memory]`` event's ``Device Type`` (c10's ``DeviceType``): where the bytes were allocated.
+_MEMORY_DEVICES: Final = {0: "DeviceType.CPU", 1: "DeviceType.CUDA"}
 _HOST_KINDS: Final = frozenset({"X", "i"})
 
 
@@ -177,7 +180,11 @@ def _event(event: Mapping[str, Any], base: int) -> TraceEvent:
         )
     if common["label"] == "[memory]":
         return TraceEvent(
-            **common, index=int(args.get("Device Id", -1)), resource=common["thread"], size=int(args.get("Bytes", 0))
+            **common,
+            device=_MEMORY_DEVICES.get(int(args.get("Device Type", 0)), "DeviceType.CPU"),
+            index=int(args.get("Device Id", -1)),
+            resource=common["thread"],
+            size=int(args.get("Bytes", 0)),
         )
     return TraceEvent(**common, index=_int(event.get("pid")), resource=common["thread"])
 

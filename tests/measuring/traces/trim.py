@@ -25,7 +25,7 @@ from typing import Any, Final
 #: HolisticTraceAnalysis's commit the fixtures were made from (MIT licence, ``LICENSE`` beside this script).
 COMMIT: Final = "f4d0062c382f42bd8a74838bcdad1916c7d5d2da"
 #: The args the adapter reads (``kineto_trace.py``); kineto writes many more.
-KEPT_ARGS: Final = ("External id", "correlation", "device", "stream", "Bytes", "Device Id")
+KEPT_ARGS: Final = ("External id", "correlation", "device", "stream", "Bytes", "Device Type", "Device Id")
 #: The trace's top-level keys kept: what it ran on (``deviceProperties``, ``distributedInfo``, versions).
 KEPT_KEYS: Final = (
     "schemaVersion",
