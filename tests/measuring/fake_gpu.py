@@ -9,11 +9,13 @@ of CUDA streams that the CUDA backend's biases come from, without a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
+
+from .kineto_trace import TraceEvent
 
 #: The stand-in's spin rate: torch.cuda._sleep cycles per second (an H100 spun at about 1.9e9 here) ...
 SPIN_HZ = 1.9e9
@@ -225,3 +227,128 @@ def plain_loop(gpu: FakeGpu, fn: Callable[[], object], calls: int = 1000) -> flo
         fn()
     gpu.drain()
     return (gpu.clock() - began) / calls
+
+
+# ---------------------------------------------------------------- what kineto would record of the stand-in's run
+
+
+@dataclass
+class _OpenRange:
+    """A ``record_function`` range while it is open: its id, and where its first device activity begins and its
+    last ends (its GPU span)."""
+
+    id: int
+    first: float | None = None
+    last: float | None = None
+
+
+@dataclass
+class KinetoGpu(FakeGpu):
+    """The stand-in, recording what kineto records of a real GPU's run (the shapes of ``traces/``'s real traces),
+    as the events ``read_events`` reads (``kineto_trace.TraceEvent``, times in nanoseconds of the fake clocks):
+
+    * a launch: a ``cuda_runtime`` call ``cudaLaunchKernel`` (``cudaGraphLaunch`` for a graph's replay) on the host
+      thread while the host launches, and the ``kernel`` it queued, on the stream, sharing its ``correlation``;
+    * a sync (``synchronize``): the ``cuda_runtime`` call ``cudaDeviceSynchronize`` or ``cudaStreamSynchronize``
+      while the host waits, and a ``cuda_sync`` device activity of the same correlation (``Context Sync`` on
+      stream -1, ``Stream Sync`` on the stream);
+    * a ``record_function`` range (``annotate``): a ``user_annotation`` on the host, and a ``gpu_user_annotation``
+      from its first device activity to its last, both of the range's own id. Calls and activities made inside a
+      range are linked to the innermost (``linked_correlation_id``); outside any range, to nothing (0).
+
+    ``torch()``'s ``cuda.synchronize`` and streams' ``synchronize`` record their syncs."""
+
+    recorded: list[TraceEvent] = field(default_factory=list)
+    _open: list[_OpenRange] = field(default_factory=list, init=False, repr=False)
+    _last_id: int = field(default=0, init=False, repr=False)
+
+    def _id(self) -> int:
+        self._last_id += 1
+        return self._last_id
+
+    def _linked(self) -> int:
+        return self._open[-1].id if self._open else 0
+
+    def _device_work(self, begin: float, end: float) -> None:
+        for opened in self._open:
+            opened.first = begin if opened.first is None else min(opened.first, begin)
+            opened.last = end if opened.last is None else max(opened.last, end)
+
+    def kernel(self, name: str, seconds: float) -> None:
+        launched, queued = self.host, len(self.kernels)
+        super().kernel(name, seconds)
+        if len(self.kernels) == queued:  # captured into a graph: it runs at the graph's replay
+            return
+        _, begin, end = self.kernels[-1]
+        call, linked = self._id(), self._linked()
+        runtime = "cudaGraphLaunch" if name == "graph" else "cudaLaunchKernel"
+        self.recorded.append(_host_event(runtime, "cuda_runtime", launched, self.host, call, linked))
+        self.recorded.append(_device_event(name, "kernel", begin, end, call, linked, stream=7))
+        self._device_work(begin, end)
+
+    def synchronize(self, kind: str = "device") -> None:
+        """``torch.cuda.synchronize()`` (``device``) or a stream's ``synchronize()`` (``stream``)."""
+        waits = self.host
+        self.drain()
+        call, linked = self._id(), self._linked()
+        runtime, activity, stream = {
+            "device": ("cudaDeviceSynchronize", "Context Sync", -1),
+            "stream": ("cudaStreamSynchronize", "Stream Sync", 7),
+        }[kind]
+        self.recorded.append(_host_event(runtime, "cuda_runtime", waits, self.host, call, linked))
+        self.recorded.append(_device_event(activity, "cuda_sync", waits, self.host, call, linked, stream=stream))
+
+    @contextmanager
+    def annotate(self, name: str) -> Iterator[None]:
+        """``record_function(name)``."""
+        opened, start = _OpenRange(self._id()), self.host
+        self._open.append(opened)
+        try:
+            yield
+        finally:
+            self._open.pop()
+            self.recorded.append(_host_event(name, "user_annotation", start, self.host, opened.id, 0))
+            if opened.first is not None and opened.last is not None:
+                span = _device_event(name, "gpu_user_annotation", opened.first, opened.last, 0, opened.id, stream=7)
+                self.recorded.append(span)
+
+    def torch(self) -> Any:
+        surface = super().torch()
+        gpu, plain = self, surface.cuda.Stream
+
+        class Stream(plain):  # type: ignore[misc, valid-type]
+            def synchronize(self) -> None:
+                gpu.synchronize("stream")
+
+        surface.cuda.Stream = Stream
+        surface.cuda.current_stream = lambda index=None: Stream()
+        surface.cuda.synchronize = lambda index=None: gpu.synchronize("device")
+        return surface
+
+    def events(self) -> list[TraceEvent]:
+        """What kineto recorded so far, in the order the host met it."""
+        return sorted(self.recorded, key=lambda e: (e.start_ns(), -e.duration_ns()))
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def _host_event(name: str, activity: str, start: float, end: float, correlation: int, linked: int) -> TraceEvent:
+    return TraceEvent(name, activity, _ns(start), _ns(end) - _ns(start), 1, correlation=correlation, linked=linked)
+
+
+def _device_event(
+    name: str, activity: str, start: float, end: float, correlation: int, linked: int, *, stream: int
+) -> TraceEvent:
+    return TraceEvent(
+        name,
+        activity,
+        _ns(start),
+        _ns(end) - _ns(start),
+        stream,
+        device="DeviceType.CUDA",
+        resource=stream,
+        correlation=correlation,
+        linked=linked,
+    )
