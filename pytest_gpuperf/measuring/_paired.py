@@ -357,12 +357,12 @@ def measure_paired(
     work: dict[str, dict[str, float]] = {}
     # Each step's memory (and work profile) is its own: read with no other step's build nor a spacer alive, a
     # factory's on a build of its own. Without those reads nothing calls the step: its last build serves.
-    alone = settings.memory or settings.profile != "off"
-    lasts = {} if alone else dict(rounds.current)
+    called = settings.memory or settings.profile != "off"
+    lasts = {} if called else dict(rounds.current)
     timers.clear()
     rounds.release()
     for name in steps:
-        with rounds.alone(name) if alone else nullcontext(lasts[name]) as step:
+        with rounds.alone(name) if called else nullcontext(lasts[name]) as step:
             after = After(step.fn, backend, settings, device, result, len(steps), distributed=coordinator is not None)
             values = read_after(after, sensors)
             values[MEMORY.name] = _with_others(values.get(MEMORY.name), [o for o in rounds.current if o != name])
