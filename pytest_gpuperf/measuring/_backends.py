@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -167,6 +167,12 @@ class Backend(Protocol):
         asynchronous device the larger of the device time and the host time (``last_device``, ``last_host``)."""
         ...
 
+    def same_step(self, key: object) -> AbstractContextManager[None]:
+        """Blocks timed inside are of the one step ``key`` stands for, whatever callable they run (a step built
+        afresh every round, its graph's replays): what the backend learns of the step's calls (on CUDA, its launch
+        lead) carries over from one to the next. ``key`` is held weakly: its caller keeps it while it measures."""
+        ...
+
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         """Like ``time_block``, with the caches flushed before each call and the flush left out of the time."""
         ...
@@ -206,6 +212,9 @@ class CpuBackend:
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         return host_block(self.clock_ns, fn, iterations)
+
+    def same_step(self, key: object) -> AbstractContextManager[None]:
+        return nullcontext()  # a host clock learns nothing of a step
 
     def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
         """CPU work is synchronous: a call's time is its latency."""
@@ -259,7 +268,8 @@ class CudaBackend:
     (``last_host``), and the block's time is the larger of the two (where the host needs longer, loading data or
     Python, a loop runs at the host's speed). A block whose lead ended before the host had launched it is counted
     in ``short_leads`` (the device may have idled inside it), and flagged where its time is the device's
-    (``last_short``).
+    (``last_short``). A clearly host-bound step gets a lead sized from its device time, which its host outlasts: the
+    block's time is the host's, and ``last_device`` the device time last read with the queue kept full.
 
     **A step that synchronizes** gets no lead: each block is timed right after an untimed call whose device work is
     still in flight, as in a loop, and its time is the larger of the events' and the host's (both the loop's,
@@ -285,6 +295,8 @@ class CudaBackend:
     #: blocks whose lead ended before the host had launched them (the GPU may have idled inside them)
     short_leads: int = 0
     _leads: Leads = field(default_factory=Leads, repr=False)
+    #: the key of the step timed inside ``same_step``; None: each callable is a step of its own
+    _step: object = field(default=None, repr=False)
     _flush: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -300,16 +312,29 @@ class CudaBackend:
 
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         with self._cuda.device(self.index):
-            state = self._leads.of(fn)
+            state = self._lead_of(fn)
             if not self._leads.applies(self._cuda, state):
                 return self._steady(fn, iterations)
             return self._behind_lead(fn, iterations, state)
+
+    @contextmanager
+    def same_step(self, key: object) -> Iterator[None]:
+        """Blocks timed inside share the launch lead of the step ``key`` stands for (``Backend.same_step``): a new
+        build of a step starts from its predecessor's host time, and a step found to synchronize stays found."""
+        outer, self._step = self._step, key
+        try:
+            yield
+        finally:
+            self._step = outer
+
+    def _lead_of(self, fn: Callable[[], object]) -> StepLead:
+        return self._leads.of(fn if self._step is None else self._step)
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         """Each call timed alone after the L2 is flushed (a write of twice its size); the flush is not timed."""
         with self._cuda.device(self.index):
             flush = self._flush_buffer()
-            state = self._leads.of(fn)
+            state = self._lead_of(fn)
             total, device, host = 0.0, 0.0, 0.0
             for _ in range(iterations):
                 flush.zero_()
@@ -387,10 +412,13 @@ class CudaBackend:
         ran = float(ready.elapsed_time(start)) * 1e-3
         self._leads.relearn(cycles, ran, began - queued)
         host = done - began
-        short = self._leads.launched(state, host, iterations, planned, ran, done - queued)
+        # Behind a lead sized for a host-bound step's device time, the device's own time is the one it last read
+        # with the queue kept full (``_lead.py``): the host paces the block, and the block's time is the host's.
+        short, device = self._leads.launched(
+            state, host, float(start.elapsed_time(end)) * 1e-3, iterations, planned, ran, done - queued
+        )
         self.short_leads += short
         self.last_host = None if state.syncs else host
-        device = float(start.elapsed_time(end)) * 1e-3
         self.last_device = None if state.syncs else device
         # Idle time inside the block can raise only the device's time: a host-bound block's time is the host's.
         self.last_short = short and device >= host
@@ -520,6 +548,9 @@ class AllCudaBackend:
     def time_block(self, fn: Callable[[], object], iterations: int) -> float:
         return host_block(self.clock_ns, fn, iterations, sync=self.synchronize)
 
+    def same_step(self, key: object) -> AbstractContextManager[None]:
+        return nullcontext()  # no lead: every block is synchronized at both ends
+
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported(
             "cold mode needs a named device (the L2 of which GPU?): time the step with the gpuperf fixture, "
@@ -587,6 +618,9 @@ class MpsBackend:
             end.synchronize()
             return float(start.elapsed_time(end)) * 1e-3
         return host_block(self.clock_ns, fn, iterations, sync=mps.synchronize)
+
+    def same_step(self, key: object) -> AbstractContextManager[None]:
+        return nullcontext()  # no lead is queued on mps
 
     def time_cold(self, fn: Callable[[], object], iterations: int) -> float:
         raise ModeUnsupported("cold mode is not available on mps: its cache cannot be flushed from torch; use warm")

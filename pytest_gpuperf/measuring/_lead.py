@@ -4,8 +4,16 @@ rate, timed once, then re-learnt after every block from an event before the spin
 and which steps synchronize (a block outlasted a lead that ran as planned twice in a row), which get no lead.
 ``_backends.CudaBackend`` times the blocks with what is here.
 
+A step that is clearly host-bound (its host needs more than ``HOST_BOUND`` times its device time) gets a lead sized
+from its device time instead: a lead is pure waiting for a host that paces the block anyway, and sized from the
+host's time it made the host wait for the spin after launching (1.5 times the figure in wall time per call). Behind
+that lead the device idles inside the block, so its time is not the device's work; the device time with its queue
+kept full is the one read behind the last lead that covered the host's launch, and every ``DEVICE_LEADS`` blocks a
+lead covers it again to read it afresh.
+
 Each step has a lead of its own (paired rounds alternate steps of different host cost), kept beside a weak reference
-to its callable: nothing of the step stays alive here after its measurement.
+to its key: its callable, or an object that stands for a step rebuilt every round (``CudaBackend.same_step``).
+Nothing of the step stays alive here after its measurement.
 """
 
 from __future__ import annotations
@@ -16,7 +24,17 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["CALIBRATION_CYCLES", "LEAD_AS_PLANNED", "LEAD_BASE", "LEAD_CAP", "LEAD_MARGIN", "Leads", "StepLead"]
+__all__ = [
+    "CALIBRATION_CYCLES",
+    "DEVICE_LEADS",
+    "HOST_BOUND",
+    "LEAD_AS_PLANNED",
+    "LEAD_BASE",
+    "LEAD_CAP",
+    "LEAD_MARGIN",
+    "Leads",
+    "StepLead",
+]
 
 #: Host launch time is covered by a spin kernel this much longer than the last block's launch time took.
 LEAD_MARGIN: Final = 1.5
@@ -29,6 +47,11 @@ CALIBRATION_CYCLES: Final = 2_000_000
 #: A lead that ran at least this share of its planned seconds ran at the rate it was sized for: if the host still
 #: outlasted it, the host waited for it (a lead cut short by a faster clock proves nothing).
 LEAD_AS_PLANNED: Final = 0.9
+#: A block is clearly host-bound where its host time is more than this many times its device time (queue kept full).
+HOST_BOUND: Final = 1.2
+#: A host-bound step's leads are sized from its device time for at most this many blocks in a row; the next lead
+#: covers the host's launch, so that the device time is read again with the queue kept full.
+DEVICE_LEADS: Final = 8
 
 
 @dataclass
@@ -41,6 +64,12 @@ class StepLead:
     #: a block has been timed, so the next lead is sized from a measured host time (not the first guess)
     measured: bool = False
     syncs: bool = False
+    #: device seconds per call of the last block whose lead covered the host's launch (the queue kept full)
+    device_per_call: float | None = None
+    #: the last block was clearly host-bound (``HOST_BOUND``): the next lead is sized from the device time
+    host_bound: bool = False
+    #: leads sized from the device time in a row, the one queued last included (``DEVICE_LEADS``)
+    device_leads: int = 0
 
 
 @dataclass
@@ -50,16 +79,17 @@ class Leads:
     _spin_rate: float | None = field(default=None, repr=False)
     _steps: dict[int, tuple[Callable[[], object | None], StepLead]] = field(default_factory=dict, repr=False)
 
-    def of(self, fn: Callable[[], object]) -> StepLead:
-        """The lead state of the step ``fn``, kept beside a weak reference to it (none for a callable that takes
-        none: a fresh state each block), so that an id is never reused under it and nothing keeps ``fn`` alive."""
-        entry = self._steps.get(id(fn))
-        if entry is not None and entry[0]() is fn:
+    def of(self, step: object) -> StepLead:
+        """The lead state of the step ``step`` stands for (its callable, or the key of a step rebuilt every round),
+        kept beside a weak reference to it (none for an object that takes none: a fresh state each block), so that
+        an id is never reused under it and nothing keeps ``step`` alive."""
+        entry = self._steps.get(id(step))
+        if entry is not None and entry[0]() is step:
             return entry[1]
         self._steps = {key: kept for key, kept in self._steps.items() if kept[0]() is not None}
         state = StepLead()
         with suppress(TypeError):
-            self._steps[id(fn)] = (weakref.ref(fn), state)
+            self._steps[id(step)] = (weakref.ref(step), state)
         return state
 
     def applies(self, cuda: Any, state: StepLead) -> bool:
@@ -70,7 +100,10 @@ class Leads:
         """Queue a spin kernel long enough to cover the host's launch of ``iterations`` calls: its planned seconds
         and its cycles."""
         rate = self.rate(cuda) or 0.0
-        seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * state.host_per_call * iterations)
+        for_device = state.host_bound and state.device_per_call is not None and state.device_leads < DEVICE_LEADS
+        state.device_leads = state.device_leads + 1 if for_device else 0
+        per_call = state.device_per_call if for_device and state.device_per_call is not None else state.host_per_call
+        seconds = min(LEAD_CAP, LEAD_BASE + LEAD_MARGIN * per_call * iterations)
         cycles = int(seconds * rate)
         cuda._sleep(cycles)
         return seconds, cycles
@@ -89,19 +122,33 @@ class Leads:
         elif host > 0:
             self._spin_rate = max(self._spin_rate or 0.0, cycles / host)
 
-    def launched(self, state: StepLead, host: float, iterations: int, planned: float, ran: float, span: float) -> bool:
-        """Note the block's host time; whether its lead (``ran`` seconds from the event before the spin) was short:
-        it ended before the host, ``span`` seconds after that event, had launched the block."""
+    def launched(
+        self, state: StepLead, host: float, device: float, iterations: int, planned: float, ran: float, span: float
+    ) -> tuple[bool, float]:
+        """Note the block's host and device time; whether its lead (``ran`` seconds from the event before the spin)
+        was short: it ended before the host, ``span`` seconds after that event, had launched the block; and the
+        block's device seconds with the queue kept full (the module's docstring)."""
         short = ran < span
+        for_device = state.device_leads > 0
         # A lead that ran as planned and was outlasted, sized from a block that was outlasted too: the host waited
-        # for the spin, so the step synchronizes with the device. (A capped lead proves nothing.)
-        waited = short and ran >= LEAD_AS_PLANNED * planned
+        # for the spin, so the step synchronizes with the device. (A capped lead proves nothing, nor does one sized
+        # for the device time, which the host outlasts by design.)
+        waited = short and ran >= LEAD_AS_PLANNED * planned and not for_device
         if waited and state.short and state.measured and planned < LEAD_CAP:
             state.syncs = True
         state.short = waited
         state.measured = True
         state.host_per_call = host / iterations
-        return short
+        if not short:  # the device ran the block back to back: its time is the device's work
+            state.device_per_call = device / iterations
+            state.host_bound = host > HOST_BOUND * device
+        elif for_device:
+            # The device idled inside the block, waiting for the host: a host-bound step, unless the device's time
+            # (its work and that wait) reached the host's, when the device may pace the block after all.
+            state.host_bound = device < host
+            if state.host_bound and state.device_per_call is not None:
+                return short, state.device_per_call * iterations
+        return short, device
 
     def rate(self, cuda: Any) -> float | None:
         """Cycles per second of ``torch.cuda._sleep`` on this device (None: torch has no _sleep): timed once

@@ -24,6 +24,11 @@ allocated and kept for the round, and each build lands at an offset of its own. 
 garbage collector runs while building, never while timing. What this buys is measured end
 to end by ``bench/gate_power.py`` (``bench/evidence/gate-power.md``).
 
+Each build is a new callable, so every block of a step is timed inside ``Backend.same_step``: what the backend
+learnt of the step's launch (on CUDA its lead: the host's time, whether it synchronizes) carries over from one
+build to the next. Memory is each step's own: after the rounds the builds and spacers are released, and each
+factory is built once more and read alone (``measure_paired``).
+
 Order is drawn at random, never fixed. Rounds go in pairs: the first round of a pair times
 the steps in a random order, the second in the reverse one, so each step is timed first
 equally often; builds go in a random order every round. A fixed schedule (build order
@@ -44,18 +49,20 @@ rank counts, agreed stop), so all ranks run the same rounds.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from ._backends import Backend, block_timer
+from ._backends import CUDA_PEAK, Backend, block_timer
 from ._calls import gc_paused, torch_threads
 from ._judge import Check
 from ._measurement import Measurement
+from ._memory import MEMORY, MemoryReading
 from ._reading import After, Around, open_sensors, read_after, sensed
 from ._runner import BlockTimes, Coordinator, Subject, measurement_of
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
@@ -203,6 +210,28 @@ class RoundSteps:
             raise TypeError(f"the factory of step {name!r} returned {type(step).__name__}, not a Step")
         return step
 
+    def release(self) -> None:
+        """Release the builds and spacers made for the rounds (the Steps given as objects are their caller's)."""
+        for name in self.factories:
+            self.current.pop(name, None)
+        self.spacers = []
+
+    @contextmanager
+    def alone(self, name: str) -> Iterator[Step]:
+        """The step ``name`` with no build of another step alive, nor a spacer (after ``release``): a factory built
+        afresh and called ``warm_calls`` times, released on leaving; a Step as given."""
+        if name not in self.factories:
+            yield self.current[name]
+            return
+        with _gc_running():
+            step = self._build(name)
+            for _ in range(self.warm_calls):
+                step.fn()
+        try:
+            yield step
+        finally:
+            del step
+
 
 @dataclass
 class RoundRunner:
@@ -240,8 +269,11 @@ class RoundRunner:
         total = 0.0
         for name in self._order(index):
             calls = max(iterations, self.sizes.get(name, 1))
-            elapsed = self.block(steps[name], calls)
             read = self.read[name]
+            # Each round's build of a step is a new callable: the backend is told that it is the same step (its
+            # launch lead carries over, on CUDA), which ``read`` stands for.
+            with self.backend.same_step(read):
+                elapsed = self.block(steps[name], calls)
             read.note(calls)
             host = read.last()
             self.times[name].append(elapsed / calls)
@@ -282,9 +314,12 @@ def measure_paired(
     """Time ``steps`` in interleaved rounds of equal call counts; one Measurement per step, plus the rounds.
 
     A step given as a factory (``lambda: workload.build(device, size)``) is built afresh
-    before every round (module docstring); its Measurement has the work and peak memory
-    of its last build. ``names`` gives each step's Measurement name (default: its key);
-    ``observers`` the Check observer of each (so assertions land in its record).
+    before every round (module docstring). Each step's memory and work profile are read after
+    the rounds with no build of another step nor a spacer alive: a factory's on a build of its
+    own, called ``warm_calls`` times first; a Step given as an object stays alive (its caller
+    holds it), so its memory is in the other steps' figures, whose method says so.
+    ``names`` gives each step's Measurement name (default: its key); ``observers`` the Check
+    observer of each (so assertions land in its record).
     """
     if not steps:
         raise ValueError("measure_paired needs at least one step")
@@ -319,19 +354,37 @@ def measure_paired(
     n = len(result.samples)
     sampled = {name: times[name][-n:] for name in steps}
     measurements: dict[str, Measurement] = {}
+    work: dict[str, dict[str, float]] = {}
+    # Each step's memory (and work profile) is its own: read with no other step's build nor a spacer alive, a
+    # factory's on a build of its own. Without those reads nothing calls the step: its last build serves.
+    called = settings.memory or settings.profile != "off"
+    lasts = {} if called else dict(rounds.current)
+    timers.clear()
+    rounds.release()
     for name in steps:
-        step = rounds.current[name]
-        after = After(step.fn, backend, settings, device, result, len(steps), distributed=coordinator is not None)
-        measurements[name] = measurement_of(
-            result,
-            backend,
-            settings,
-            Subject((names or {}).get(name, name), device, step.work, (observers or {}).get(name)),
-            runner.read[name].readings(threads, read_after(after, sensors)),
-            paired_samples=sampled[name],
-        )
-    work = {name: dict(rounds.current[name].work) for name in steps}
+        with rounds.alone(name) if called else nullcontext(lasts[name]) as step:
+            after = After(step.fn, backend, settings, device, result, len(steps), distributed=coordinator is not None)
+            values = read_after(after, sensors)
+            values[MEMORY.name] = _with_others(values.get(MEMORY.name), [o for o in rounds.current if o != name])
+            measurements[name] = measurement_of(
+                result,
+                backend,
+                settings,
+                Subject((names or {}).get(name, name), device, step.work, (observers or {}).get(name)),
+                runner.read[name].readings(threads, values),
+                paired_samples=sampled[name],
+            )
+            work[name] = dict(step.work)
+            del after, step  # released before the next step is built and read
     return Paired(sampled, work, plan.confidence, measurements)
+
+
+def _with_others(memory: object, others: Sequence[str]) -> object:
+    """A CUDA peak read with the Step objects ``others`` resident (their caller keeps them alive), saying so."""
+    if not others or not isinstance(memory, MemoryReading) or not memory.method.startswith(CUDA_PEAK):
+        return memory
+    whose = f"Step object of {others[0]}" if len(others) == 1 else f"Step objects of {', '.join(others)}"
+    return dataclasses.replace(memory, method=f"{memory.method}, with the {whose} resident (kept alive by the caller)")
 
 
 def _spacer(device: str) -> Callable[[int], object]:

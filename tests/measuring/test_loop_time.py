@@ -184,3 +184,82 @@ def test_graph_capture_for_cuda_1_after_cuda_0_captures_its_kernels() -> None:
     backend = backend_on(gpu, 1)
     replay = backend.capture(step(gpu, 0.0, [50e-6] * 4))
     assert backend.time_block(replay, 10) / 10 == pytest.approx(200e-6, rel=1e-3)
+
+
+# ---------------------------------------------------------------- issue 34: a step rebuilt every round, as ab times it
+
+QUICK_ROUNDS = ROUNDS.with_values({"profile": "off"})
+
+
+def front_loaded(gpu: FakeGpu, *, waits: bool) -> Callable[[], None]:
+    """400 us of host work, then five 200 us kernels; ``waits``: the host waits for the device in between (for the
+    previous call's work, as an ``.item()`` of its loss would), so the step synchronizes."""
+    kernels = step(gpu, 0.0, [200e-6] * 5)
+
+    def fn() -> None:
+        gpu.spend(400e-6)
+        if waits:
+            gpu.drain()
+        kernels()
+
+    return fn
+
+
+@pytest.mark.parametrize("waits", [False, True], ids=["launches", "synchronizes"])
+def test_factories_in_paired_rounds_are_timed_as_a_loop_of_the_step(waits: bool) -> None:
+    """Each round builds each step afresh, as ``ab`` does: what the backend learnt of a build's launch carries over
+    to the next build of the step (every block was behind the first-guess lead: 1.332 ms for a loop's 1.000 ms, and
+    1.332 ms for 1.005 ms where the step synchronizes, which was never found out)."""
+    gpu = FakeGpu()
+    loop = plain_loop(gpu, front_loaded(gpu, waits=waits))
+    gpu = FakeGpu()
+    factories = {name: (lambda: Step(front_loaded(gpu, waits=waits), {})) for name in ("base", "head")}
+    rounds = measure_paired(factories, backend_on(gpu), QUICK_ROUNDS, device="cpu")
+    for name in factories:
+        assert rounds.measurements[name].median == pytest.approx(loop, rel=0.01), name
+
+
+def test_builds_of_one_step_share_its_lead_and_other_steps_keep_theirs() -> None:
+    """The lead carries over between builds of one step, not between steps (nor from one measure_paired to the
+    next: ``ab`` names every workload's steps base and head)."""
+    gpu = FakeGpu()
+    backend = backend_on(gpu)
+    factories = {
+        "syncs": lambda: Step(front_loaded(gpu, waits=True), {}),
+        "launches": lambda: Step(front_loaded(gpu, waits=False), {}),
+    }
+    measure_paired(factories, backend, QUICK_ROUNDS, device="cpu")
+    spins = sum(name == "sleep" for name, _, _ in gpu.kernels)
+    again = measure_paired(factories, backend, QUICK_ROUNDS, device="cpu")
+    assert again.measurements["launches"].host_per_call is not None, "its own lead: not taken to synchronize"
+    assert again.measurements["syncs"].host_per_call is None, "found out to synchronize again"
+    assert sum(name == "sleep" for name, _, _ in gpu.kernels) > spins, "a new measure_paired starts afresh"
+
+
+# ---------------------------------------------------------------- issue 34: a host-bound step's lead
+
+
+def sampling_per_call(m: Measurement) -> float:
+    return m.sampling_seconds / (len(m.samples) * m.iterations)
+
+
+def test_a_host_bound_step_spends_about_its_figure_sampling_each_call() -> None:
+    """9 us of host time for a 2 us kernel, about 111 calls a block: a lead sized from the host's time (1.5 ms) made
+    the host wait for the spin after its 1 ms of launching, 1.75 times the figure in wall time per timed call."""
+    gpu = FakeGpu(launch=9e-6)
+    m = measured(step(gpu, 0.0, [2e-6]), gpu)
+    assert m.host_bound and m.median == pytest.approx(9e-6, rel=0.05)
+    assert m.device_per_call == pytest.approx(2e-6, rel=0.01)  # still with the queue kept full
+    assert sampling_per_call(m) <= 1.2 * m.median
+
+
+def test_a_host_bound_dataloader_step_pays_no_lead_beyond_its_own_device_tail() -> None:
+    """10 ms of loading, then 4 ms of device work: the lead sized from the host's time (15 ms) took 19.2 ms of
+    sampling per 10.1 ms call. A block of one call still waits for that call's device work after the host's (its
+    4 ms tail, which a loop overlaps with the next call's loading): the lead adds at most a tenth of the figure."""
+    gpu = FakeGpu()
+    m = measured(loader_step(gpu, pinned=True), gpu)
+    assert m.host_bound and m.median == pytest.approx(10.1e-3, rel=1e-3)
+    device = m.device_per_call
+    assert device is not None and device == pytest.approx(4e-3, rel=1e-3) and m.iterations == 1
+    assert sampling_per_call(m) <= m.median + device + 0.1 * m.median

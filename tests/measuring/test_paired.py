@@ -6,7 +6,7 @@ import gc
 import math
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -19,11 +19,15 @@ from pytest_gpuperf.measuring import (
     SamplingPlan,
     Step,
     StepFactory,
+    measure_on,
     measure_paired,
 )
-from pytest_gpuperf.measuring._backends import MemoryProbe
+from pytest_gpuperf.measuring._backends import CUDA_PEAK, CudaBackend, MemoryProbe
 from pytest_gpuperf.measuring._paired import SPACER_BYTES, WARM_CALLS, PairedStopRule, RoundSteps
 from pytest_gpuperf.measuring._stats import estimate_median
+
+from .fake_cuda_memory import FakeCudaMemory
+from .fake_gpu import FakeGpu
 
 
 @dataclass
@@ -72,6 +76,9 @@ class FakeBackend:
         for _ in range(iterations):
             fn()
         return self.per_call[fn] * iterations * self.load(len(self.blocks))
+
+    def same_step(self, key: object) -> AbstractContextManager[None]:
+        return nullcontext()
 
     @contextmanager
     def track_memory(self) -> Iterator[MemoryProbe]:
@@ -343,7 +350,8 @@ def test_fixed_steps_and_factories_mix_and_a_factory_must_return_a_step() -> Non
     alive: Alive = {"base": [], "head": []}
     factories = recording_factories(backend, built, alive)
     fixed = factories["base"]()
-    settings = MeasureSettings(max_time=0.02, warmup_time=0.01, min_time=0.001, memory=False)
+    # No reads after the rounds: those build each factory once more, alone (the factory's checks are of the rounds).
+    settings = MeasureSettings(max_time=0.02, warmup_time=0.01, min_time=0.001, memory=False, profile="off")
     paired = measure_paired({"base": fixed, "head": factories["head"]}, backend, settings, device="cpu")
     assert {b.name for b in built[1:]} == {"head"} and paired.measurements["base"].work == {"items": 1.0}
     with pytest.raises(TypeError, match="the factory of step 'x' returned NoneType, not a Step"):
@@ -388,3 +396,87 @@ def test_spacers_are_untouched_tensors_on_the_device() -> None:
 
     buffer = _spacer("cpu")(1000)
     assert isinstance(buffer, torch.Tensor) and buffer.device.type == "cpu" and buffer.numel() == 1000
+
+
+# ---------------------------------------------------------------- each step's memory is its own (issue 34)
+
+MiB = 1 << 20
+
+
+class Resident:
+    """A build's tensors on the stand-in allocator: allocated when made, freed when released."""
+
+    def __init__(self, memory: FakeCudaMemory, nbytes: int) -> None:
+        memory.alloc(nbytes)
+        weakref.finalize(self, memory.free, nbytes)
+
+
+@dataclass
+class OnFakeCuda:
+    """The stand-in GPU with the stand-in allocator's statistics, and steps that hold memory on it."""
+
+    gpu: FakeGpu = field(default_factory=FakeGpu)
+    memory: FakeCudaMemory = field(default_factory=FakeCudaMemory)
+
+    def backend(self) -> CudaBackend:
+        return CudaBackend(0, torch_module=self.memory.install(self.gpu.torch()), clock=self.gpu.clock)
+
+    def holding(self, resident: int, transient: int = 0) -> StepFactory:
+        """A step that keeps ``resident`` bytes from its build on and allocates ``transient`` more in each call."""
+
+        def build() -> Step:
+            held = Resident(self.memory, resident)
+
+            def fn() -> None:
+                assert held is not None
+                self.memory.alloc(transient)
+                self.gpu.kernel("k", 100e-6)
+                self.memory.free(transient)
+
+            return Step(fn, {})
+
+        return build
+
+
+MEMORY_ROUNDS = MeasureSettings(max_time=60.0, warmup_time=0.01, min_time=0.001, min_samples=10, profile="off")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> OnFakeCuda:
+    """Spacers allocated on the stand-in allocator (up to 8 MiB each), as they are on the GPU."""
+    on = OnFakeCuda()
+    monkeypatch.setattr(
+        "pytest_gpuperf.measuring._paired._spacer", lambda device: lambda nbytes: Resident(on.memory, nbytes)
+    )
+    return on
+
+
+def test_a_factorys_peak_in_paired_rounds_is_its_peak_measured_alone(fake_cuda: OnFakeCuda) -> None:
+    """a holds 128 MiB and allocates 96 MiB more per call, b holds 512 MiB: each read its peak while the other's build
+    and the spacers were alive (a read 736 MiB and more, b 608 MiB and more)."""
+    factories = {"a": fake_cuda.holding(128 * MiB, 96 * MiB), "b": fake_cuda.holding(512 * MiB)}
+    paired = measure_paired(factories, fake_cuda.backend(), MEMORY_ROUNDS, device="cpu")
+    assert fake_cuda.memory.devices[0].allocated == 0, "nothing is kept after measuring"
+    for name, factory in factories.items():
+        alone = measure_on(factory().fn, fake_cuda.backend(), MEMORY_ROUNDS, name=name, device="cpu", work={})
+        memory = paired.measurements[name].memory
+        assert memory.peak == alone.memory.peak and memory.resident == alone.memory.resident, name
+        assert memory.method == alone.memory.method == CUDA_PEAK
+    assert paired.measurements["a"].memory.peak == 224 * MiB
+    assert paired.measurements["b"].memory.peak == 512 * MiB
+
+
+def test_a_step_object_is_read_with_what_the_caller_keeps_alive_and_says_so(fake_cuda: OnFakeCuda) -> None:
+    """A Step given as an object stays alive while the others are read (its caller holds it): its memory is in their
+    figures, as in any measurement made while the caller holds it, and their method says whose it is."""
+    kept = fake_cuda.holding(512 * MiB)()
+    paired = measure_paired(
+        {"a": fake_cuda.holding(128 * MiB, 96 * MiB), "b": kept}, fake_cuda.backend(), MEMORY_ROUNDS, device="cpu"
+    )
+    a, b = paired.measurements["a"].memory, paired.measurements["b"].memory
+    assert (a.peak, a.resident, a.transient) == ((128 + 512 + 96) * MiB, (128 + 512) * MiB, 96 * MiB)
+    assert a.method == f"{CUDA_PEAK}, with the Step object of b resident (kept alive by the caller)"
+    assert a.gated == (a.peak, "cuda allocator peak")
+    assert (b.peak, b.method) == (512 * MiB, CUDA_PEAK), "a factory's builds are released before b is read"
+    alone = measure_on(kept.fn, fake_cuda.backend(), MEMORY_ROUNDS, name="b", device="cpu", work={})
+    assert alone.memory.peak == b.peak
