@@ -159,6 +159,10 @@ class Backend(Protocol):
     last_device: float | None
     #: The last block's lead ended before the host had launched the block: the device may have idled inside it.
     last_short: bool
+    #: Seconds the last block cost beyond its calls' time that more calls in a block would share, else None: the
+    #: device work a host-bound step's last call left (a loop overlaps it with the next call's host work), or the
+    #: untimed call a synchronizing step's block starts with.
+    last_tail: float | None
 
     def synchronize(self) -> None: ...
 
@@ -205,6 +209,7 @@ class CpuBackend:
     last_host: float | None = None
     last_device: float | None = None
     last_short: bool = False
+    last_tail: float | None = None
     _flush: Any = field(default=None, repr=False)
 
     def synchronize(self) -> None:
@@ -292,6 +297,7 @@ class CudaBackend:
     last_device: float | None = None
     #: the last block's lead ended before the host had launched the block, and its time is the device's
     last_short: bool = False
+    last_tail: float | None = None
     #: blocks whose lead ended before the host had launched them (the GPU may have idled inside them)
     short_leads: int = 0
     _leads: Leads = field(default_factory=Leads, repr=False)
@@ -346,6 +352,7 @@ class CudaBackend:
                 host += self.last_host or 0.0
             steady = self._leads.applies(self._cuda, state)
             self.last_device, self.last_host = (device, host) if steady else (None, None)
+            self.last_tail = None  # each call is timed alone: a larger block shares no tail
             return total
 
     def time_latency(self, fn: Callable[[], object], iterations: int, *, flush: bool = False) -> float:
@@ -409,6 +416,7 @@ class CudaBackend:
         end.record(stream)
         done = self.clock()
         end.synchronize()
+        waited = self.clock() - done
         ran = float(ready.elapsed_time(start)) * 1e-3
         self._leads.relearn(cycles, ran, began - queued)
         host = done - began
@@ -418,6 +426,9 @@ class CudaBackend:
             state, host, float(start.elapsed_time(end)) * 1e-3, iterations, planned, ran, done - queued
         )
         self.short_leads += short
+        # Behind a lead the host outlasted (a host-bound step's), the host waited at the end for its last call's
+        # device work only: a block of more calls shares that tail (the sampler sizes blocks so that it is small).
+        self.last_tail = waited if short and state.host_bound else None
         self.last_host = None if state.syncs else host
         self.last_device = None if state.syncs else device
         # Idle time inside the block can raise only the device's time: a host-bound block's time is the host's.
@@ -437,10 +448,12 @@ class CudaBackend:
         an untimed call still in flight (``in_flight``), or on the drained stream."""
         stream = self._cuda.current_stream(self.index)
         start, end = self._events(2)
+        untimed = self.clock()
         if in_flight:
             fn()
         else:
             stream.synchronize()
+        untimed = self.clock() - untimed
         start.record(stream)
         began = self.clock()
         for _ in repeat(None, iterations):
@@ -449,6 +462,7 @@ class CudaBackend:
         host = self.clock() - began
         end.synchronize()
         self.last_device, self.last_host, self.last_short = None, None, False
+        self.last_tail = untimed if in_flight else None
         return max(float(start.elapsed_time(end)) * 1e-3, host)
 
     def _flush_buffer(self) -> Any:
@@ -521,6 +535,7 @@ class AllCudaBackend:
     last_host: float | None = None
     last_device: float | None = None
     last_short: bool = False
+    last_tail: float | None = None
 
     def __post_init__(self) -> None:
         if not self.timer:
@@ -597,6 +612,7 @@ class MpsBackend:
     last_host: float | None = None
     last_device: float | None = None
     last_short: bool = False
+    last_tail: float | None = None
 
     def __post_init__(self) -> None:
         if not hasattr(torch_of(self.torch_module).mps, "Event"):

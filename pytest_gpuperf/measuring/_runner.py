@@ -218,6 +218,9 @@ class BlockTimes:
     def last(self) -> float | None:
         return self.backend.last_host
 
+    def tail(self) -> float | None:
+        return self.backend.last_tail
+
     def readings(self, threads: int, values: Mapping[str, object]) -> Readings:
         return Readings(threads, values, self.host, self.device, self.short)
 
@@ -249,6 +252,7 @@ def measure_on(
                 clock=clock,
                 agree=coordinator.agree if coordinator else _same,
                 host_time=host.last,
+                tail=host.tail,
             )
     over_time = over_time_of(result, settings)
     if coordinator is not None and coordinator.agree(bool(over_time)) and not over_time:

@@ -72,6 +72,9 @@ _T = TypeVar("_T")
 RESIZE_AFTER: Final = 5
 #: Re-sizes allowed after warmup; each restarts sampling.
 MAX_RESIZES: Final = 3
+#: A block's tail (``sample``'s ``tail``: work its last call leaves that more calls would share) is at most this
+#: share of the block's time: a host-bound CUDA step's sampling then costs at most about 1.1 times its figure.
+TAIL_SHARE: Final = 0.1
 #: The most of ``max_time`` the warmup after the first call may take, so that samples get the rest.
 WARMUP_SHARE: Final = 0.5
 
@@ -219,9 +222,12 @@ def block_size(per_iteration: float, plan: SamplingPlan) -> int:
     (always 1 under ``per_call``)."""
     if plan.per_call or per_iteration <= 0 or not math.isfinite(per_iteration):
         return 1
-    wanted = math.ceil(plan.min_block_time / per_iteration)
-    ceiling = max(1, math.floor(plan.max_time * plan.max_block_fraction / per_iteration))
-    return max(1, min(wanted, ceiling))
+    return _within(math.ceil(plan.min_block_time / per_iteration), per_iteration, plan)
+
+
+def _within(wanted: int, per_iteration: float, plan: SamplingPlan) -> int:
+    """``wanted`` iterations, at least 1 and within a block's ceiling: ``max_block_fraction`` of ``max_time``."""
+    return max(1, min(wanted, math.floor(plan.max_time * plan.max_block_fraction / per_iteration)))
 
 
 def _itself(value: _T) -> _T:
@@ -237,6 +243,7 @@ def sample(
     stop_rule: StopRule | None = None,
     agree: Callable[[bool], bool] = _itself,
     host_time: Callable[[], float | None] | None = None,
+    tail: Callable[[], float | None] | None = None,
 ) -> SamplingResult:
     """Warm up, then sample ``run_block`` until ``stop_rule`` (default: the plan's) says stop. See the module
     docstring.
@@ -244,11 +251,14 @@ def sample(
     ``host_time`` gives the host seconds of the last block where they differ from its
     device time (an asynchronous device): blocks are then sized by the longer of the two,
     so a step whose device time is tiny next to its launch time is not run in huge blocks.
+    ``tail`` gives the seconds the last block waited, after its last call, for work that more calls per block
+    would share (a host-bound step's device tail): the warmup sizes blocks so that it is at most ``TAIL_SHARE`` of
+    a block's time.
     """
     cost = _cost_of(host_time)
     budget = plan.budget
     if budget is None:
-        warmup, iterations, origin = _warm_up(run_block, plan, clock, agree, cost)
+        warmup, iterations, origin = _warm_up(run_block, plan, clock, agree, cost, tail)
     else:
         warmup, iterations = _fixed_warm_up(run_block, budget, clock)
         origin = None
@@ -265,7 +275,7 @@ def sample(
         costs.append(cost(elapsed_block) / iterations)
         if budget is None and len(samples) == RESIZE_AFTER and resizes < MAX_RESIZES:
             # Every rank sees the same block times (the coordinator returns the slowest), so all re-size alike.
-            resized = _steady_size(costs, iterations, plan)
+            resized = _steady_size(costs, iterations, plan, tail)
             if resized is not None:
                 warmup = _with_blocks(warmup, samples, iterations, clock() - start)
                 iterations, samples, costs, resizes = resized, [], [], resizes + 1
@@ -293,10 +303,23 @@ def _cost_of(host_time: Callable[[], float | None] | None) -> Callable[[float], 
     return cost
 
 
-def _steady_size(costs: Sequence[float], iterations: int, plan: SamplingPlan) -> int | None:
-    """A larger block size when the steady samples show the block far shorter than ``min_block_time``, else None."""
-    wanted = block_size(median(costs), plan)
-    return wanted if wanted > 2 * iterations else None
+def _sharing(tail: Callable[[], float | None] | None, per_iteration: float, plan: SamplingPlan) -> int:
+    """Iterations per block for the last block's tail (``sample``) to be at most ``TAIL_SHARE`` of its time,
+    within the block's ceiling (``block_size``); 1 without a tail, and under ``per_call``."""
+    seconds = None if tail is None else tail()
+    if not seconds or plan.per_call or per_iteration <= 0 or not math.isfinite(per_iteration):
+        return 1
+    return _within(math.ceil(seconds / (TAIL_SHARE * per_iteration)), per_iteration, plan)
+
+
+def _steady_size(
+    costs: Sequence[float], iterations: int, plan: SamplingPlan, tail: Callable[[], float | None] | None
+) -> int | None:
+    """A larger block size when the steady samples show the block far shorter than ``min_block_time``, or its
+    tail far above ``TAIL_SHARE`` of it, else None."""
+    per_iteration = median(costs)
+    grown, shared = block_size(per_iteration, plan), _sharing(tail, per_iteration, plan)
+    return max(grown, shared) if grown > 2 * iterations or shared > iterations else None
 
 
 def _with_blocks(warmup: Warmup, samples: Sequence[float], iterations: int, seconds: float) -> Warmup:
@@ -326,6 +349,7 @@ def _warm_up(
     clock: Callable[[], float],
     agree: Callable[[bool], bool],
     cost: Callable[[float], float],
+    tail: Callable[[], float | None] | None = None,
 ) -> tuple[Warmup, int, float]:
     """The warmup, the block size it chose, and the clock at the first call's end (where the time caps start)."""
     began = start = clock()
@@ -355,7 +379,7 @@ def _warm_up(
         if math.isinf(cheapest):
             resized = 1
         elif cheapest > 0 or plan.per_call:
-            resized = block_size(cheapest, plan)
+            resized = max(block_size(cheapest, plan), _sharing(tail, cheapest, plan) if len(history) > 1 else 1)
         else:
             resized = min(iterations * 10, 1_000_000)
         if resized > 2 * iterations:

@@ -253,13 +253,16 @@ def test_a_host_bound_step_spends_about_its_figure_sampling_each_call() -> None:
     assert sampling_per_call(m) <= 1.2 * m.median
 
 
-def test_a_host_bound_dataloader_step_pays_no_lead_beyond_its_own_device_tail() -> None:
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "pageable"])
+def test_a_host_bound_dataloader_step_spends_about_its_figure_sampling_each_call(pinned: bool) -> None:
     """10 ms of loading, then 4 ms of device work: the lead sized from the host's time (15 ms) took 19.2 ms of
     sampling per 10.1 ms call. A block of one call still waits for that call's device work after the host's (its
-    4 ms tail, which a loop overlaps with the next call's loading): the lead adds at most a tenth of the figure."""
+    4 ms tail, which a loop overlaps with the next call's loading), and a synchronizing (pageable) step's block
+    starts with an untimed call: blocks of enough calls share either (``TAIL_SHARE``). At the default max_time."""
     gpu = FakeGpu()
-    m = measured(loader_step(gpu, pinned=True), gpu)
-    assert m.host_bound and m.median == pytest.approx(10.1e-3, rel=1e-3)
-    device = m.device_per_call
-    assert device is not None and device == pytest.approx(4e-3, rel=1e-3) and m.iterations == 1
-    assert sampling_per_call(m) <= m.median + device + 0.1 * m.median
+    m = measured(loader_step(gpu, pinned=pinned), gpu, MeasureSettings(memory=False))
+    assert m.median == pytest.approx(10.1e-3 if pinned else 11.1e-3, rel=1e-3)
+    if pinned:
+        assert m.host_bound and m.device_per_call == pytest.approx(4e-3, rel=1e-3)
+    assert m.iterations > 1
+    assert sampling_per_call(m) <= 1.2 * m.median

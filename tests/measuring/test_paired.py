@@ -58,6 +58,7 @@ class FakeBackend:
     last_host: float | None = None
     last_device: float | None = None
     last_short: bool = False
+    last_tail: float | None = None
 
     def synchronize(self) -> None:
         return None

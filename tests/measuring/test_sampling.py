@@ -309,3 +309,41 @@ def test_warmup_and_samples_keep_to_max_time_plus_one_block(seconds: float) -> N
     assert not result.converged
     assert 1.0 <= counted(result) <= 1.0 + block + 1e-3
     assert dev.now - result.warmup.block_times[0] <= 1.0 + block + 1e-3
+
+
+class TailedDevice(FakeDevice):
+    """Each block also costs ``tail`` seconds of wall time outside its figure, which it reports (``sample``'s
+    ``tail``): a host-bound CUDA step's last device work, a synchronizing step's untimed call."""
+
+    def __init__(self, per_call: float, tail: float) -> None:
+        super().__init__(lambda k: per_call)
+        self.tail = tail
+
+    def run_block(self, iterations: int) -> float:
+        elapsed = super().run_block(iterations)
+        self.now += self.tail
+        return elapsed
+
+
+@pytest.mark.parametrize("max_time", [1.0, 5.0])
+def test_a_block_tail_is_shared_by_enough_calls_to_be_a_tenth_of_the_block(max_time: float) -> None:
+    """10 ms calls, each block 4 ms of tail: one call a block spent 1.4 times the figure sampling each call."""
+    dev = TailedDevice(10e-3, 4e-3)
+    result = sample(dev.run_block, SamplingPlan(max_time=max_time), clock=dev.clock, tail=lambda: dev.tail)
+    assert result.iterations == 4  # ceil(4 ms / (10% of 10 ms))
+    assert result.seconds / (len(result.samples) * result.iterations) <= 1.11 * 10e-3
+    assert float(np.median(result.samples)) == pytest.approx(10e-3)
+
+
+def test_a_tail_never_grows_a_block_past_its_ceiling_nor_under_per_call() -> None:
+    dev = TailedDevice(10e-3, 40e-3)
+    result = sample(dev.run_block, SamplingPlan(max_time=0.5), clock=dev.clock, tail=lambda: dev.tail)
+    assert result.iterations == 2  # 5% of max_time: 25 ms, two calls
+    dev = TailedDevice(10e-3, 40e-3)
+    result = sample(dev.run_block, SamplingPlan(max_time=5, per_call=True), clock=dev.clock, tail=lambda: dev.tail)
+    assert set(dev.blocks) == {1}
+
+
+def test_without_a_tail_blocks_are_sized_by_their_time_alone() -> None:
+    dev = TailedDevice(10e-3, 4e-3)
+    assert sample(dev.run_block, SamplingPlan(), clock=dev.clock).iterations == 1
