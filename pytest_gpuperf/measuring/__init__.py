@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         resolve_slots,
     )
     from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
-    from ._expectations import Expectations
+    from ._expectations import EXPECTATIONS_ENV, Expectations, expectations_path
     from ._judge import (
         Check,
         GpuperfAssertionError,
@@ -89,6 +89,7 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "BIND_ENV",
     "CATEGORIES",
+    "EXPECTATIONS_ENV",
     "KINDS",
     "MEASURE_FIELDS",
     "MEMORY",
@@ -147,6 +148,7 @@ __all__ = [
     "cpu_model",
     "duration_unit",
     "expect_estimate",
+    "expectations_path",
     "format_bytes",
     "format_duration",
     "format_rate",
