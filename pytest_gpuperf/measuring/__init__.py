@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         t_quantile,
         t_two_sided_p,
     )
+    from ._timing_checks import TIMING_CHECKS, TimingChecks, timing_flags
     from ._units import Quantity, duration_unit, format_bytes, format_duration, format_rate, parse_quantity
     from ._values import SettingError, Threads, optional
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
@@ -98,6 +99,7 @@ __all__ = [
     "SIZES",
     "SLACK_CORES",
     "THROTTLE_THRESHOLD",
+    "TIMING_CHECKS",
     "AllCudaBackend",
     "Around",
     "Backend",
@@ -134,6 +136,7 @@ __all__ = [
     "StepFactory",
     "Subject",
     "Threads",
+    "TimingChecks",
     "TorchDistCoordinator",
     "Warmup",
     "WorkComparison",
@@ -183,6 +186,7 @@ __all__ = [
     "t_quantile",
     "t_two_sided_p",
     "throttle_names",
+    "timing_flags",
     "torch_threads",
     "values",
     "wait_for_quiet",
