@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Final
 
 from pytest_gpuperf import Estimate, Gpuperf, Step
-from pytest_gpuperf.measuring import Expectations
+from pytest_gpuperf.measuring import EXPECTATIONS_ENV, Expectations
 
 __all__ = ["EXPECTATIONS_ENV", "expectations", "fraction_of_reference", "percent"]
 
-#: Environment variable naming another expectations file than the one shipped with the suites.
-EXPECTATIONS_ENV: Final = "GPUPERF_EXPECTATIONS"
 _SHIPPED: Final = Path(__file__).with_name("expectations.json")
 
 

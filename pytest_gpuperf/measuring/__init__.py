@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         resolve_slots,
     )
     from ._distributed import DistributedError, TorchDistCoordinator, World, backend_for_kind, scaling_sizes, spawn
-    from ._expectations import Expectations
+    from ._expectations import EXPECTATIONS_ENV, Expectations, expectations_path
     from ._judge import (
         Check,
         GpuperfAssertionError,
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         t_quantile,
         t_two_sided_p,
     )
+    from ._timing_checks import TIMING_CHECKS, TimingChecks, timing_flags
     from ._units import Quantity, duration_unit, format_bytes, format_duration, format_rate, parse_quantity
     from ._values import SettingError, Threads, optional
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
@@ -89,6 +90,7 @@ __getattr__, __dir__ = exports(__name__, __file__)
 __all__ = [
     "BIND_ENV",
     "CATEGORIES",
+    "EXPECTATIONS_ENV",
     "KINDS",
     "MEASURE_FIELDS",
     "MEMORY",
@@ -97,6 +99,7 @@ __all__ = [
     "SIZES",
     "SLACK_CORES",
     "THROTTLE_THRESHOLD",
+    "TIMING_CHECKS",
     "AllCudaBackend",
     "Around",
     "Backend",
@@ -133,6 +136,7 @@ __all__ = [
     "StepFactory",
     "Subject",
     "Threads",
+    "TimingChecks",
     "TorchDistCoordinator",
     "Warmup",
     "WorkComparison",
@@ -147,6 +151,7 @@ __all__ = [
     "cpu_model",
     "duration_unit",
     "expect_estimate",
+    "expectations_path",
     "format_bytes",
     "format_duration",
     "format_rate",
@@ -181,6 +186,7 @@ __all__ = [
     "t_quantile",
     "t_two_sided_p",
     "throttle_names",
+    "timing_flags",
     "torch_threads",
     "values",
     "wait_for_quiet",

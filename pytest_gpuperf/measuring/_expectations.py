@@ -3,24 +3,43 @@
 ``Expectations`` reads a JSON file of per-device floors keyed by device name. The
 file shipped with the suites holds public datasheet peaks of common data-centre GPUs
 and one fraction: a floor is that fraction of the datasheet figure, a level any
-healthy device of that model exceeds, not a target.
+healthy device of that model exceeds, not a target. The same figures are ceilings:
+no step runs above its device's datasheet peak (``DeviceFloors.ceiling``; the timing
+checks flag a rate above it, ``_timing_checks.py``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from .._jsonfile import JsonFileError, read_json
 from ._units import Quantity, UnitError, parse_quantity
 
-__all__ = ["DeviceFloors", "Expectations", "ExpectationsError"]
+__all__ = ["EXPECTATIONS_ENV", "DeviceFloors", "Expectations", "ExpectationsError", "expectations_path"]
 
 SCHEMA: Final = "pytest-gpuperf/expectations"
 SCHEMA_VERSION: Final = 1
+#: Environment variable naming another expectations file than the one shipped with the suites.
+EXPECTATIONS_ENV: Final = "GPUPERF_EXPECTATIONS"
+#: Where the suites' file lies: installed beside the package's suites (a wheel), or in a clone's ``suites/``.
+_SHIPPED: Final = (
+    Path(__file__).resolve().parents[1] / "suites" / "expectations.json",
+    Path(__file__).resolve().parents[2] / "suites" / "expectations.json",
+)
+
+
+def expectations_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The expectations file in use: ``$GPUPERF_EXPECTATIONS`` where it is set, else the one shipped with the
+    suites; None where there is neither."""
+    named = (os.environ if environ is None else environ).get(EXPECTATIONS_ENV)
+    if named:
+        return Path(named)
+    return next((path for path in _SHIPPED if path.is_file()), None)
 
 
 class ExpectationsError(ValueError):
@@ -29,12 +48,15 @@ class ExpectationsError(ValueError):
 
 @dataclass(frozen=True)
 class DeviceFloors:
-    """One device model's datasheet figures (by workload name) and the floors derived from them."""
+    """One device model's datasheet figures (by workload name), the floors derived from them, and its ceilings."""
 
     key: str
     source: str
     datasheet: Mapping[str, Quantity]
     fraction: float
+    #: where the key covers parts of different figures (the lowest is the datasheet's, for a floor that holds on
+    #: each), the highest of them, by workload (the entry's ``"ceiling"``)
+    ceilings: Mapping[str, Quantity] = field(default_factory=dict)
 
     def floor(self, workload: str) -> Quantity | None:
         """``fraction`` of the datasheet figure for ``workload``, or None when the datasheet has none."""
@@ -42,6 +64,11 @@ class DeviceFloors:
         if figure is None:
             return None
         return Quantity(figure.value * self.fraction, figure.unit)
+
+    def ceiling(self, workload: str) -> Quantity | None:
+        """The most any part of this key reaches in ``workload``: its ``"ceiling"`` figure, else the datasheet's;
+        None when the datasheet has none."""
+        return self.ceilings.get(workload) or self.datasheet.get(workload)
 
 
 @dataclass(frozen=True)
@@ -124,10 +151,18 @@ def _device(path: Path, key: str, entry: Any, fraction: float) -> DeviceFloors:
             f'{path}: device {key!r} needs "source" (where the figures come from) and "datasheet" '
             '({"workload": "19.5 TFLOP/s", ...})'
         )
+    ceilings = entry.get("ceiling", {})
+    if not isinstance(ceilings, dict):
+        raise ExpectationsError(f'{path}: device {key!r}: "ceiling" must be {{"workload": "2039 GB/s", ...}}')
+    figures, highest = _figures(path, key, entry["datasheet"]), _figures(path, key, ceilings)
+    return DeviceFloors(key, str(entry["source"]), figures, fraction, highest)
+
+
+def _figures(path: Path, key: str, texts: Mapping[str, Any]) -> dict[str, Quantity]:
     figures: dict[str, Quantity] = {}
-    for workload, text in entry["datasheet"].items():
+    for workload, text in texts.items():
         try:
             figures[str(workload)] = parse_quantity(str(text), kind="rate")
         except UnitError as exc:
             raise ExpectationsError(f"{path}: device {key!r}, {workload}: {exc}") from None
-    return DeviceFloors(key, str(entry["source"]), figures, fraction)
+    return figures

@@ -42,6 +42,7 @@ from ._stats import (
     summarize,
     trend,
 )
+from ._timing_checks import TIMING_CHECKS, TimingChecks, timing_flags
 from ._units import Quantity, UnitError, format_duration, parse_quantity
 from ._values import optional
 
@@ -50,9 +51,9 @@ __all__ = ["BUILTIN_READINGS", "DRIFT_MIN", "DRIFT_P", "PERCENTILES", "Measureme
 V = TypeVar("V")
 
 #: What is read beside every measurement's samples, in order (``_reading.py``): sensors open in this order (energy
-#: reads NVML through the clocks' session); the results tables show their columns, the HTML report their facts and
-#: the gate their changes in it.
-BUILTIN_READINGS: Final[tuple[Reading[Any], ...]] = (CLOCKS, ENERGY, PROFILE, MEMORY)
+#: reads NVML through the clocks' session; the timing checks come first, so that their drain follows the block at
+#: once); the results tables show their columns, the HTML report their facts and the gate their changes in it.
+BUILTIN_READINGS: Final[tuple[Reading[Any], ...]] = (TIMING_CHECKS, CLOCKS, ENERGY, PROFILE, MEMORY)
 
 #: A device block shorter than this (and than NO_WORK_FRACTION of the host's time) ran no device work.
 NO_WORK_BLOCK: Final = 5e-6
@@ -139,6 +140,17 @@ class Measurement:
     def energy(self) -> EnergySummary | None:
         """The energy of the sampled blocks, or why there is none (None: not read; ``_energy.py``)."""
         return self.reading(ENERGY)
+
+    @property
+    def timing_checks(self) -> TimingChecks | None:
+        """What the timing checks read (device work after the end event, the first call's counts, the datasheet's
+        ceilings; ``_timing_checks.py``; None: none read); their flags are ``timing_flags``."""
+        return self.reading(TIMING_CHECKS)
+
+    @property
+    def timing_flags(self) -> list[str]:
+        """The timing checks' flags, in words (the row's): [] where nothing was flagged."""
+        return timing_flags(self)
 
     @property
     def profile(self) -> WorkProfile | None:

@@ -586,13 +586,19 @@ class _WorkCounter:
     ``FlopCounterMode`` itself also tracks the module each op ran in, through hooks on every module call: for a
     training step of a few milliseconds that doubled the counting call's cost, and the total is all we keep."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ignore_compile_internals: bool = False) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
         from torch.utils.flop_counter import flop_registry
 
         counter = self
 
         class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                # True: torch.compile compiles under the mode as without it, and the mode sees the compiled code's
+                # ops (a first call under a mode that does not would be left uncompiled for good).
+                return ignore_compile_internals
+
             @classmethod
             def _should_skip_dynamo(cls) -> bool:
                 # torch wraps a mode's __torch_dispatch__ to keep dynamo out of it, and the wrapper imports dynamo
@@ -602,6 +608,7 @@ class _WorkCounter:
 
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 kwargs = kwargs or {}
+                counter.ops += 1
                 out = func(*args, **kwargs)
                 packet = func.overloadpacket
                 formula = flop_registry.get(packet)
@@ -612,6 +619,8 @@ class _WorkCounter:
 
         self.mode = Mode()  # type: ignore[no-untyped-call]
         self.flops = 0
+        #: the ops dispatched under the mode (the timing checks count a first call's, ``_timing_checks.py``)
+        self.ops = 0
         self.moved: dict[str, int] = {}
 
     def __enter__(self) -> _WorkCounter:

@@ -21,7 +21,9 @@ Schema history (bump the version and say why here; files are read and written in
   ``ops`` and ``kernels`` as ``{"name", "count", "seconds"}`` totals over the calls, ``runtime``, ``syncs``,
   ``flops``, ``bytes_allocated`` by device (``{"cpu", "cuda"}``; one number in files written before the split, read
   as ``{"all": N}``), ``bytes_copied``, ``compile``, ``seconds``, ``budget``; ``null``: no profile);
-  ``"over_time"`` only where it could not keep to ``max_time``. A reference peak may say ``"source":
+  ``"timing_checks"`` what the timing checks read (``measuring.TimingChecks``: ``drain``, ``first_call``,
+  ``uncounted``, ``peaks``; absent in files written before them); ``"over_time"`` only where it could not keep to
+  ``max_time``. A reference peak may say ``"source":
   "datasheet"``. Version 1 was written only by pytest-gpuperf before its first release, and is refused.
 * baseline 1 - first version: ``{"schema", "version", "name", "runs": [results dicts]}``.
 """

@@ -47,6 +47,11 @@ class FakeGpu:
     current_device: int = 0
     #: the device of torch's default capture stream (made on the device current at the first capture; None before)
     capture_stream_device: int | None = None
+    #: when the side stream's last queued work ends (``side_kernel``: a stream the current one never waits for)
+    side_end: float = 0.0
+    side_kernels: list[tuple[str, float, float]] = field(default_factory=list)
+    #: the name the device reports (``get_device_properties(i).name``)
+    name: str = "Fake H100"
 
     # ------------------------------------------------------------ the timeline
 
@@ -73,8 +78,21 @@ class FakeGpu:
         mhz = IDLE_MHZ if begin < self.idle_until else MAX_MHZ
         self.kernel("sleep", cycles / (SPIN_HZ * mhz / MAX_MHZ))
 
+    def side_kernel(self, name: str, seconds: float) -> None:
+        """Launch a kernel on a side stream that the current stream never waits for: it runs from its launch (or
+        the end of the side stream's kernel before it), beside the current stream's work, and only a device-wide
+        synchronize (``torch.cuda.synchronize``) waits for it."""
+        self.host += self.launch
+        begin = max(self.side_end, self.host)
+        self.side_end = begin + seconds
+        self.side_kernels.append((name, begin, self.side_end))
+
     def drain(self) -> None:
         self.host = max(self.host, self.stream_end)
+
+    def drain_device(self) -> None:
+        """``torch.cuda.synchronize()``: wait for every stream of the device, the side stream's too."""
+        self.host = max(self.host, self.stream_end, self.side_end)
 
     def idle_between(self, begin: float, end: float) -> float:
         """Device seconds without a kernel between two device times."""
@@ -170,10 +188,10 @@ class FakeGpu:
             stream=nothing,
             device=on_device,
             current_stream=lambda index=None: Stream(),
-            synchronize=lambda index=None: gpu.drain(),
+            synchronize=lambda index=None: gpu.drain_device(),
             _sleep=gpu.spin,
             get_device_properties=lambda index: SimpleNamespace(
-                name="Fake H100",
+                name=gpu.name,
                 major=9,
                 minor=0,
                 total_memory=80 << 30,

@@ -7,13 +7,16 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.measuring import (
+    EXPECTATIONS_ENV,
     Check,
     Estimate,
     Expectations,
     GpuperfAssertionError,
     InconclusiveWarning,
     JudgeContext,
+    Quantity,
     expect_estimate,
+    expectations_path,
 )
 from pytest_gpuperf.measuring._expectations import ExpectationsError
 
@@ -98,3 +101,26 @@ def test_an_estimate_from_too_few_rounds_is_inconclusive_wherever_its_range_lies
 def test_an_estimate_bound_that_is_not_finite_is_bad_input(bound: float) -> None:
     with pytest.raises(ValueError, match=rf"^speedup: at_least={bound!r}: the bound must be a finite number"):
         expect_estimate(_estimate("speedup", 1.5, 1.3, 1.7), at_least=bound)
+
+
+def test_a_ceiling_is_the_highest_figure_of_a_key_and_the_datasheet_elsewhere(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(
+        '{"schema": "pytest-gpuperf/expectations", "version": 1, "floor_fraction": 0.5, "devices": {'
+        '"A": {"source": "s", "datasheet": {"copy": "1555 GB/s"}, "ceiling": {"copy": "2039 GB/s"}},'
+        '"B": {"source": "s", "datasheet": {"copy": "900 GB/s"}}}}'
+    )
+    loaded = Expectations.load(path)
+    a, b = loaded.devices["A"], loaded.devices["B"]
+    assert [a.floor("copy"), a.ceiling("copy")] == [Quantity(777.5e9, "B/s"), Quantity(2039e9, "B/s")]
+    assert b.ceiling("copy") == Quantity(900e9, "B/s") and b.ceiling("other") is None
+    path.write_text(path.read_text().replace('"ceiling": {"copy": "2039 GB/s"}', '"ceiling": "2039 GB/s"'))
+    with pytest.raises(ExpectationsError, match="device 'A': \"ceiling\" must be"):
+        Expectations.load(path)
+
+
+def test_the_file_in_use_is_the_environments_else_the_suites(tmp_path: Path) -> None:
+    assert expectations_path({EXPECTATIONS_ENV: str(tmp_path / "x.json")}) == tmp_path / "x.json"
+    shipped = expectations_path({})
+    assert shipped is not None and shipped.name == "expectations.json" and shipped.parent.name == "suites"
+    assert Expectations.load(shipped).for_device("NVIDIA H100 80GB HBM3") is not None
