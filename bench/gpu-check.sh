@@ -396,7 +396,43 @@ def graph_mode():
     g = measure(fn, device=DEV, max_time=CAP, memory=False, profile="off", mode="graph")
     check("graph.matmul", abs(rel(w.median, g.median)) <= 0.02, f"warm {w.median * 1e6:.1f} us, graph {g.median * 1e6:.1f} us ({rel(w.median, g.median):+.2%})")
 
-for section in (launch_bound, device_bound, host_front, dataloader, latency, lead, leak, memory_exact, paired_lead, graph_mode):
+@guarded("cheat.side_stream")
+def side_stream():
+    # issue 34 item 4: device work on a side stream the current stream never waits for is flagged; a joined one is not
+    if not CUDA:
+        m = measure(lambda: None, device=DEV, max_time=0.2, profile="off")
+        check("cheat.side_stream", None, f"dry run: a CPU step's timing flags {m.timing_flags} (the drain is CUDA's)")
+        return
+    side = torch.cuda.Stream()
+    def unjoined():
+        spin_kernel(50e-6, RATE)
+        with torch.cuda.stream(side):
+            spin_kernel(400e-6, RATE)
+    def joined():
+        unjoined()
+        torch.cuda.current_stream().wait_stream(side)
+    for name, fn, want in (("unjoined", unjoined, True), ("joined", joined, False)):
+        m = measure(fn, device=DEV, max_time=CAP, memory=False, profile="off")
+        tc = m.timing_checks
+        flagged = any("after end event" in f for f in m.timing_flags)
+        check(f"cheat.side_stream.{name}", flagged == want, f"median {m.median * 1e6:.1f} us, flags {m.timing_flags}; drain "
+              f"{None if tc is None or tc.drain is None else (tc.drain.wait, tc.drain.share, tc.drain.blocks)}")
+
+@guarded("cheat.cached")
+def cached():
+    # a result cached after the first call: its FLOPs per call fall after the first call
+    n = 2048 if CUDA else 128
+    a = torch.randn(n, n, device=DEV); memo = {}
+    def fn():
+        if "y" not in memo:
+            memo["y"] = a @ a
+        return memo["y"].sum()
+    m = measure(fn, device=DEV, max_time=CAP, memory=False)
+    check("cheat.cached", any("fell after first call" in f for f in m.timing_flags),
+          f"flags {m.timing_flags}; checks {m.timing_checks}")
+
+for section in (launch_bound, device_bound, host_front, dataloader, latency, lead, leak, memory_exact, paired_lead, graph_mode,
+                side_stream, cached):
     section()
 EOF
 
