@@ -353,7 +353,9 @@ def _ns(seconds: float) -> int:
 
 
 def _host_event(name: str, activity: str, start: float, end: float, correlation: int, linked: int) -> TraceEvent:
-    return TraceEvent(name, activity, _ns(start), _ns(end) - _ns(start), 1, correlation=correlation, linked=linked)
+    return TraceEvent(
+        name, _ns(start), _ns(end) - _ns(start), thread=1, activity=activity, correlation=correlation, linked=linked
+    )
 
 
 def _device_event(
@@ -361,10 +363,10 @@ def _device_event(
 ) -> TraceEvent:
     return TraceEvent(
         name,
-        activity,
         _ns(start),
         _ns(end) - _ns(start),
-        stream,
+        thread=stream,
+        activity=activity,
         device="DeviceType.CUDA",
         resource=stream,
         correlation=correlation,

@@ -60,16 +60,20 @@ class TraceEvent:
     says how each is read). Times in nanoseconds."""
 
     label: str
-    activity: str
-    start: int
+    start: int = 0
     span: int = 0
-    thread: int = 0
     device: str = "DeviceType.CPU"
-    index: int = 0
-    resource: int = 0
     size: int = 0
+    thread: int = 1
+    activity: str = "cpu_op"
     correlation: int = 0
     linked: int = 0
+    index: int = 0
+    resource: int = 0
+    #: ``is_user_annotation`` and ``is_python_function`` where they are not read from the activity type (None: they
+    #: are): an older torch's events name no activity type, and still say these
+    annotation: bool | None = None
+    python: bool | None = None
 
     def name(self) -> str:
         return self.label
@@ -93,10 +97,12 @@ class TraceEvent:
         return self.size
 
     def is_user_annotation(self) -> bool:
+        if self.annotation is not None:
+            return self.annotation
         return self.activity in ("user_annotation", "gpu_user_annotation")
 
     def is_python_function(self) -> bool:
-        return self.activity == "python_function"
+        return self.python if self.python is not None else self.activity == "python_function"
 
     def correlation_id(self) -> int:
         return self.correlation

@@ -10,10 +10,11 @@ the device's synchronization activities (``cuda_sync``). Times are in nanosecond
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import count
 
 from pytest_gpuperf.measuring._profiler import CALL_RANGE
+
+from .kineto_trace import TraceEvent
 
 #: The host thread runtime calls are recorded on (kineto's system thread id, not torch's own thread numbers).
 RUNTIME_THREAD = 1001
@@ -21,55 +22,9 @@ RUNTIME_THREAD = 1001
 STREAM = 7
 
 
-@dataclass(frozen=True)
-class Event:
-    """One raw event. ``size`` is a ``[memory]`` event's bytes (negative: a free); ``activity`` is kineto's activity
-    type; ``correlation`` and ``linked`` are ``correlation_id()`` and ``linked_correlation_id()``."""
-
-    label: str
-    start: int = 0
-    span: int = 0
-    device: str = "DeviceType.CPU"
-    size: int = 0
-    thread: int = 1
-    annotation: bool = False
-    python: bool = False
-    activity: str = "cpu_op"
-    correlation: int = 0
-    linked: int = 0
-
-    def name(self) -> str:
-        return self.label
-
-    def device_type(self) -> str:
-        return self.device
-
-    def activity_type(self) -> str:
-        return self.activity
-
-    def start_ns(self) -> int:
-        return self.start
-
-    def duration_ns(self) -> int:
-        return self.span
-
-    def start_thread_id(self) -> int:
-        return self.thread
-
-    def nbytes(self) -> int:
-        return self.size
-
-    def is_user_annotation(self) -> bool:
-        return self.annotation
-
-    def is_python_function(self) -> bool:
-        return self.python
-
-    def correlation_id(self) -> int:
-        return self.correlation
-
-    def linked_correlation_id(self) -> int:
-        return self.linked
+#: One raw event: the real traces' stand-in (``kineto_trace.TraceEvent``), whose ``is_user_annotation`` and
+#: ``is_python_function`` follow its activity type as torch's do.
+Event = TraceEvent
 
 
 CUDA = "DeviceType.CUDA"
@@ -87,7 +42,7 @@ def call(start: int, span: int, *, cid: int = 0) -> Event:
 
 def annotation(name: str, start: int, span: int, *, cid: int = 0) -> Event:
     """A ``record_function`` range on the host (torch's ``Optimizer.step#Adam.step``, ``DataParallel.forward``)."""
-    return Event(name, start, span, annotation=True, activity="user_annotation", correlation=cid)
+    return Event(name, start, span, activity="user_annotation", correlation=cid)
 
 
 def runtime(
@@ -132,7 +87,7 @@ def memset(start: int, span: int, *, cid: int = 0, linked: int = 0) -> Event:
 
 def gpu_span(name: str, start: int, span: int) -> Event:
     """Kineto's device span of a ``record_function`` range over its GPU work (``gpu_user_annotation``)."""
-    return Event(name, start, span, device=CUDA, thread=STREAM, annotation=True, activity="gpu_user_annotation")
+    return Event(name, start, span, device=CUDA, thread=STREAM, activity="gpu_user_annotation")
 
 
 def cuda_sync(name: str, start: int, span: int) -> Event:
@@ -147,7 +102,7 @@ def memory(start: int, size: int, device: str = "DeviceType.CPU") -> Event:
 
 def py(name: str, start: int, span: int) -> Event:
     """A Python tracer's event: a function of the step's (``file.py(3): step``) or a built-in it calls."""
-    return Event(name, start, span, python=True, activity="python_function")
+    return Event(name, start, span, activity="python_function")
 
 
 #: A GEMM kernel's name, as cuBLAS names one on an H100.

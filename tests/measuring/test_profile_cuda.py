@@ -349,7 +349,12 @@ def test_events_of_a_torch_that_names_no_activity_type_read_the_same() -> None:
         runtime("cudaStreamSynchronize", 1_000_000 + 72_000, cid=802),
         memory(1_000_000 + 73_000, 512, CUDA),
     ]
-    bare = [dataclasses.replace(event, activity="") for event in events]
+    bare = [
+        dataclasses.replace(
+            event, activity="", annotation=event.is_user_annotation(), python=event.is_python_function()
+        )
+        for event in events
+    ]
     assert read_events(bare, level="full") == read_events(events, level="full")
     assert [k.name for k in read_events(bare, level="full").kernels] == [GEMM, "triton_poi_fused_0"]
 
