@@ -20,6 +20,7 @@ from ..measuring import (
     Paired,
     Step,
     WorkloadUnsupported,
+    counted,
     measure_paired,
     median,
 )
@@ -112,7 +113,7 @@ def _measure(
         return _row(name, bench, Verdict.MISSING, f"measuring failed: {type(exc).__name__}: {exc}")
     ratio = paired.time_ratio("head", "base")
     verdict = verdict_for(ratio, bench.tolerance)
-    noise = f"{ratio.count} paired rounds"
+    noise = counted(ratio.count, "paired round")
     reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
     rounds = _rounds(paired, work)
     baseline, current = median(rounds.base), median(rounds.head)

@@ -17,7 +17,17 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..measuring import Change, Estimate, Measurement, MemoryChange, WorkComparison, WorkProfile, profiles_of, readings
+from ..measuring import (
+    Change,
+    Estimate,
+    Measurement,
+    MemoryChange,
+    WorkComparison,
+    WorkProfile,
+    counted,
+    profiles_of,
+    readings,
+)
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import (
     RunSamples,
@@ -267,7 +277,7 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         confidence=policy.confidence,
     )
     verdict = verdict_for(est, tolerance)
-    runs = f"{len(b.kept)} baseline run{'s' if len(b.kept) != 1 else ''}"
+    runs = counted(len(b.kept), "baseline run")
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
     if len(b.kept) + len(h.kept) <= 2:  # one run a side shows no run-to-run noise: the floor's alone, assumed
         noise = f"run-to-run noise {est.spread or 0.0:.1%} assumed (the noise floor: {runs} and 1 current run)"
@@ -406,7 +416,7 @@ class BaselineNoise:
         return self.kept == 1
 
     def describe(self, tolerance: float) -> str:
-        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        runs = counted(self.runs, "run")
         over = f"{runs}" if self.records == 1 else f"median of {self.records} records, at least {runs} each"
         spread = f"{self.spread:.1%}"
         if self.assumed:  # one run kept measures no run-to-run noise: the figure is the floor's

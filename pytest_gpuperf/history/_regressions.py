@@ -36,7 +36,7 @@ from ..gate import (
     select_names,
     workload_names,
 )
-from ..measuring import DeviceError, open_device
+from ..measuring import DeviceError, counted, open_device
 from ..results import OutputKind, ResultsError, atomic_write_text, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
 from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, commit_order, history_series
@@ -293,7 +293,7 @@ def _series(hunt: Hunt) -> dict[Any, Series]:
     longest = max(len(s.points) for s in chosen.values())
     if longest < 2 * hunt.rule.min_segment:
         raise HistoryError(
-            f"{layout.results} holds {longest} recorded commit{'s' if longest != 1 else ''} of branch {hunt.branch} "
+            f"{layout.results} holds {counted(longest, 'recorded commit')} of branch {hunt.branch} "
             f"on machine {layout.machine}; a step needs {hunt.rule.min_segment} on each side: record at least "
             f"{2 * hunt.rule.min_segment} (pytest-gpuperf history record --last {2 * hunt.rule.min_segment})"
         )
@@ -434,9 +434,9 @@ def lines(report: Report) -> list[str]:
     since = report.hunt.since
     tail = f" newer than --since {since.given}" if since is not None else ""
     out.append(
-        f"{len(report.findings)} candidate step{'s' if len(report.findings) != 1 else ''} in {report.series} series: "
+        f"{counted(len(report.findings), 'candidate step')} in {report.series} series: "
         f"{slower} confirmed slower, {len(confirmed) - slower} confirmed faster; "
-        f"{len(report.failing)} regression{'s' if len(report.failing) != 1 else ''}{tail}"
+        f"{counted(len(report.failing), 'regression')}{tail}"
     )
     return out
 

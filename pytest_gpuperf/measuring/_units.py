@@ -16,6 +16,7 @@ __all__ = [
     "TIME",
     "Quantity",
     "UnitError",
+    "counted",
     "duration_unit",
     "format_bytes",
     "format_duration",
@@ -222,6 +223,11 @@ def format_duration(seconds: float) -> str:
         return f"{seconds} s"
     unit, factor = duration_unit(seconds)
     return f"{seconds / factor:.4g} {unit}"
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 paired round``, ``3 paired rounds``: a count and its noun, plural where the count is not 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def format_bytes(n: float) -> str:

@@ -27,6 +27,7 @@ from ..measuring import (
     Step,
     StepFactory,
     Workload,
+    counted,
     expect_estimate,
     measure_on,
     measure_paired,
@@ -220,7 +221,9 @@ class Gpuperf:
         the terminal summary. With ``record``, the name of a measurement this test recorded, the check also lands
         in that record (the results table's flags, the results file)."""
         __tracebackhide__ = True
-        judged = dataclasses.replace(estimate, evidence=f"from {estimate.count} paired rounds on {self.slot.id}")
+        judged = dataclasses.replace(
+            estimate, evidence=f"from {counted(estimate.count, 'paired round')} on {self.slot.id}"
+        )
         context = JudgeContext(
             inconclusive=self.settings.measure.inconclusive,
             observer=None if record is None else self._observer_of(record),

@@ -35,6 +35,7 @@ import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
 from .._escape import printable
+from ..measuring import counted
 from ._processes import local_world_size
 
 #: The node id of the failed report that a failing gate adds (JUnit XML and pytest's summary show it).
@@ -59,7 +60,7 @@ _OOM_TEXTS: Final = ("out of memory", "can't allocate memory", "not enough memor
 
 
 def _tests(count: int) -> str:
-    return f"{count} test{'s' if count != 1 else ''}"
+    return counted(count, "test")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -444,9 +445,7 @@ class GatePlugin:
             self._lines.append((f"gpuperf: ERROR: the HTML report was not written: {exc}", True))
             return False
         records = len(run.records)
-        self._lines.append(
-            (f"gpuperf: wrote the HTML report of {records} record{'s' if records != 1 else ''} to {path}", False)
-        )
+        self._lines.append((f"gpuperf: wrote the HTML report of {counted(records, 'record')} to {path}", False))
         return True
 
     def _policy(self) -> Policy:

@@ -10,7 +10,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..measuring import DeviceSlot, Measurement, MeasureSettings, affinity_cores
+from ..measuring import DeviceSlot, Measurement, MeasureSettings, affinity_cores, counted
 from ..results import Record
 
 __all__ = ["Speedup", "device_label", "header_line", "speedup_lines", "speedup_table", "speedups"]
@@ -27,7 +27,7 @@ def header_line(slots: Sequence[DeviceSlot], settings: MeasureSettings, torch_mo
             parts.append(f"{slot.id} (absent)")
         elif slot.kind == "cpu":
             threads = settings.threads_for("cpu") or int(torch_module.get_num_threads())
-            parts.append(f"cpu ({threads} thread{'s' if threads != 1 else ''})")
+            parts.append(f"cpu ({counted(threads, 'thread')})")
         elif slot.kind == "cuda":
             parts.append(f"{slot.id} {torch_module.cuda.get_device_name(slot.index or 0)}")
         else:

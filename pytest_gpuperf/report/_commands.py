@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..measuring import values
+from ..measuring import counted, values
 from ..results import ResultsDir, ResultsError, add_results_dir_argument, output_problem
 from ._html import REPORT_OUTPUT, compare, render, write
 
@@ -70,5 +70,5 @@ def report_command(args: argparse.Namespace) -> int:
         print(f"report: {source.describe()}: reported the newest run", file=sys.stderr)
     records = len(run.records)
     against = "" if baseline is None else f" against {baseline.describe()}"
-    print(f"report: wrote {records} record{'s' if records != 1 else ''}{against} to {args.output}")
+    print(f"report: wrote {counted(records, 'record')}{against} to {args.output}")
     return 0

@@ -36,7 +36,7 @@ from ..gate import (
     why_cells,
     why_heading,
 )
-from ..measuring import format_duration, readings
+from ..measuring import counted, format_duration, readings
 from ..results import (
     Baseline,
     Ceiling,
@@ -425,7 +425,7 @@ def _lanes(
         gate_time = row.current if row is not None else None
         current = Lane("current", samples, "current", median=gate_time, dashed=True)
         text = f"current: {drawn_text(len(samples))} from {_runs(len(kept))}"
-        text += f" ({confirmations} confirmation run{'s' if confirmations != 1 else ''} in fresh processes among them)"
+        text += f" ({counted(confirmations, 'confirmation run')} in fresh processes among them)"
         text += "; dashed line: the gate's current time (geometric mean of its runs)"
     lanes = [current]
     if base:
@@ -452,7 +452,7 @@ def _samples(runs: Sequence[RunSamples]) -> list[float]:
 
 
 def _runs(count: int) -> str:
-    return f"{count} run{'s' if count != 1 else ''}"
+    return counted(count, "run")
 
 
 def _missing(comparison: Comparison | None) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Final
 
-from ..measuring import duration_unit, quantile
+from ..measuring import counted, duration_unit, quantile
 
 __all__ = ["LOG_SPAN", "MAX_DOTS", "Lane", "dots_of", "drawn_text", "strip_plot", "ticks"]
 
@@ -99,7 +99,7 @@ def dots_of(samples: Sequence[float]) -> list[float]:
 def drawn_text(count: int) -> str:
     """What a lane of ``count`` samples draws, for the caption."""
     if count <= MAX_DOTS:
-        return f"{count} sample{'s' if count != 1 else ''}"
+        return counted(count, "sample")
     return (
         f"{MAX_DOTS} of {count} samples drawn (evenly by rank) over a box of their middle half, "
         f"whiskers from the {WHISKERS[0]:.0%} to the {WHISKERS[1]:.0%} quantile"

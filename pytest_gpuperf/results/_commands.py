@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..measuring import values
+from ..measuring import counted, values
 from ._export import EXPORT_OUTPUTS, FORMATS, export
 from ._files import ResultsError, atomic_write_text, output_problem
 from ._store import ResultsDir, add_results_dir_argument
@@ -68,5 +68,5 @@ def export_command(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         records = len(source.runs[-1].records)
-        print(f"export: wrote {records} record{'s' if records != 1 else ''} as {args.fmt} to {args.output}")
+        print(f"export: wrote {counted(records, 'record')} as {args.fmt} to {args.output}")
     return 0

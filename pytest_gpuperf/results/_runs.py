@@ -28,6 +28,7 @@ from typing import Any, Final
 from tabulate import tabulate
 
 from .._jsonfile import size_of
+from ..measuring import counted
 from ._files import ResultsError, load_runs
 from ._record import Run
 from ._store import ResultsDir, add_format_argument, add_results_dir_argument
@@ -165,13 +166,13 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
     assert run is not None
     if entry.kind == "baseline":
         count = len(entry.runs)
-        head = f"baseline {entry.id!r} ({entry.path}) holds {count} run{'s' if count != 1 else ''}; the newest:"
+        head = f"baseline {entry.id!r} ({entry.path}) holds {counted(count, 'run')}; the newest:"
     elif entry.kind == "run":
         head = f"run {entry.id} ({entry.path}):"
     else:
         head = f"results file {entry.path}:"
     state = ", interrupted: the records measured before" if run.interrupted else ""
-    records = f"{len(run.records)} record{'s' if len(run.records) != 1 else ''}"
+    records = counted(len(run.records), "record")
     about = f"saved {_date(run.created)}, commit {_commit(run)}, {records}{state}"
     lines = [head, about]
     if run.records:
@@ -286,4 +287,4 @@ def prune_command(args: argparse.Namespace) -> int:
 
 
 def _count(n: int) -> str:
-    return f"{n} run file{'s' if n != 1 else ''}"
+    return counted(n, "run file")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._escape import printable
-from ..measuring import values
+from ..measuring import counted, values
 from ._comparable import blocking_differences
 from ._files import (
     ResultsError,
@@ -209,7 +209,7 @@ class Baseline:
     def describe(self) -> str:
         what = f"baseline {self.name!r}" if self.name else f"{self.foreign} file" if self.foreign else "results file"
         newest = self.runs[-1]
-        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        runs = f"{counted(len(self.runs), 'run')}"
         code = _describe_code(newest.fingerprint)
         return printable(f"{what} {self.path} ({runs} of {code}, newest {newest.created})")
 
@@ -223,7 +223,7 @@ class SaveOutcome:
     backup: Path | None = None  # where the replaced file was kept
 
     def describe(self, name: str) -> str:
-        text = f"baseline {name!r} ({self.path}) now holds {self.runs} run{'s' if self.runs != 1 else ''}"
+        text = f"baseline {name!r} ({self.path}) now holds {counted(self.runs, 'run')}"
         if self.replaced:
             text += f"; replaced {self.replaced} run(s) of other code or another machine"
             if self.backup is not None:
@@ -358,7 +358,7 @@ class ResultsDir:
     def _unknown(self, ref: str, ids: list[str]) -> str:
         names = self.names()
         close = difflib.get_close_matches(ref, [*reversed(ids), *names], n=3, cutoff=0.6)
-        runs = f"{len(ids)} run{'s' if len(ids) != 1 else ''}, the newest {ids[-1]}" if ids else "no runs"
+        runs = f"{counted(len(ids), 'run')}, the newest {ids[-1]}" if ids else "no runs"
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         return (
             f"no baseline or run {ref!r} in {self.root} (baselines there: {', '.join(names) or 'none yet'}; {runs}); "
@@ -413,7 +413,7 @@ class ResultsDir:
     def _refusal(
         self, name: str, other: list[Run], now: str, fingerprint: Fingerprint, allow: Collection[str] = ()
     ) -> ReplaceRefused:
-        runs = f"{len(other)} run{'s' if len(other) != 1 else ''}"
+        runs = f"{counted(len(other), 'run')}"
         diffs = blocking_differences([other[-1].fingerprint], [fingerprint], allow)
         machine = f" on another machine ({'; '.join(str(d) for d in diffs)})" if diffs else ""
         code = _describe_code(other[-1].fingerprint)

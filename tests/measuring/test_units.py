@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pytest_gpuperf.measuring import Quantity, format_bytes, format_duration, format_rate, parse_quantity
+from pytest_gpuperf.measuring import Quantity, counted, format_bytes, format_duration, format_rate, parse_quantity
 from pytest_gpuperf.measuring._units import UnitError
 
 
@@ -78,3 +78,8 @@ def test_formatting_picks_readable_prefixes() -> None:
     assert format_duration(4.5e-8) == "45 ns"
     assert format_bytes(3 * 2**20) == "3 MiB"
     assert format_bytes(100) == "100 B"
+
+
+def test_a_count_is_said_with_its_noun_plural_only_where_it_is_not_one() -> None:
+    """``1 paired rounds`` was printed (issue 35, item 9): every count of the package's output is said this way."""
+    assert [counted(n, "paired round") for n in (0, 1, 2)] == ["0 paired rounds", "1 paired round", "2 paired rounds"]
