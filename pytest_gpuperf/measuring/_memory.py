@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ._measurement import Measurement
     from ._settings import MeasureSettings
 
-__all__ = ["MEMORY", "OF_AN_EAGER_CALL", "MemoryChange", "MemoryReading", "compare_memory", "peak_memory"]
+__all__ = ["MEMORY", "OF_AN_EAGER_CALL", "ONE_CALL", "MemoryChange", "MemoryReading", "compare_memory", "peak_memory"]
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,10 @@ class MemoryReading:
 
 #: The memory of a Measurement built without it (``Measurement.memory``).
 NOT_READ: Final = MemoryReading(method="none")
+#: What the memory method of a step over ``max_time`` adds: its memory is read from one call, as it is (on a CPU
+#: with the profiler running through it, whose buffers are then in the process's high-water mark). Memory does not
+#: depend on the machine's load, so a busy machine that pushed the step over its time cap costs it no figure.
+ONE_CALL: Final = " (one call: the step is over max_time)"
 #: What a graph-mode measurement's memory method adds: the probe calls the step (``After.fn``), graph mode's samples
 #: timed the replays of a graph captured from it, whose private pool the allocator's peak of the step leaves out.
 OF_AN_EAGER_CALL: Final = (
@@ -183,18 +187,27 @@ def peak_memory(
     settings: MeasureSettings,
     device: str,
     rider: Rider | None = None,
+    *,
+    once: bool = False,
 ) -> MemoryReading:
     """The memory of a call of ``fn`` under the backend's probe (``MemoryReading``): ``off`` if disabled, and each
     figure None where the probe cannot tell (its method says why: ``unknown: ...``).
 
     With ``rider``, the work profile rides on the probe's calls where the probe runs them under the profiler (a
     probe with ``settle_calls`` and ``windows``: the CPU's): the settle calls are the rider's, each measured call
-    runs in its call range, and ``rider.windows`` gets the probe's profiler windows."""
+    runs in its call range, and ``rider.windows`` gets the probe's profiler windows. With ``once``, the probe
+    measures one call as it is (a step over ``max_time``): its method says so (``ONE_CALL``)."""
     if not settings.memory:
         return MemoryReading()
     # A GPU's figures count every live tensor of the device: an earlier test's garbage goes first. The CPU's (the
     # RSS high-water mark over the call, the allocator's events in it) do not hold what is merely unreachable.
     full = device.split(":", 1)[0] != "cpu"
+    if once:
+        with torch_threads(settings.threads_for(device)), gc_paused(full=full), backend.track_memory() as probe:
+            fn()
+            backend.synchronize()
+        reading = MemoryReading.of(probe)
+        return dataclasses.replace(reading, method=reading.method + ONE_CALL) if reading.peak is not None else reading
     with torch_threads(settings.threads_for(device)), gc_paused(full=full), backend.track_memory() as probe:
         settle = int(getattr(probe, "settle_calls", 0))
         riding = rider if settle else None
@@ -267,8 +280,9 @@ class _Memory(Reading[MemoryReading]):
 
     def after(self, after: After, sensor: object) -> MemoryReading:
         if after.skip:
-            return MemoryReading(method=f"off: {after.skip}")
-        reading = peak_memory(after.fn, after.backend, after.settings, after.device, after.rider)
+            reading = peak_memory(after.fn, after.backend, after.settings, after.device, once=True)
+        else:
+            reading = peak_memory(after.fn, after.backend, after.settings, after.device, after.rider)
         if after.settings.mode == "graph" and reading.peak is not None:
             return dataclasses.replace(reading, method=reading.method + OF_AN_EAGER_CALL)
         return reading

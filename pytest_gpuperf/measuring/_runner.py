@@ -257,7 +257,7 @@ def measure_on(
     over_time = over_time_of(result, settings)
     if coordinator is not None and coordinator.agree(bool(over_time)) and not over_time:
         # Every rank reads memory and profile, or none does: the profiled call's collectives must meet.
-        over_time = "another rank's calls did not fit max_time; memory and work profile not read"
+        over_time = "another rank's calls did not fit max_time" + _left_out(settings)
     # The readings after timing call the step itself: in graph mode an eager call, not the graph's replay that the
     # samples timed. Each says so where it matters (the memory's method: the graph's private pool is not counted).
     after = After(fn, backend, settings, device, result, distributed=coordinator is not None)
@@ -279,13 +279,19 @@ READ_CALLS: Final = 5
 READS_SHARE: Final = 2.0
 
 
+def _left_out(settings: MeasureSettings) -> str:
+    """What a measurement over ``max_time`` reads after timing: its memory from one call, no work profile."""
+    memory = "; memory read from one call" if settings.memory else ""
+    return memory + ("; work profile not read" if settings.profile != "off" else "")
+
+
 def over_time_of(result: SamplingResult, settings: MeasureSettings) -> str:
     """Why a measurement could not keep to ``max_time``, and what it left out; "" where it could.
 
     The warmup after the first call and the samples keep to ``max_time`` (``_sampling.py``); where one
     call was longer than that, the sampler took the fewest calls that give a figure (the first and one
-    sample). The memory probe and the work profile run only where ``READ_CALLS`` calls fit in
-    ``READS_SHARE`` times ``max_time``.
+    sample). The memory probe and the work profile run in full only where ``READ_CALLS`` calls fit in
+    ``READS_SHARE`` times ``max_time``; elsewhere memory is read from one call and the work profile not at all.
     """
     if not result.samples:
         return ""
@@ -294,7 +300,7 @@ def over_time_of(result: SamplingResult, settings: MeasureSettings) -> str:
     longer = quickest >= settings.max_time
     if not longer and not (reads and READ_CALLS * quickest > READS_SHARE * settings.max_time):
         return ""
-    left_out = "; memory and work profile not read" if reads else ""
+    left_out = _left_out(settings)
     if not longer:
         return (
             f"one call takes {format_duration(call)}: the memory probe and work profile ({READ_CALLS} calls) "
