@@ -30,6 +30,7 @@ from ._values import optional
 __all__ = [
     "ALL_DEVICES",
     "CATEGORIES",
+    "NO_DATA_OPS",
     "PROFILE_LEVELS",
     "SHOWN_CHANGES",
     "SYNC_KINDS",
@@ -253,12 +254,15 @@ def category_of(key: str) -> str:
 
 @dataclass(frozen=True)
 class CountChange:
-    """One count per call that differs: the base's and the head's, exact."""
+    """One count per call that differs: the base's and the head's, exact; ``seconds``: what the change costs per
+    call (its change of count times the op's or kernel's time per run, over every profile of both sides that kept
+    times), None where none did (level ``counts``) and for the other categories. It ranks the lines only."""
 
     key: str
     category: str
     base: Fraction
     head: Fraction
+    seconds: float | None = None
 
     @property
     def name(self) -> str:
@@ -271,7 +275,7 @@ class WorkComparison:
     """What the counts of two sides say: ``verdict`` ``same``, ``more`` (some category's total per call went up),
     ``less``, ``different`` (same totals, other keys; or more of some and less of others) or ``unknown`` (no
     count could be compared); ``categories``: each category's own verdict; ``changes``: every differing key,
-    by category then size of the change; ``varying``: keys left out as varying; ``compared``: keys compared."""
+    in the order of their lines (``rank``); ``varying``: keys left out as varying; ``compared``: keys compared."""
 
     verdict: str
     categories: Mapping[str, str]
@@ -292,9 +296,10 @@ class WorkComparison:
         return f"counts {self.verdict} ({changed}{'; failing on ' + ','.join(failing) if failing else ''})"
 
     def details(self, limit: int | None = None) -> list[str]:
-        """Each changed count per call in words (``change_text``): every one, or the ``limit`` that
-        ``shown_changes`` picks."""
-        return [change_text(c) for c in (self.changes if limit is None else shown_changes(self.changes, limit))]
+        """Each changed count per call in words (``line_text``: the ops that move no data on one line): every
+        line, or the ``limit`` that ``shown_changes`` picks."""
+        lines = change_lines(self.changes)
+        return [line_text(line, limit is None) for line in (lines if limit is None else shown_changes(lines, limit))]
 
     def to_dict(self, fail_on: Collection[str]) -> dict[str, Any]:
         """The JSON block (``ab --json``): per-call counts as floats, ``failing`` under ``fail_on``."""
@@ -342,6 +347,7 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
     head_counts = [p.per_call_counts() for p in head]
     varying = _varying(base_counts) | _varying(head_counts)
     varying |= {k for p in (*base, *head) for k in p.varying}
+    run_seconds = _run_seconds((*base, *head))
     keys = {k for counts in (*base_counts, *head_counts) for k in counts}
     compared = 0
     changes: list[CountChange] = []
@@ -351,13 +357,113 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
         compared += 1
         b, h = base_counts[0].get(key, Fraction(0)), head_counts[0].get(key, Fraction(0))
         if b != h:
-            changes.append(CountChange(key, category_of(key), b, h))
-    order = {c: i for i, c in enumerate(CATEGORIES)}
-    changes.sort(key=lambda c: (order[c.category], -abs(c.head - c.base), c.key))
+            per_run = run_seconds.get(key)
+            changes.append(
+                CountChange(key, category_of(key), b, h, None if per_run is None else float(h - b) * per_run)
+            )
+    changes = rank(changes)
     categories = {c: _category_verdict([x for x in changes if x.category == c]) for c in CATEGORIES}
     return WorkComparison(
         _overall(categories, compared), categories, tuple(changes), tuple(sorted(varying & keys)), compared
     )
+
+
+def _run_seconds(profiles: Sequence[WorkProfile]) -> dict[str, float]:
+    """``op:NAME`` and ``kernel:NAME`` -> the seconds of one run of it (an op's self time on the host, a kernel's on
+    the device), over every profile that kept its times; an op no such profile ran is absent."""
+    totals: dict[str, list[float]] = {}
+    for profile in profiles:
+        for prefix, stats in (("op", profile.ops), ("kernel", profile.kernels)):
+            for stat in stats:
+                if stat.seconds is not None and stat.count > 0:
+                    total = totals.setdefault(f"{prefix}:{stat.name}", [0.0, 0.0])
+                    total[0] += stat.seconds
+                    total[1] += stat.count
+    return {key: seconds / count for key, (seconds, count) in totals.items()}
+
+
+#: The aten ops that move no data themselves: views and aliases of a tensor, changes of its metadata, allocations
+#: left uninitialized, and the wrappers whose copy (if any) is an op of its own (``aten::to``: ``aten::_to_copy``
+#: and ``aten::copy_``; ``aten::reshape`` and ``aten::contiguous``: ``aten::clone``). A slice or a transpose adds
+#: several of them, so that they would lead the lines by count while the op the user added costs the time: their
+#: changes share one line, after the other ops' (``change_lines``). Their counts are compared as every other's.
+NO_DATA_OPS: Final = frozenset(
+    f"aten::{name}"
+    for name in (
+        "_conj",
+        "_neg_view",
+        "_reshape_alias",
+        "_unsafe_view",
+        "alias",
+        "as_strided",
+        "chunk",
+        "conj",
+        "contiguous",
+        "detach",
+        "diagonal",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "expand",
+        "expand_as",
+        "flatten",
+        "lift_fresh",
+        "movedim",
+        "narrow",
+        "new_empty",
+        "new_empty_strided",
+        "permute",
+        "reshape",
+        "resolve_conj",
+        "resolve_neg",
+        "select",
+        "slice",
+        "split",
+        "split_with_sizes",
+        "squeeze",
+        "swapaxes",
+        "t",
+        "to",
+        "transpose",
+        "unbind",
+        "unflatten",
+        "unfold",
+        "unsqueeze",
+        "view",
+        "view_as",
+        "view_as_complex",
+        "view_as_real",
+    )
+)
+
+
+def _moves_no_data(change: CountChange) -> bool:
+    return change.category == "ops" and change.name in NO_DATA_OPS
+
+
+def _relative(change: CountChange) -> Fraction | float:
+    delta = abs(change.head - change.base)
+    return delta / change.base if change.base else float("inf")
+
+
+def rank(changes: Sequence[CountChange]) -> list[CountChange]:
+    """``changes`` in the order of their lines: by category (``CATEGORIES``); in one, by what the change costs
+    (``CountChange.seconds``, where every change of the category has one), then by its relative size, then by
+    its size; the ops that move no data last, by size (their times are noise)."""
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    timed = {
+        cat: all(c.seconds is not None for c in changes if c.category == cat and not _moves_no_data(c))
+        for cat in CATEGORIES
+    }
+
+    def key(c: CountChange) -> tuple[Any, ...]:
+        delta = abs(c.head - c.base)
+        if _moves_no_data(c):
+            return (order[c.category], 1, 0.0, 0, -delta, c.key)
+        cost = -abs(c.seconds) if timed[c.category] and c.seconds is not None else 0.0
+        return (order[c.category], 0, cost, -_relative(c), -delta, c.key)
+
+    return sorted(changes, key=key)
 
 
 # ------------------------------------------------------------------ the changes in words
@@ -392,10 +498,44 @@ def change_text(change: CountChange) -> str:
     ) + f"{_bytes_or_count(change, base)} -> {_bytes_or_count(change, head)}/call ({relative})"
 
 
-def shown_changes(changes: Sequence[CountChange], limit: int = SHOWN_CHANGES) -> list[CountChange]:
-    """At most ``limit`` of ``changes`` (sorted by category, then size), the largest of each category first, so
-    that a change of FLOPs or bytes is not hidden behind many ops; in their order."""
-    firsts = [next(c for c in changes if c.category == cat) for cat in dict.fromkeys(c.category for c in changes)]
-    rest = [c for c in changes if c not in firsts]
+#: A line of the ops that move no data names this many of them where the lines are few.
+FOLDED_NAMES: Final = 3
+
+
+def line_text(line: Sequence[CountChange], every: bool = True) -> str:
+    """A line of ``change_lines`` in words: one change's ``change_text``, or the ops that move no data with their
+    sums and each one's counts (``view/metadata ops 3 -> 12/call (+9): aten::as_strided 0 -> 3, ...``), all of
+    them, or where not ``every`` the first ``FOLDED_NAMES`` and how many more."""
+    if not _moves_no_data(line[0]):
+        return change_text(line[0])
+    base, head = sum((c.base for c in line), Fraction(0)), sum((c.head for c in line), Fraction(0))
+    named = line if every else line[:FOLDED_NAMES]
+    names = ", ".join(f"{c.name} {_per_call(c.base)} -> {_per_call(c.head)}" for c in named)
+    more = f" and {len(line) - len(named)} more" if len(line) > len(named) else ""
+    delta = ("+" if head > base else "-") + _per_call(abs(head - base))
+    return f"view/metadata ops {_per_call(base)} -> {_per_call(head)}/call ({delta}): {names}{more}"
+
+
+def change_lines(changes: Sequence[CountChange]) -> list[tuple[CountChange, ...]]:
+    """The lines of ``changes`` (in the order of ``rank``): one per change, the ops that move no data
+    (``NO_DATA_OPS``) on one line together, where their first one stood."""
+    lines: list[tuple[CountChange, ...]] = []
+    folded = tuple(c for c in changes if _moves_no_data(c))
+    for change in changes:
+        if not _moves_no_data(change):
+            lines.append((change,))
+        elif change is folded[0]:
+            lines.append(folded)
+    return lines
+
+
+def shown_changes(
+    lines: Sequence[tuple[CountChange, ...]], limit: int = SHOWN_CHANGES
+) -> list[tuple[CountChange, ...]]:
+    """At most ``limit`` of ``lines`` (``change_lines``), the first of each category first, so that a change of
+    syncs, FLOPs or bytes is not hidden behind many ops; in their order."""
+    categories = dict.fromkeys(line[0].category for line in lines)
+    firsts = [next(line for line in lines if line[0].category == cat) for cat in categories]
+    rest = [line for line in lines if line not in firsts]
     chosen = {*firsts[:limit], *rest[: max(0, limit - len(firsts))]}
-    return [c for c in changes if c in chosen]
+    return [line for line in lines if line in chosen]

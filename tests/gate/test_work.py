@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.measuring import OpStat, WorkProfile
-from pytest_gpuperf.measuring._profile import CATEGORIES, CompileCounters, WorkComparison, compare_work
+from pytest_gpuperf.measuring._profile import (
+    CATEGORIES,
+    NO_DATA_OPS,
+    SHOWN_CHANGES,
+    CompileCounters,
+    WorkComparison,
+    compare_work,
+)
+
+MiB = 1 << 20
 
 
 def profile(calls: int = 1, ops: dict[str, int] | None = None, **fields: Any) -> WorkProfile:
@@ -120,3 +129,96 @@ def test_every_category_reads_its_keys(base: dict[str, Any], head: dict[str, Any
 def test_nothing_to_compare_is_unknown() -> None:
     empty = WorkProfile(level="counts", calls=1)
     assert compared([empty], [empty]).verdict == "unknown"
+
+
+# ------------------------------------------------------------------ the order of the lines (issue 35, item 1)
+
+
+def timed(calls: int, ops: dict[str, tuple[int, float]], **fields: Any) -> WorkProfile:
+    """A level ``full`` profile of ``calls`` calls: each op's total count and total seconds over the calls."""
+    stats = tuple(OpStat(name, count, seconds) for name, (count, seconds) in ops.items())
+    return WorkProfile(level="full", calls=calls, ops=stats, **fields)
+
+
+#: ``out += a @ b``, and with ``out[:77] += a[:77] @ b`` planted: the counts a real profile read (2 calls), each
+#: view op a few microseconds, the matmul a millisecond.
+PLAIN = {"aten::mm": (2, 2e-3), "aten::matmul": (2, 4e-5), "aten::resolve_conj": (6, 6e-6), "aten::add_": (2, 6e-5)}
+PLANTED = {
+    **PLAIN,
+    "aten::mm": (4, 3.2e-3),
+    "aten::matmul": (4, 8e-5),
+    "aten::resolve_conj": (12, 1.2e-5),
+    "aten::add_": (4, 1e-4),
+    "aten::as_strided": (6, 1.2e-5),
+    "aten::slice": (6, 6e-5),
+    "aten::copy_": (2, 5e-5),
+}
+
+
+def test_the_line_of_the_costliest_change_comes_first_and_the_ops_that_move_no_data_share_one() -> None:
+    """On main the lines ran by the size of the change: ``aten::as_strided 0 -> 3``, ``aten::resolve_conj 3 -> 6``,
+    ``aten::slice 0 -> 3``, and the planted matmul fourth."""
+    work = compared([timed(2, PLAIN, flops=4 * MiB)], [timed(2, PLANTED, flops=6 * MiB)])
+    assert work.verdict == "more" and work.categories["ops"] == "more"  # the verdicts are those of the counts
+    assert work.details() == [
+        "aten::mm 1 -> 2/call (+1)",
+        "aten::add_ 1 -> 2/call (+1)",
+        "aten::copy_ 0 -> 1/call (+1)",
+        "aten::matmul 1 -> 2/call (+1)",
+        "view/metadata ops 3 -> 12/call (+9): aten::as_strided 0 -> 3, aten::resolve_conj 3 -> 6, aten::slice 0 -> 3",
+        "flops 4.19e+06 -> 6.29e+06/call (+50.0%)",
+    ]
+    assert work.details(3) == [
+        "aten::mm 1 -> 2/call (+1)",
+        "aten::add_ 1 -> 2/call (+1)",
+        "flops 4.19e+06 -> 6.29e+06/call (+50.0%)",
+    ]
+    assert work.details(2)[-1] == "flops 4.19e+06 -> 6.29e+06/call (+50.0%)"  # the first of each category first
+    # the JSON keeps every change, in the order of the lines
+    assert [c["key"] for c in work.to_dict(CATEGORIES)["changes"]] == [
+        "op:aten::mm",
+        "op:aten::add_",
+        "op:aten::copy_",
+        "op:aten::matmul",
+        "op:aten::as_strided",
+        "op:aten::resolve_conj",
+        "op:aten::slice",
+        "flops",
+    ]
+
+
+def test_a_fold_of_many_ops_names_the_first_three_where_the_lines_are_few() -> None:
+    views = {f"aten::{name}": (1, 1e-6) for name in ("view", "expand", "t", "unsqueeze", "empty")}
+    work = compared([timed(1, {"aten::mm": (1, 1e-3)})], [timed(1, {"aten::mm": (1, 1e-3), **views})])
+    assert work.details(SHOWN_CHANGES) == [
+        "view/metadata ops 0 -> 5/call (+5): aten::empty 0 -> 1, aten::expand 0 -> 1, aten::t 0 -> 1 and 2 more"
+    ]
+    assert work.details()[0].endswith("aten::unsqueeze 0 -> 1, aten::view 0 -> 1")
+    assert set(views) <= NO_DATA_OPS and "aten::mm" not in NO_DATA_OPS and "aten::copy_" not in NO_DATA_OPS
+
+
+def test_kernels_rank_by_their_device_time_and_counts_without_times_by_the_relative_change() -> None:
+    ops = {"aten::mm": (1, 1e-5)}
+    base = timed(1, ops, kernels=(OpStat("gemm", 1, 1e-3), OpStat("fill", 10, 1e-5)))
+    head = timed(1, ops, kernels=(OpStat("gemm", 2, 2e-3), OpStat("fill", 15, 1.5e-5)))
+    assert compared([base], [head]).details() == ["kernels gemm: 1 -> 2/call (+1)", "kernels fill: 10 -> 15/call (+5)"]
+    # level counts keeps no times: the doubled op before the one that ran 20% more often
+    counted = compared([profile(1, {"aten::mm": 1, "aten::add": 10})], [profile(1, {"aten::mm": 2, "aten::add": 12})])
+    assert counted.details() == ["aten::mm 1 -> 2/call (+1)", "aten::add 10 -> 12/call (+2)"]
+
+
+def test_a_sync_change_stays_in_sight_beside_changes_of_every_category() -> None:
+    many = {f"aten::op{i}": (i, i * 1e-4) for i in range(1, 12)}
+    head = timed(
+        1,
+        {k: (2 * n, 2 * s) for k, (n, s) in many.items()},
+        kernels=(OpStat("k", 2, 2e-3),),
+        runtime={"cudaLaunchKernel": 2},
+        syncs={"stream": 1},
+        flops=10,
+        bytes_allocated={"cpu": 8},
+    )
+    work = compared([timed(1, many, flops=5, bytes_allocated={"cpu": 4})], [head])
+    shown = work.details(SHOWN_CHANGES)
+    assert shown[0] == "aten::op11 11 -> 22/call (+11)" and "syncs stream: 0 -> 1/call (+1)" in shown
+    assert len(shown) == SHOWN_CHANGES and work.categories["syncs"] == "more"

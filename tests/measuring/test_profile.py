@@ -417,3 +417,56 @@ def test_the_tracers_cost_is_its_cost_per_python_call_for_each_profiled_call() -
     assert tracer_cost(20_000, 2) == pytest.approx(20_000 * 2 * TRACER_SECONDS_PER_CALL)
     assert tracer_cost(20_000, 2) > 0.03 > tracer_cost(20, 2)
     assert tracer_cost(None, 1) == float("inf")  # not counted: never traced
+
+
+def _count_lines(base: Any, head: Any) -> tuple[list[str], list[str]]:
+    """The count lines a gate row prints (``SHOWN_CHANGES`` of them) and every line (the HTML report's) of two real
+    profiles, at level ``full``, of ``base`` and ``head``. On one thread: a busy machine's second CPU would make the
+    small ops wait for their threads (ms for an add of 64k floats), not only the matmuls."""
+    from pytest_gpuperf.measuring import SHOWN_CHANGES, torch_threads
+    from pytest_gpuperf.measuring._profile import compare_work
+
+    with torch_threads(1):
+        sides = [profile_step(fn, level="full", step_seconds=1e-3, budget=10.0, on_cuda=False) for fn in (base, head)]
+    assert sides[0] is not None and sides[1] is not None
+    work = compare_work([sides[0]], [sides[1]])
+    assert work is not None and work.categories["ops"] == "more"
+    return work.details(SHOWN_CHANGES), work.details()
+
+
+def test_a_planted_matmul_on_a_slice_leads_the_count_lines_and_its_view_ops_share_one() -> None:
+    """Issue 35: on main ``out[:77] += a[:77] @ b`` printed ``aten::as_strided 0 -> 3``, ``aten::resolve_conj 3 ->
+    6`` and ``aten::slice 0 -> 3`` first and hid ``aten::mm 1 -> 2`` under ``... and 4 more``."""
+    a, b, out = torch.randn(256, 256), torch.randn(256, 256), torch.zeros(256, 256)
+
+    def plain() -> None:
+        out.add_(a @ b)
+
+    def planted() -> None:
+        out.add_(a @ b)
+        out[:77] += a[:77] @ b
+
+    shown, every = _count_lines(plain, planted)
+    assert shown[0] == "aten::mm 1 -> 2/call (+1)"
+    (views,) = [line for line in every if line.startswith("view/metadata ops")]
+    assert "aten::as_strided 0 -> 3" in views and "aten::slice 0 -> 3" in views
+    assert not any(line.startswith(("aten::as_strided", "aten::slice", "aten::resolve_conj")) for line in every)
+
+
+def test_a_doubled_embedding_bag_leads_the_count_lines() -> None:
+    """On main a doubled ``_embedding_bag`` came after ``as_strided``, ``empty``, ``copy_``, ``select``... ."""
+    bag = torch.nn.EmbeddingBag(4096, 64, mode="sum")
+    indices, offsets = torch.randint(0, 4096, (8192,)), torch.arange(0, 8192, 32)
+
+    def once() -> object:
+        return bag(indices, offsets)
+
+    def twice() -> object:
+        bag(indices, offsets)
+        return bag(indices, offsets)
+
+    shown, every = _count_lines(once, twice)
+    assert shown[0] == "aten::_embedding_bag 1 -> 2/call (+1)"
+    (views,) = [line for line in every if line.startswith("view/metadata ops")]
+    assert "aten::as_strided" in views and "aten::empty" in views
+    assert not any(line.startswith(("aten::as_strided", "aten::empty ")) for line in every)
