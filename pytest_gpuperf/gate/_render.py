@@ -222,7 +222,7 @@ def why_cells(line: WhyLine) -> tuple[str, str, str, str]:
 
 def why_lines(result: GateResult) -> list[str]:
     """The "why" under the table, for every row that has one: a line naming the row and its slowdown, then one
-    per op, kernel, and the time outside them, largest change first."""
+    per op, kernel, and the time outside them, in the order they rank (``attribute``)."""
     out = []
     for row in result.rows:
         if row.why is None:

@@ -2,10 +2,11 @@
 
 Each side's profiles (``measuring.WorkProfile``, taken after timing) give every aten op's self time and every CUDA
 kernel's device time over the profiled calls; a side's time per call of a line is averaged over its profiles
-(each profile's total / its ``calls``), and so is its count per call. The lines are ranked by their change in
-time per call, head minus base, op and kernel lines together, labelled by kind: the simplest honest rule, as a
-kernel's time and the op that launched it are different resources (the device's, the host's) and either can be
-the one that grew.
+(each profile's total / its ``calls``), and so is its count per call. The lines whose count per call changed (work
+added or removed; the counts are exact) rank first, then those whose count did not (their time only grew: on a
+busy machine, often noise); each group by its change in time per call, head minus base, op and kernel lines
+together, labelled by kind: a kernel's time and the op that launched it are different resources (the device's, the
+host's) and either can be the one that grew.
 
 Python lines name what the profile's Python tracer found in the time outside ops: the built-in functions the step
 calls from Python (``Tensor.item``, ``sleep``), each with its own time outside any op (the Python-to-C++ call and
@@ -28,12 +29,13 @@ never scaled: the profiler barely slows the device.
 
 ``slowdown_seconds`` is head minus base per call; a line's ``share`` is its change over the slowdown (it may
 exceed 1, or be negative, where other lines got faster); ``explained`` is the sum of the shares of the top lines
-(those whose time grew, largest first, at most ``top`` of them, the outside line among them when it ranks
+(those whose time grew, in the order above, at most ``top`` of them, the outside line among them when it ranks
 there). Lines that got faster are not shown.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -181,11 +183,23 @@ def attribute(
     ]
     name = h.outside_name if h.outside_name == b.outside_name else f"{OUTSIDE_OPS} or kernel"
     outside = WhyLine("outside", name, b.outside, h.outside, share(h.outside - b.outside))
-    ranked = sorted([*lines, outside], key=lambda line: (-line.delta_seconds, line.kind, line.name))
+    # work added or removed ranks first (issue 35: a bicubic upsample, the only op of changed count, ranked under
+    # convolutions of the same count that took longer on a busy machine), then by time
+    ranked = sorted(
+        [*lines, outside], key=lambda line: (not _count_changed(line), -line.delta_seconds, line.kind, line.name)
+    )
     shown = [line for line in ranked if line.delta_seconds > 0][:top]
     explained = sum(line.share for line in shown)
     lines_shown = shown if outside in shown else [*shown, outside]
     return Attribution(slowdown, tuple(lines_shown), explained, len(shown))
+
+
+def _count_changed(line: WhyLine) -> bool:
+    """Whether the line's count per call differs between the sides: work added or removed, where a line of the same
+    count only took longer (on a busy machine, often noise). The outside line has no count."""
+    if line.base_count is None or line.head_count is None:
+        return False
+    return not math.isclose(line.base_count, line.head_count, rel_tol=1e-9, abs_tol=1e-9)
 
 
 def why_for(
