@@ -30,7 +30,10 @@ never scaled: the profiler barely slows the device.
 ``slowdown_seconds`` is head minus base per call; a line's ``share`` is its change over the slowdown (it may
 exceed 1, or be negative, where other lines got faster); ``explained`` is the sum of the shares of the top lines
 (those whose time grew, in the order above, at most ``top`` of them, the outside line among them when it ranks
-there). Lines that got faster are not shown.
+there). The lines that got faster are shown after them (at most ``top``, work removed first, then the largest
+drop: a replaced op's old one), and ``faster`` adds up the shares of all of them: the shares of every line add up
+to all of the slowdown, so a share above 1 is that much taken back by lines that got faster, which the heading
+says (``gate/_render.py``).
 """
 
 from __future__ import annotations
@@ -87,13 +90,17 @@ class WhyLine:
 
 @dataclass(frozen=True)
 class Attribution:
-    """A row's "why": its slowdown per call, the ranked lines (the top ones, then the outside line where it does
-    not rank), the share of the slowdown the top lines explain, and how many lines rank (the first ones)."""
+    """A row's "why": its slowdown per call, the lines shown (the top ones that grew, then the top ones that got
+    faster, then the outside line where it is neither), the share of the slowdown the top lines explain, how many
+    lines rank (the first ones), and the share the lines that got faster took back."""
 
     slowdown_seconds: float
     lines: tuple[WhyLine, ...]
     explained: float
     ranked: int = 0
+    #: the shares of every line that got faster, added up (0 or less): with ``explained`` and the lines that grew
+    #: but did not rank, the shares add up to all of the slowdown; where a share passes 100%, this is why
+    faster: float = 0.0
 
     @property
     def outside(self) -> WhyLine:
@@ -190,8 +197,13 @@ def attribute(
     )
     shown = [line for line in ranked if line.delta_seconds > 0][:top]
     explained = sum(line.share for line in shown)
-    lines_shown = shown if outside in shown else [*shown, outside]
-    return Attribution(slowdown, tuple(lines_shown), explained, len(shown))
+    # the lines that got faster follow (a replaced op's old one), work removed first, the largest drop first
+    fell = [line for line in ranked if line.delta_seconds < 0]
+    faster = sum(line.share for line in fell)
+    fell = sorted(fell, key=lambda line: (not _count_changed(line), line.delta_seconds, line.kind, line.name))[:top]
+    lines_shown = [*shown, *fell]
+    lines_shown = lines_shown if outside in lines_shown else [*lines_shown, outside]
+    return Attribution(slowdown, tuple(lines_shown), explained, len(shown), faster)
 
 
 def _count_changed(line: WhyLine) -> bool:
