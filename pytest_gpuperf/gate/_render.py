@@ -203,9 +203,14 @@ def _calls(line: WhyLine) -> str:
 
 
 def why_heading(why: Attribution) -> str:
-    """``+1.2 ms/call; the top 3 lines explain 91% of it`` (no line ranks where nothing grew: ``the top 0 lines``)."""
+    """``+1.2 ms/call; the top 3 lines explain 91% of it`` (no line ranks where nothing grew: ``the top 0 lines``),
+    and where a share passes 100%, what the lines that got faster took back."""
     top = "the top line explains" if why.ranked == 1 else f"the top {why.ranked} lines explain"
-    return f"{_signed(why.slowdown_seconds)}/call; {top} {why.explained:.0%} of it"
+    heading = f"{_signed(why.slowdown_seconds)}/call; {top} {why.explained:.0%} of it"
+    if why.explained > 1 or any(line.share > 1 for line in why.lines):
+        # more than all of it: only as much as other lines took back (every line's shares add up to 100%)
+        heading += f"; lines that got faster took back {-why.faster:.0%}"
+    return heading
 
 
 def why_cells(line: WhyLine) -> tuple[str, str, str, str]:
@@ -222,7 +227,7 @@ def why_cells(line: WhyLine) -> tuple[str, str, str, str]:
 
 def why_lines(result: GateResult) -> list[str]:
     """The "why" under the table, for every row that has one: a line naming the row and its slowdown, then one
-    per op, kernel, and the time outside them, largest change first."""
+    per op, kernel, and the time outside them, in the order they rank (``attribute``)."""
     out = []
     for row in result.rows:
         if row.why is None:

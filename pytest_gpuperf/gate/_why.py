@@ -2,10 +2,11 @@
 
 Each side's profiles (``measuring.WorkProfile``, taken after timing) give every aten op's self time and every CUDA
 kernel's device time over the profiled calls; a side's time per call of a line is averaged over its profiles
-(each profile's total / its ``calls``), and so is its count per call. The lines are ranked by their change in
-time per call, head minus base, op and kernel lines together, labelled by kind: the simplest honest rule, as a
-kernel's time and the op that launched it are different resources (the device's, the host's) and either can be
-the one that grew.
+(each profile's total / its ``calls``), and so is its count per call. The lines whose count per call changed (work
+added or removed; the counts are exact) rank first, then those whose count did not (their time only grew: on a
+busy machine, often noise); each group by its change in time per call, head minus base, op and kernel lines
+together, labelled by kind: a kernel's time and the op that launched it are different resources (the device's, the
+host's) and either can be the one that grew.
 
 Python lines name what the profile's Python tracer found in the time outside ops: the built-in functions the step
 calls from Python (``Tensor.item``, ``sleep``), each with its own time outside any op (the Python-to-C++ call and
@@ -28,12 +29,16 @@ never scaled: the profiler barely slows the device.
 
 ``slowdown_seconds`` is head minus base per call; a line's ``share`` is its change over the slowdown (it may
 exceed 1, or be negative, where other lines got faster); ``explained`` is the sum of the shares of the top lines
-(those whose time grew, largest first, at most ``top`` of them, the outside line among them when it ranks
-there). Lines that got faster are not shown.
+(those whose time grew, in the order above, at most ``top`` of them, the outside line among them when it ranks
+there). The lines that got faster are shown after them (at most ``top``, work removed first, then the largest
+drop: a replaced op's old one), and ``faster`` adds up the shares of all of them: the shares of every line add up
+to all of the slowdown, so a share above 1 is that much taken back by lines that got faster, which the heading
+says (``gate/_render.py``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -85,13 +90,17 @@ class WhyLine:
 
 @dataclass(frozen=True)
 class Attribution:
-    """A row's "why": its slowdown per call, the ranked lines (the top ones, then the outside line where it does
-    not rank), the share of the slowdown the top lines explain, and how many lines rank (the first ones)."""
+    """A row's "why": its slowdown per call, the lines shown (the top ones that grew, then the top ones that got
+    faster, then the outside line where it is neither), the share of the slowdown the top lines explain, how many
+    lines rank (the first ones), and the share the lines that got faster took back."""
 
     slowdown_seconds: float
     lines: tuple[WhyLine, ...]
     explained: float
     ranked: int = 0
+    #: the shares of every line that got faster, added up (0 or less): with ``explained`` and the lines that grew
+    #: but did not rank, the shares add up to all of the slowdown; where a share passes 100%, this is why
+    faster: float = 0.0
 
     @property
     def outside(self) -> WhyLine:
@@ -181,11 +190,28 @@ def attribute(
     ]
     name = h.outside_name if h.outside_name == b.outside_name else f"{OUTSIDE_OPS} or kernel"
     outside = WhyLine("outside", name, b.outside, h.outside, share(h.outside - b.outside))
-    ranked = sorted([*lines, outside], key=lambda line: (-line.delta_seconds, line.kind, line.name))
+    # work added or removed ranks first (issue 35: a bicubic upsample, the only op of changed count, ranked under
+    # convolutions of the same count that took longer on a busy machine), then by time
+    ranked = sorted(
+        [*lines, outside], key=lambda line: (not _count_changed(line), -line.delta_seconds, line.kind, line.name)
+    )
     shown = [line for line in ranked if line.delta_seconds > 0][:top]
     explained = sum(line.share for line in shown)
-    lines_shown = shown if outside in shown else [*shown, outside]
-    return Attribution(slowdown, tuple(lines_shown), explained, len(shown))
+    # the lines that got faster follow (a replaced op's old one), work removed first, the largest drop first
+    fell = [line for line in ranked if line.delta_seconds < 0]
+    faster = sum(line.share for line in fell)
+    fell = sorted(fell, key=lambda line: (not _count_changed(line), line.delta_seconds, line.kind, line.name))[:top]
+    lines_shown = [*shown, *fell]
+    lines_shown = lines_shown if outside in lines_shown else [*lines_shown, outside]
+    return Attribution(slowdown, tuple(lines_shown), explained, len(shown), faster)
+
+
+def _count_changed(line: WhyLine) -> bool:
+    """Whether the line's count per call differs between the sides: work added or removed, where a line of the same
+    count only took longer (on a busy machine, often noise). The outside line has no count."""
+    if line.base_count is None or line.head_count is None:
+        return False
+    return not math.isclose(line.base_count, line.head_count, rel_tol=1e-9, abs_tol=1e-9)
 
 
 def why_for(

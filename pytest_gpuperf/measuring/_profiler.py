@@ -200,16 +200,17 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
             if kind in _DEVICE_WORK:
                 device.append((kind, event))
         elif event.is_python_function():
-            if name.startswith("<built-in"):
+            if name.startswith("<built-in") or _RANGE_EXIT.search(name):
                 start = int(event.start_ns())
                 builtins.append((int(event.start_thread_id()), start, start + int(event.duration_ns()), name))
         else:
             host.append((int(event.start_thread_id()), _activity(event), event))
-    spans = sorted(
-        (int(e.start_ns()), int(e.start_ns()) + int(e.duration_ns()))
-        for _, _, e in host
+    on_thread = {  # each call range's span, and the thread it ran on (the step's)
+        (int(e.start_ns()), int(e.start_ns()) + int(e.duration_ns())): thread
+        for thread, _, e in host
         if e.name() == CALL_RANGE and e.is_user_annotation()
-    )
+    }
+    spans = sorted(on_thread)
     per_call: list[dict[str, int]] = [{} for _ in spans]
     per_call_ns: list[dict[str, int]] = [{} for _ in spans]
     calls: list[_Host] = []
@@ -258,7 +259,7 @@ def read_events(events: Iterable[ProfilerEvent], *, level: str) -> EventSummary:
         call_seconds if timed else None,
         outside if timed else None,
         tuple(sorted(varying)),
-        _python_calls(builtins, tops, spans) if timed else (),
+        _python_calls(builtins, tops, spans, on_thread) if timed else (),
     )
 
 
@@ -372,6 +373,12 @@ def _syncs(api_calls: Mapping[int, list[tuple[int, str, int]]], to_host: set[int
 _BUILTIN: Final = re.compile(r"<built-in (?:method|function) (?P<name>[^\s>]*)(?: ?of (?P<owner>[\w.]+) object)?")
 
 
+#: The Python frame of a ``record_function`` range's exit, as the tracer names it (``torch/autograd/profiler.py(932):
+#: __exit__``): the range ends inside it, so its built-ins (torch's op that ends the range, a pybind11 function, and
+#: what dispatching it calls) lie in the call range, and are no step's.
+_RANGE_EXIT: Final = re.compile(r"torch/autograd/profiler\.py\(\d+\): __exit__$")
+
+
 def _python_name(raw: str) -> str:
     """``Tensor.item`` for a method of a Tensor object, ``sleep`` for a function (or a method of a type object,
     whose type the tracer does not name): the address each name carries differs between processes."""
@@ -385,17 +392,23 @@ def _python_name(raw: str) -> str:
 
 
 def _python_calls(
-    builtins: list[tuple[int, int, int, str]], tops: Mapping[int, list[tuple[int, int]]], spans: list[tuple[int, int]]
+    builtins: list[tuple[int, int, int, str]],
+    tops: Mapping[int, list[tuple[int, int]]],
+    spans: list[tuple[int, int]],
+    on_thread: Mapping[tuple[int, int], int],
 ) -> tuple[OpStat, ...]:
     """The step's calls of built-in Python functions (``Tensor.item``, ``sleep``, ``dot``), from the Python tracer's
     events (``thread, start, end, raw name``): count, and own time outside any op.
 
-    A built-in counts where it runs right in a call range, outside any host event there (``tops``: an op,
-    autograd's range) and outside another built-in (that one holds its time); its own time is its span, cut at
-    its call's end, less the host events it holds. That time lies in the call's time outside any op, which is
-    how ``.item()``'s Python-to-C++ call or a sleep gets a name. Over two calls or more, a built-in that ran in
-    every call takes its least time over them, times the calls, as ops do (``_least``): so the built-ins' times
-    never add up to more than the time outside ops."""
+    The tracer records every thread's calls: only those on a call range's own thread (``on_thread``) are the
+    step's; another thread's, at the same time, are not (the plugin's load monitor takes a lock and reads
+    ``/proc/stat`` while the step runs, ``_load.py``). A built-in counts where it runs right in a call range on its
+    thread, outside any host event there (``tops``: an op, autograd's range), outside another built-in (that one
+    holds its time) and outside the range's exit (``_RANGE_EXIT``); its own time is its span, cut at its call's
+    end, less the host events it holds. That time lies in the call's time outside any op, which is how ``.item()``'s
+    Python-to-C++ call or a sleep gets a name. Over two calls or more, a built-in that ran in every call takes its
+    least time over them, times the calls, as ops do (``_least``): so the built-ins' times never add up to more
+    than the time outside ops."""
     per_call: list[dict[str, int]] = [{} for _ in spans]
     counts: dict[str, int] = {}
     for thread in sorted({b[0] for b in builtins}):
@@ -404,13 +417,15 @@ def _python_calls(
         outer_end = -1
         for _, start, end, raw in sorted((b for b in builtins if b[0] == thread), key=lambda b: (b[1], -b[2])):
             at = _call_of(spans, start)
-            if start < outer_end or at is None:
+            if start < outer_end or at is None or on_thread[spans[at]] != thread:
                 continue
             first = bisect.bisect_right(starts, start) - 1
             if first >= 0 and held_by[first][1] > start:
                 continue  # called from inside an op (a Python hook under autograd): the op holds its time
             end = min(end, spans[at][1])
             outer_end = end
+            if _RANGE_EXIT.search(raw):
+                continue
             held, index = 0, first + 1
             while index < len(held_by) and held_by[index][0] < end:
                 held += min(held_by[index][1], end) - held_by[index][0]

@@ -59,6 +59,16 @@ def test_the_terminal_lines() -> None:
     assert lines[2] == "  +500 us/call   17%  outside any op (Python, the host, waits)"
 
 
+def test_a_share_above_all_of_it_says_that_lines_got_faster() -> None:
+    # Baseline 10 ms per call (8 ms mm, 1 ms add); current 11 ms: mm 11 ms, the add gone.
+    base = profiled(10 * MS, OpStat("aten::mm", 1, 8 * MS), OpStat("aten::add", 1, 1 * MS))
+    head = profiled(11 * MS, OpStat("aten::mm", 1, 11 * MS))
+    lines = why_lines(compare_runs([make_run(base)] * 3, [make_run(head)]))
+    assert lines[0].endswith("the top line explains 300% of it; lines that got faster took back 200%")
+    assert lines[1] == "  +3 ms/call  300%  op aten::mm, 1 calls/call"
+    assert lines[2] == "  -1 ms/call -100%  op aten::add, 1 -> 0 calls/call"
+
+
 def test_a_python_call_is_named_as_one() -> None:
     base = profiled(10 * MS, OpStat("aten::mm", 1, 8 * MS))
     head = make_record(13 * MS, test="t.py::test_step[cpu]")

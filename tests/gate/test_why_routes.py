@@ -108,7 +108,7 @@ def test_pytest_gpuperf_compare_prints_the_why_of_a_slower_row(
     result.stdout.fnmatch_lines(
         [
             "test_step *SLOWER*",
-            "why test_step [[]cpu[]] SLOWER: +*/call; the top * explain *% of it",
+            "why test_step [[]cpu[]] SLOWER: +*/call; the top * explain *% of it*",
             "*op aten::mm, 0 -> 2 calls/call",
             "gpuperf gate: FAILED (1 slower; *",
         ]

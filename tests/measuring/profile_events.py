@@ -100,9 +100,10 @@ def memory(start: int, size: int, device: str = "DeviceType.CPU") -> Event:
     return Event("[memory]", start, device=device, size=size, activity="cpu_instant_event")
 
 
-def py(name: str, start: int, span: int) -> Event:
-    """A Python tracer's event: a function of the step's (``file.py(3): step``) or a built-in it calls."""
-    return Event(name, start, span, activity="python_function")
+def py(name: str, start: int, span: int, *, thread: int = 1) -> Event:
+    """A Python tracer's event: a function of the step's (``file.py(3): step``) or a built-in it calls, on
+    ``thread`` (another thread's: the plugin's load monitor, a user's data loader thread)."""
+    return Event(name, start, span, thread=thread, activity="python_function")
 
 
 #: A GEMM kernel's name, as cuBLAS names one on an H100.

@@ -4,6 +4,7 @@ event list for what only CUDA shows (kernels, runtime calls, host-device synchro
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from fractions import Fraction
 from typing import Any
@@ -218,6 +219,53 @@ def test_python_builtins_get_their_own_time_outside_ops_and_python_frames_keep_t
     assert read.outside_seconds == pytest.approx(2 * (100 - 6 - 4) * 1e-6)  # the Python frames change nothing
     assert read.outside_seconds is not None and sum(seconds.values()) <= read.outside_seconds
     assert read_events(events, level="counts").python == ()
+
+
+def test_only_the_calls_own_thread_names_python_built_ins() -> None:
+    """A call of 100 us on thread 1 calls ``Tensor.item`` (10 us); meanwhile another thread (the plugin's load
+    monitor, ``_load.py``) takes a lock and reads a file, the call range's own exit calls torch's op that ends it
+    (a pybind11 function), and after the call thread 1 calls ``len``: none of those is the step's."""
+    events = [call(0, 100_000), py("<built-in method item of Tensor object at 0x7f00>", 10_000, 10_000)]
+    events += [py("torch/autograd/profiler.py(932): __exit__", 95_000, 8_000)]
+    events += [
+        py("<built-in method  of pybind11_builtins.pybind11_detail_function_record object at 0x7d00>", 96_000, 6_000)
+    ]
+    events += [py("<built-in method acquire of _thread.lock object at 0x7e00>", 20_000, 60_000, thread=2)]
+    events += [py("<built-in function open>", 85_000, 5_000, thread=2)]
+    events += [py("<built-in function len>", 120_000, 1_000)]
+    read = read_events(events, level="full")
+    assert [(stat.name, stat.count) for stat in read.python] == [("Tensor.item", 1)]
+
+
+def test_a_background_threads_python_calls_are_not_the_steps() -> None:
+    """Real torch: a thread that takes a lock and sleeps in a loop while the step runs adds nothing to the step's
+    Python calls, which are still named."""
+    lock, stop = threading.Lock(), threading.Event()
+
+    def monitor() -> None:
+        while not stop.is_set():
+            with lock:
+                pass
+            time.sleep(0.0002)
+
+    x = torch.ones(3)
+
+    def step() -> None:
+        for _ in range(3):
+            x.sum().item()
+        time.sleep(0.002)
+
+    thread = threading.Thread(target=monitor, daemon=True)
+    thread.start()
+    try:
+        profile = profile_step(step, level="full", step_seconds=2e-3, budget=10.0, on_cuda=False)
+    finally:
+        stop.set()
+        thread.join()
+    assert profile is not None
+    python = {stat.name: stat.count for stat in profile.python}
+    # the step's own built-ins, each as often as it calls it (not the range's exit machinery: ``any``, pybind11)
+    assert python == {"Tensor.item": 3 * profile.calls, "Tensor.sum": 3 * profile.calls, "sleep": profile.calls}
 
 
 def test_a_profile_names_a_python_loop_of_item_calls_and_a_sleep() -> None:
