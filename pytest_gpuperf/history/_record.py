@@ -42,6 +42,7 @@ from typing import Any, Final, Protocol
 
 from .._git import git, worktree
 from .._progress import Progress
+from ..measuring import clipped
 from ..results import LockHeld, ResultsError, locked
 from ._assets import OfflineError, default_cache, localize
 from ._asv_files import ANCHORED, AsvError, read_results
@@ -242,9 +243,9 @@ def record(
         if recipe.recorded(layout, commit) and not force:
             outcome = "already recorded"
         else:
-            progress.step(f"measuring {commit[:8]} {subject[:60]}", number, len(commits), "commit")
+            progress.step(f"measuring {commit[:8]} {clipped(subject, 60)}", number, len(commits), "commit")
             outcome = recipe.measure(layout, commit)
-        line = f"{commit[:8]} {subject[:60]}: {outcome}"
+        line = f"{commit[:8]} {clipped(subject, 60)}: {outcome}"
         print(line, flush=True)
         outcomes.append(line)
     return outcomes

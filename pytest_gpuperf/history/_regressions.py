@@ -36,7 +36,7 @@ from ..gate import (
     select_names,
     workload_names,
 )
-from ..measuring import DeviceError, counted, open_device
+from ..measuring import DeviceError, clipped, counted, open_device
 from ..results import OutputKind, ResultsError, atomic_write_text, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
 from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, commit_order, history_series
@@ -381,7 +381,7 @@ def _culprit_cell(finding: Finding) -> str:
         return "not confirmed"
     if c.kind == "unresolved":
         return f"one of {c.first[:8]}..{c.last[:8]}"
-    text = f"{c.commit[:8]} {finding.subject[:50]}"
+    text = f"{c.commit[:8]} {clipped(finding.subject, 50)}"
     if c.kind != "creep":
         return text
     return f"creep over {c.first[:8]}..{c.last[:8]}" + (f", crossed the tolerance at {text}" if c.commit else "")

@@ -81,7 +81,16 @@ if TYPE_CHECKING:
         t_two_sided_p,
     )
     from ._timing_checks import TIMING_CHECKS, TimingChecks, timing_flags
-    from ._units import Quantity, counted, duration_unit, format_bytes, format_duration, format_rate, parse_quantity
+    from ._units import (
+        Quantity,
+        clipped,
+        counted,
+        duration_unit,
+        format_bytes,
+        format_duration,
+        format_rate,
+        parse_quantity,
+    )
     from ._values import SettingError, Threads, optional
     from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
 
@@ -148,6 +157,7 @@ __all__ = [
     "backend_for",
     "backend_for_kind",
     "bind",
+    "clipped",
     "counted",
     "cpu_model",
     "duration_unit",

@@ -16,6 +16,7 @@ __all__ = [
     "TIME",
     "Quantity",
     "UnitError",
+    "clipped",
     "counted",
     "duration_unit",
     "format_bytes",
@@ -223,6 +224,16 @@ def format_duration(seconds: float) -> str:
         return f"{seconds} s"
     unit, factor = duration_unit(seconds)
     return f"{seconds / factor:.4g} {unit}"
+
+
+def clipped(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: cut at the last word that fits, with ``...`` after it (a first
+    word longer than ``width`` is cut inside), never mid-word where a word boundary fits."""
+    if len(text) <= width:
+        return text
+    room = text[: max(width - 3, 1)]
+    cut = room.rsplit(" ", 1)[0] if " " in room.strip() else room
+    return cut.rstrip(" ,;:") + "..."
 
 
 def counted(count: int, noun: str) -> str:

@@ -4,7 +4,15 @@ import math
 
 import pytest
 
-from pytest_gpuperf.measuring import Quantity, counted, format_bytes, format_duration, format_rate, parse_quantity
+from pytest_gpuperf.measuring import (
+    Quantity,
+    clipped,
+    counted,
+    format_bytes,
+    format_duration,
+    format_rate,
+    parse_quantity,
+)
 from pytest_gpuperf.measuring._units import UnitError
 
 
@@ -83,3 +91,16 @@ def test_formatting_picks_readable_prefixes() -> None:
 def test_a_count_is_said_with_its_noun_plural_only_where_it_is_not_one() -> None:
     """``1 paired rounds`` was printed (issue 35, item 9): every count of the package's output is said this way."""
     assert [counted(n, "paired round") for n in (0, 1, 2)] == ["0 paired rounds", "1 paired round", "2 paired rounds"]
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "shown"),
+    [
+        ("a short subject", 60, "a short subject"),
+        ("measuring: the lead kept across builds of one step", 30, "measuring: the lead kept..."),
+        ("supercalifragilisticexpialidocious and more", 10, "superca..."),
+    ],
+)
+def test_a_clipped_text_is_cut_at_a_word_never_inside_one_where_a_word_fits(text: str, width: int, shown: str) -> None:
+    """History subjects were cut mid-word (issue 35, item 9)."""
+    assert clipped(text, width) == shown and len(shown) <= width
