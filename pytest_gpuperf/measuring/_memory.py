@@ -279,6 +279,8 @@ class _Memory(Reading[MemoryReading]):
     change_key = "memory"
 
     def after(self, after: After, sensor: object) -> MemoryReading:
+        if after.skip and not after.over_time:
+            return MemoryReading(method=f"off: {after.skip}")
         if after.skip:
             reading = peak_memory(after.fn, after.backend, after.settings, after.device, once=True)
         else:

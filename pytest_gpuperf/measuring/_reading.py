@@ -91,6 +91,7 @@ class After:
     - ``share_of``: the steps timed in the same rounds (paired rounds give each its share of their time);
     - ``distributed``: every rank of a distributed run reads the same calls (their collectives must meet);
     - ``skip``: why the readings that call the step must not (``over max_time``; a fixed budget); "" to read;
+    - ``over_time``: the skip is the step's being over ``max_time``, where a reading of one call still may be read;
     - ``rider``: calls that ride on another reading's (``prepare`` sets it, before any reading's ``after``).
     """
 
@@ -102,6 +103,7 @@ class After:
     share_of: int = 1
     distributed: bool = False
     skip: str = ""
+    over_time: bool = False
     rider: Rider | None = None
 
 

@@ -261,7 +261,7 @@ def measure_on(
     # The readings after timing call the step itself: in graph mode an eager call, not the graph's replay that the
     # samples timed. Each says so where it matters (the memory's method: the graph's private pool is not counted).
     after = After(fn, backend, settings, device, result, distributed=coordinator is not None)
-    after.skip = "over max_time" if over_time else ""
+    after.skip, after.over_time = ("over max_time", True) if over_time else ("", False)
     measurement = measurement_of(
         result,
         backend,
