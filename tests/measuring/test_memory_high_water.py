@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +30,19 @@ FAST = MeasureSettings(max_time=0.3, min_time=0.02, warmup_time=0.02)
 def _cuda(memory: FakeCudaMemory) -> tuple[FakeGpu, CudaBackend]:
     gpu = FakeGpu()
     return gpu, CudaBackend(0, torch_module=memory.install(gpu.torch()), clock=gpu.clock)
+
+
+def _cnn_on_the_stand_in() -> tuple[FakeGpu, CudaBackend, Callable[[], None]]:
+    """The stand-in GPU, its backend, and a call of the small CNN training step (51 MiB peak) with 1 ms of kernel."""
+    memory = FakeCudaMemory()
+    gpu, backend = _cuda(memory)
+    step = SmallCnnStep(memory, zero_grad_first=True)
+
+    def call() -> None:
+        gpu.kernel("step", 1e-3)
+        step()
+
+    return gpu, backend, call
 
 
 def _mib(n: int | None) -> float:
@@ -57,14 +71,7 @@ def test_the_small_cnn_peaks_at_51_mib_wherever_zero_grad_is(
 
 
 def test_a_cuda_measurement_carries_every_figure_to_the_table_and_the_json() -> None:
-    memory = FakeCudaMemory()
-    gpu, backend = _cuda(memory)
-    step = SmallCnnStep(memory, zero_grad_first=True)
-
-    def call() -> None:
-        gpu.kernel("step", 1e-3)
-        step()
-
+    gpu, backend, call = _cnn_on_the_stand_in()
     m = measure_on(call, backend, FAST, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
     assert _mib(m.memory.peak) == 51.0 and _mib(m.memory.transient) == 26.0 and _mib(m.memory.resident) == 25.0
     assert m.memory.cell == "51 MiB"
@@ -111,14 +118,7 @@ def test_in_graph_mode_the_memory_method_says_the_figure_is_an_eager_calls() -> 
     """F12: graph mode times the graph's replays, and the memory probe runs the step eagerly: the figure is the eager
     call's, without the graph's private pool. The method says so; the figure is still the allocator's peak, gated
     against another graph-mode record's."""
-    memory = FakeCudaMemory()
-    gpu, backend = _cuda(memory)
-    step = SmallCnnStep(memory, zero_grad_first=True)
-
-    def call() -> None:
-        gpu.kernel("step", 1e-3)
-        step()
-
+    gpu, backend, call = _cnn_on_the_stand_in()
     graph = FAST.with_values({"mode": "graph", "profile": "off"})
     m = measure_on(call, backend, graph, name="cnn", device="cuda:0", work={}, clock=gpu.clock)
     assert m.mode == "graph" and _mib(m.memory.peak) == 51.0
