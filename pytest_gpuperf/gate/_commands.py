@@ -230,7 +230,7 @@ def compare_command(args: argparse.Namespace) -> int:
     print(f"head: {head.describe()}")
     noise = baseline_noise(base.runs, policy)
     if noise is not None:
-        print(noise.describe(policy.tolerance))
+        print(noise.describe(policy.tolerance, result.rows))
     print(gate_table(result, tablefmt=args.format))
     for line in why_lines(result):
         print(line)

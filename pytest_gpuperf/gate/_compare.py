@@ -105,7 +105,8 @@ class Row:
     #: what each reading's comparison found, whatever the verdict (``with_work``), by its ``change_key``: ``work``
     #: (the profiles' counts, compared exactly), ``memory`` (each side's peak); none where a side has no figure
     changes: Mapping[str, Change] = field(default_factory=dict)
-    #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most (``_why.py``)
+    #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most; an
+    #: inconclusive row whose counts went up: its count lines (``_why.py``)
     why: Attribution | None = None
 
     @property
@@ -318,13 +319,30 @@ def with_work(row: Row, base: Sequence[Measurement], head: Sequence[Measurement]
     stored route; ``ab``: each side's of the paired rounds): each reading's comparison (``Row.changes``: the
     counts, the peak memory), the verdict ``same-work`` where an unattributed slowdown did the same work
     (``same_work``), and for a slower row why (``_why.py``: ``current`` is the head's time per call the verdict
-    judged)."""
+    judged; an inconclusive row whose work went up, its count lines)."""
     changes = {r.change_key: c for r in readings() if r.change_key and (c := r.compare(base, head)) is not None}
     base_profiles, head_profiles = profiles_of(base), profiles_of(head)
     row = dataclasses.replace(row, changes=changes, base_profiles=base_profiles, head_profiles=head_profiles)
     verdict, reason = same_work(row.verdict, row.reason, row.work)
-    why = why_for(verdict.value, base_profiles, head_profiles, row.baseline, current)
+    more_work = row.work is not None and row.work.verdict == "more"
+    why = why_for(
+        verdict.value,
+        base_profiles,
+        head_profiles,
+        row.baseline,
+        current,
+        noise_seconds=_noise_seconds(row),
+        more_work=more_work,
+    )
     return dataclasses.replace(row, verdict=verdict, reason=reason, why=why)
+
+
+def _noise_seconds(row: Row) -> float | None:
+    """The row's own interval in seconds per call, half its width: the baseline's time times half the ratio
+    interval's width (the slowdown's interval is the baseline's time times the ratio's, less one)."""
+    if row.estimate is None or row.baseline is None:
+        return None
+    return row.baseline * (row.estimate.high - row.estimate.low) / 2
 
 
 def same_work(verdict: Verdict, reason: str, work: WorkComparison | None) -> tuple[Verdict, str]:
@@ -415,7 +433,9 @@ class BaselineNoise:
         """The spread is the noise floor alone: the median record has one baseline run kept."""
         return self.kept == 1
 
-    def describe(self, tolerance: float) -> str:
+    def describe(self, tolerance: float, rows: Sequence[Row] = ()) -> str:
+        """The line; with the gate's ``rows``, it states the run-to-run noise their verdicts used (each row's own,
+        over its baseline and current runs) wherever that is not the figure the line gives (issue 35)."""
         runs = counted(self.runs, "run")
         over = f"{runs}" if self.records == 1 else f"median of {self.records} records, at least {runs} each"
         spread = f"{self.spread:.1%}"
@@ -434,7 +454,23 @@ class BaselineNoise:
                 f"; changes under ~{self.callable:.0%} cannot be called here against the {tolerance:.0%} tolerance: "
                 "on a shared machine gate with `pytest-gpuperf ab`, or save more runs on a quieter one"
             )
-        return text
+        return text + _verdicts_noise(f"{self.spread:.1%}", rows)
+
+
+def _verdicts_noise(stated: str, rows: Sequence[Row]) -> str:
+    """``; the verdicts use each row's own run-to-run noise, over its baseline and current runs: 1.9% to 24.0%``,
+    the figures their reasons give, where some row's is not ``stated``; "" otherwise."""
+    judged = [row.estimate.spread for row in rows if row.estimate is not None and row.estimate.spread is not None]
+    shown = {f"{figure:.1%}" for figure in judged}
+    if not shown or shown == {stated}:
+        return ""
+    if len(shown) == 1:
+        uses = "the verdicts use" if len(judged) > 1 else "the verdict uses"
+        return f"; {uses} {shown.pop()}, over the baseline and current runs"
+    return (
+        "; the verdicts use each row's own run-to-run noise, over its baseline and current runs: "
+        f"{min(judged):.1%} to {max(judged):.1%}"
+    )
 
 
 def baseline_noise(base_runs: Sequence[Run], policy: Policy | None = None) -> BaselineNoise | None:

@@ -9,7 +9,8 @@ changed (issue 22: ``_work.py``, ``_memory.py``), what changed, whatever its ver
 
 Under the table, for every slower or unattributed row with work profiles on both sides, its "why"
 (``why_lines``, from ``_why.py``): the ops and kernels whose time per call grew most, with their
-calls per call and their share of the slowdown, and the time outside any op.
+calls per call and their share of the slowdown, and the time outside any op; how many lines moved within the
+row's noise, unranked; for an inconclusive row whose counts went up, its count lines with both sides' times.
 
 On GitHub Actions (``report_to_github``, every route calls it): the table and its lines are
 appended, as Markdown, to the file ``$GITHUB_STEP_SUMMARY`` names, and, where
@@ -30,7 +31,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .._escape import print_command, printable
-from ..measuring import SHOWN_CHANGES, Estimate, format_duration
+from ..measuring import SHOWN_CHANGES, Estimate, counted, format_duration
 from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row
@@ -202,27 +203,59 @@ def _calls(line: WhyLine) -> str:
     return f"{line.base_count:.4g} -> {line.head_count:.4g} calls/call"
 
 
+def _noise(why: Attribution) -> str:
+    """``the row's +-600 us/call``: its own interval, half its width per call."""
+    return f"the row's +-{format_duration(why.noise_seconds or 0.0)}/call"
+
+
 def why_heading(why: Attribution) -> str:
     """``+1.2 ms/call; the top 3 lines explain 91% of it`` (no line ranks where nothing grew: ``the top 0 lines``),
-    and where a share passes 100%, what the lines that got faster took back."""
+    where a share passes 100%, what the lines that got faster took back, and how many lines changed within the
+    row's noise (not ranked). A why of count lines only (``counts_only``) says that the times cannot judge it."""
+    if why.counts_only:
+        noise = "" if why.noise_seconds is None else f" ({_noise(why)})"
+        return (
+            f"{_signed(why.slowdown_seconds)}/call, which the times cannot judge{noise}; "
+            "the lines whose count changed, each with its time per call on both sides"
+        )
     top = "the top line explains" if why.ranked == 1 else f"the top {why.ranked} lines explain"
     heading = f"{_signed(why.slowdown_seconds)}/call; {top} {why.explained:.0%} of it"
     if why.explained > 1 or any(line.share > 1 for line in why.lines):
         # more than all of it: only as much as other lines took back (every line's shares add up to 100%)
         heading += f"; lines that got faster took back {-why.faster:.0%}"
+    if why.within_noise:
+        lines = counted(why.within_noise, "other line" if why.ranked else "line")
+        heading += f"; the op times cannot separate {lines} from noise (each moved no more than {_noise(why)})"
     return heading
 
 
-def why_cells(line: WhyLine) -> tuple[str, str, str, str]:
-    """A line's change per call, share of the slowdown, what it is (``op aten::mm``) and its calls per call (every
-    renderer's cells: the terminal's, the job summary's, the HTML report's)."""
+def why_cells(line: WhyLine, *, share: bool = True) -> tuple[str, str, str, str]:
+    """A line's change per call, share of the slowdown ("" where ``share`` is False: a why of count lines only),
+    what it is (``op aten::mm``) and its calls per call (every renderer's cells: the terminal's, the job
+    summary's, the HTML report's)."""
     if line.kind == "outside":
         what = line.name + _OUTSIDE_NOTE
     elif line.kind == "python":
         what = f"Python call {line.name}"
     else:
         what = f"{line.kind} {line.name}"
-    return f"{_signed(line.delta_seconds)}/call", f"{line.share:.0%}", what, _calls(line)
+    return f"{_signed(line.delta_seconds)}/call", f"{line.share:.0%}" if share else "", what, _calls(line)
+
+
+def _sides(line: WhyLine) -> str:
+    """``0 ns -> 2.5 ms/call``: the line's time per call on each side."""
+    return f"{format_duration(line.base_seconds)} -> {format_duration(line.head_seconds)}/call"
+
+
+def _why_rows(why: Attribution) -> list[tuple[str, str, str, str]]:
+    """Each line's cells, the calls per call followed by both sides' times in a why of count lines only."""
+    out = []
+    for line in why.lines:
+        delta, share, what, calls = why_cells(line, share=not why.counts_only)
+        if why.counts_only:
+            calls = f"{calls}; {_sides(line)}" if calls else _sides(line)
+        out.append((delta, share, what, calls))
+    return out
 
 
 def why_lines(result: GateResult) -> list[str]:
@@ -233,10 +266,11 @@ def why_lines(result: GateResult) -> list[str]:
         if row.why is None:
             continue
         out.append(f"why {short_test(row)} [{row.device}] {verdict_cell(row)}: {why_heading(row.why)}")
-        parts = [why_cells(line) for line in row.why.lines]
+        parts = _why_rows(row.why)
         width = max(len(delta) for delta, *_ in parts)
         for delta, share, what, calls in parts:
-            out.append(f"  {delta:>{width}} {share:>5}  {what}" + (f", {calls}" if calls else ""))
+            shares = f" {share:>5}" if share else ""
+            out.append(f"  {delta:>{width}}{shares}  {what}" + (f", {calls}" if calls else ""))
     return [printable(line) for line in out]
 
 
@@ -254,8 +288,9 @@ def why_markdown(result: GateResult) -> list[str]:
             continue
         name = _markdown(f"{short_test(row)} [{row.device}]")
         out.append(f"- **why** {name} {verdict_cell(row)}: {_markdown(why_heading(row.why))}")
-        for delta, share, what, calls in (why_cells(line) for line in row.why.lines):
-            out.append(f"  - {_markdown(delta)} ({share}) {_markdown(what)}" + (f", {calls}" if calls else ""))
+        for delta, share, what, calls in _why_rows(row.why):
+            shares = f" ({share})" if share else ""
+            out.append(f"  - {_markdown(delta)}{shares} {_markdown(what)}" + (f", {calls}" if calls else ""))
     return out + ([""] if out else [])
 
 

@@ -34,6 +34,19 @@ there). The lines that got faster are shown after them (at most ``top``, work re
 drop: a replaced op's old one), and ``faster`` adds up the shares of all of them: the shares of every line add up
 to all of the slowdown, so a share above 1 is that much taken back by lines that got faster, which the heading
 says (``gate/_render.py``).
+
+Where the row's own interval is given (``noise_seconds``: its half-width in seconds per call, the baseline's time
+times half the ratio interval's width), a line whose count did not change and whose time changed by no more than
+that neither ranks nor is shown as faster: a profile keeps one time per op over its one to five calls, and a side
+has one profile per record (``ab``: one), so an op has no spread of its own to judge its change by; the row's
+timed samples, more of them and less noisy than the profiled calls, cannot separate a change that small from
+noise, so the op times cannot either. ``within_noise`` says how many lines moved
+so little (the heading says it too); of them only the outside line is shown, as it always is. A line whose count
+changed always ranks: counts are exact.
+
+A row whose timing is inconclusive but whose work went up (a count per call rose: it fails on counts) gets a why
+of its count lines only (``counts_only``): each line whose count changed, with its time per call on both sides,
+and the outside line; nothing ranks and no share is given, since the times did not call a slowdown.
 """
 
 from __future__ import annotations
@@ -45,10 +58,12 @@ from typing import Any, Final
 
 from ..measuring import OpStat, WorkProfile
 
-__all__ = ["EXPLAINED_VERDICTS", "TOP", "Attribution", "WhyLine", "attribute", "why_for"]
+__all__ = ["COUNTED_VERDICT", "EXPLAINED_VERDICTS", "TOP", "Attribution", "WhyLine", "attribute", "why_for"]
 
 #: The verdicts whose rows get a "why" (a verdict whose estimate says slower).
 EXPLAINED_VERDICTS: Final = frozenset({"slower", "unattributed", "same-work"})
+#: The verdict whose rows get a why of their count lines only, where their work went up (``counts_only``).
+COUNTED_VERDICT: Final = "inconclusive"
 #: How many lines rank (the outside line is shown as well when it does not rank among them).
 TOP: Final = 5
 #: The lines whose times are the host's (scaled to the timed call): ops, and built-ins called from Python.
@@ -101,6 +116,13 @@ class Attribution:
     #: the shares of every line that got faster, added up (0 or less): with ``explained`` and the lines that grew
     #: but did not rank, the shares add up to all of the slowdown; where a share passes 100%, this is why
     faster: float = 0.0
+    #: the row's own interval, half its width in seconds per call (None: not given); and how many lines whose count
+    #: did not change moved by no more than that, which do not rank (nor show, but the outside line): noise, as far
+    #: as the times can tell
+    noise_seconds: float | None = None
+    within_noise: int = 0
+    #: a why of the lines whose count changed only, with their times (an inconclusive row whose work went up)
+    counts_only: bool = False
 
     @property
     def outside(self) -> WhyLine:
@@ -111,6 +133,8 @@ class Attribution:
             "slowdown_seconds": self.slowdown_seconds,
             "lines": [line.to_dict() for line in self.lines],
             "explained": self.explained,
+            "noise_seconds": self.noise_seconds,
+            "counts_only": self.counts_only,
         }
 
 
@@ -165,9 +189,12 @@ def attribute(
     head_seconds: float,
     *,
     top: int = TOP,
+    noise_seconds: float | None = None,
+    counts_only: bool = False,
 ) -> Attribution | None:
-    """The "why" of a change from ``base_seconds`` to ``head_seconds`` per call (see the module's docstring); None
-    where a side has no profile with times (level ``counts``, or none at all)."""
+    """The "why" of a change from ``base_seconds`` to ``head_seconds`` per call (see the module's docstring);
+    ``noise_seconds``: the row's own interval, half its width per call; ``counts_only``: the lines whose count
+    changed only. None where a side has no profile with times (level ``counts``, or none at all)."""
     b, h = _side(base, base_seconds), _side(head, head_seconds)
     if b is None or h is None:
         return None
@@ -195,15 +222,31 @@ def attribute(
     ranked = sorted(
         [*lines, outside], key=lambda line: (not _count_changed(line), -line.delta_seconds, line.kind, line.name)
     )
-    shown = [line for line in ranked if line.delta_seconds > 0][:top]
-    explained = sum(line.share for line in shown)
+
+    def cause(line: WhyLine) -> bool:
+        """Counts are exact; a time change only where it is more than the row's times can tell from noise."""
+        if _count_changed(line):
+            return True
+        return not counts_only and (noise_seconds is None or abs(line.delta_seconds) > noise_seconds)
+
+    noise = [line for line in (*lines, outside) if not cause(line) and not _same(line.base_seconds, line.head_seconds)]
+    shown = [line for line in ranked if line.delta_seconds > 0 and cause(line)][:top]
+    explained = 0.0 if counts_only else sum(line.share for line in shown)
     # the lines that got faster follow (a replaced op's old one), work removed first, the largest drop first
     fell = [line for line in ranked if line.delta_seconds < 0]
     faster = sum(line.share for line in fell)
-    fell = sorted(fell, key=lambda line: (not _count_changed(line), line.delta_seconds, line.kind, line.name))[:top]
+    fell = sorted(fell, key=lambda line: (not _count_changed(line), line.delta_seconds, line.kind, line.name))
+    fell = [line for line in fell if cause(line)][:top]
     lines_shown = [*shown, *fell]
     lines_shown = lines_shown if outside in lines_shown else [*lines_shown, outside]
-    return Attribution(slowdown, tuple(lines_shown), explained, len(shown), faster)
+    ranks = 0 if counts_only else len(shown)
+    within = 0 if counts_only else len(noise)
+    return Attribution(slowdown, tuple(lines_shown), explained, ranks, faster, noise_seconds, within, counts_only)
+
+
+def _same(base: float, head: float) -> bool:
+    """Whether two times per call are the same but for a rounding residue (the outside line is a difference)."""
+    return math.isclose(base, head, rel_tol=1e-9, abs_tol=1e-15)
 
 
 def _count_changed(line: WhyLine) -> bool:
@@ -220,9 +263,14 @@ def why_for(
     head: Sequence[WorkProfile],
     base_seconds: float | None,
     head_seconds: float | None,
+    *,
+    noise_seconds: float | None = None,
+    more_work: bool = False,
 ) -> Attribution | None:
-    """A row's "why": its attribution where its verdict is one of ``EXPLAINED_VERDICTS`` and both sides were timed
-    and profiled with times; None otherwise."""
-    if verdict not in EXPLAINED_VERDICTS or base_seconds is None or head_seconds is None:
+    """A row's "why": its attribution where its verdict is one of ``EXPLAINED_VERDICTS``, and its count lines
+    where it is ``COUNTED_VERDICT`` and its work went up (``more_work``), both sides timed and profiled with times;
+    None otherwise. ``noise_seconds``: the row's own interval, half its width per call."""
+    counts_only = verdict == COUNTED_VERDICT and more_work
+    if (verdict not in EXPLAINED_VERDICTS and not counts_only) or base_seconds is None or head_seconds is None:
         return None
-    return attribute(base, head, base_seconds, head_seconds)
+    return attribute(base, head, base_seconds, head_seconds, noise_seconds=noise_seconds, counts_only=counts_only)

@@ -470,7 +470,7 @@ class GatePlugin:
             terminalreporter.write_line(f"against {self.baseline.describe()}")
             noise = baseline_noise(self.baseline.runs, self._policy())
             if noise is not None:
-                terminalreporter.write_line(noise.describe(self.settings.tolerance))
+                terminalreporter.write_line(noise.describe(self.settings.tolerance, self.result.rows))
             terminalreporter.write_line(gate_table(self.result))
             for line in why_lines(self.result):
                 terminalreporter.write_line(line)

@@ -115,7 +115,7 @@ def compare(baseline: Baseline, run: Run, policy: Policy | None = None, result: 
         baseline.runs,
         result,
         baseline.describe(),
-        None if noise is None else noise.describe(policy.tolerance),
+        None if noise is None else noise.describe(policy.tolerance, result.rows),
         policy,
     )
 
@@ -382,7 +382,11 @@ def _why_table(row: Row) -> str:
     out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
     for line in row.why.lines:
-        cells = (*why_cells(line), format_duration(line.base_seconds), format_duration(line.head_seconds))
+        cells = (
+            *why_cells(line, share=not row.why.counts_only),
+            format_duration(line.base_seconds),
+            format_duration(line.head_seconds),
+        )
         out.append("<tr>" + "".join(f"<td>{escape(c or '-')}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)

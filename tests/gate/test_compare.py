@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -381,6 +382,53 @@ def test_baseline_noise_says_when_its_spread_is_the_assumed_floor() -> None:
     )
     measured = baseline_noise([calm] * 3)
     assert measured is not None and not measured.assumed and "assumed" not in measured.describe(0.05)
+
+
+def test_baseline_noise_states_the_figures_the_verdicts_use() -> None:
+    """Issue 35 item 6: the line gave the median record's run-to-run noise (2.8%) above rows whose reasons read 24.0%,
+    15.5%, 11.5% and 6.8%: each verdict uses its own row's, over its baseline and current runs. With the rows, the
+    line states theirs: every figure a reason gives lies in the range it states, whose ends are rows' figures."""
+    spreads = (0.002, 0.01, 0.03, 0.06, 0.12)  # each test's own noise, run to run
+
+    def run(offset: float, change: float = 1.0) -> Run:
+        tests = enumerate(spreads)
+        return make_run(
+            *(make_record(10e-3 * (1 + s * offset) * change, test=f"t.py::test_{i}[cpu]") for i, s in tests)
+        )
+
+    base = [run(-1.0), run(0.0), run(1.0)]
+    noise = baseline_noise(base)
+    assert noise is not None and noise.records == 5
+    for head in ([run(0.0, 1.04)], [run(0.0, 1.04), run(0.5, 1.1)]):  # one current run; with a confirmation run
+        result = compare_runs(base, head)
+        line = noise.describe(0.05, result.rows)
+        stated = re.search(
+            r"the verdicts use each row's own run-to-run noise, over its baseline and current runs: "
+            r"([\d.]+)% to ([\d.]+)%$",
+            line,
+        )
+        assert stated is not None, line
+        low, high = (float(figure) for figure in stated.groups())
+        figures = [float(f) for row in result.rows for f in re.findall(r"run-to-run noise ([\d.]+)%", row.reason)]
+        assert len(figures) >= 2 and all(low <= figure <= high for figure in figures), (line, figures)
+        spreads_used = [f"{row.estimate.spread:.1%}" for row in result.rows if row.estimate and row.estimate.spread]
+        assert f"{low:.1f}%" in spreads_used and f"{high:.1f}%" in spreads_used
+        assert line.startswith(noise.describe(0.05))  # what the baseline can call, as before
+
+
+def test_baseline_noise_adds_nothing_where_the_rows_use_its_figure() -> None:
+    quiet = [make_run(make_record(10e-3 * (1 + d))) for d in (0.0, 0.005, -0.004)]
+    noise = baseline_noise(quiet)
+    assert noise is not None
+    result = compare_runs(quiet, [make_run(make_record(10.02e-3))])
+    assert noise.describe(0.05, result.rows) == noise.describe(0.05)
+    # a confirmation run pooled in: the one row's figure is not the line's, and the line says the row's
+    confirmed = compare_runs(quiet, [make_run(make_record(10.02e-3)), make_run(make_record(10.6e-3))])
+    (row,) = confirmed.rows
+    assert row.estimate is not None and row.estimate.spread is not None
+    assert noise.describe(0.05, confirmed.rows).endswith(
+        f"; the verdict uses {row.estimate.spread:.1%}, over the baseline and current runs"
+    )
 
 
 def test_baseline_noise_names_the_noisiest_record() -> None:

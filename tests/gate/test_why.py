@@ -135,6 +135,60 @@ def test_lines_whose_count_changed_rank_above_lines_whose_count_did_not() -> Non
     assert names.index("aten::mkldnn_convolution") < names.index("aten::argmax")  # then by their time, as before
 
 
+def test_lines_whose_time_moved_within_the_rows_noise_are_not_ranked_as_causes() -> None:
+    # Issue 35: a bicubic upsample (0.3 ms) planted in a step of 3 convolutions and an argmax; on a busy machine the
+    # convolutions took 0.2 ms more per call and the argmax 0.5 ms more, both of them less than the row's own
+    # interval (+-0.6 ms per call), as did the time outside any op (+0.2 ms): the op times cannot separate those
+    # changes from noise, so none ranks (the outside line is shown, as always).
+    base = profile(1, mkldnn_convolution=(3, 6 * MS), argmax=(1, 1 * MS))
+    head = profile(1, mkldnn_convolution=(3, 6.2 * MS), argmax=(1, 1.5 * MS), upsample_bicubic2d=(1, 0.3 * MS))
+    why = attribute([base], [head], 8 * MS, 9.2 * MS, noise_seconds=0.6 * MS)
+    assert why is not None
+    assert [line.name for line in why.lines] == ["aten::upsample_bicubic2d", OUTSIDE_OPS]
+    assert why.ranked == 1 and why.explained == pytest.approx(0.3 / 1.2)
+    assert why.within_noise == 3 and why.noise_seconds == pytest.approx(0.6 * MS)
+    # Without the row's noise, as before: every line that grew ranks.
+    loud = attribute([base], [head], 8 * MS, 9.2 * MS)
+    assert loud is not None and loud.ranked == 4 and loud.within_noise == 0
+
+
+def test_a_line_beyond_the_rows_noise_still_ranks_and_a_count_change_whatever_its_time() -> None:
+    # The argmax grew 0.8 ms (beyond +-0.6 ms); the planted upsample took 0.1 ms, within the noise, but its count
+    # changed (counts are exact): both rank, the count line first.
+    base = profile(1, mkldnn_convolution=(3, 6 * MS), argmax=(1, 1 * MS))
+    head = profile(1, mkldnn_convolution=(3, 6.2 * MS), argmax=(1, 1.8 * MS), upsample_bicubic2d=(1, 0.1 * MS))
+    why = attribute([base], [head], 8 * MS, 9.1 * MS, noise_seconds=0.6 * MS)
+    assert why is not None
+    assert [line.name for line in why.lines] == ["aten::upsample_bicubic2d", "aten::argmax", OUTSIDE_OPS]
+    assert why.within_noise == 1  # the convolutions; the time outside any op did not move
+
+
+def test_where_no_line_moved_beyond_the_noise_none_ranks() -> None:
+    # Every op a little slower, none by more than the row's +-0.6 ms, the counts the same: no line is named.
+    base = of(1, {f"op{i}": (1, 1 * MS) for i in range(4)})
+    head = of(1, {f"op{i}": (1, 1.25 * MS) for i in range(4)})
+    why = attribute([base], [head], 4 * MS, 5 * MS, noise_seconds=0.6 * MS)
+    assert why is not None
+    assert [line.kind for line in why.lines] == ["outside"] and why.ranked == 0 and why.within_noise == 4
+    assert why.outside.delta_seconds == pytest.approx(0.0)
+
+
+def test_an_inconclusive_row_whose_work_went_up_gets_its_count_lines() -> None:
+    # Issue 35: a row that fails on counts while its timing is inconclusive had no why. It gets the lines whose
+    # count changed, each with its time per call on both sides, and the outside line; nothing ranks on time.
+    base = profile(1, mm=(1, 2 * MS), add=(1, 1 * MS))
+    head = profile(1, mm=(1, 2.4 * MS), add=(1, 1 * MS), gelu=(2, 0.2 * MS))
+    why = why_for("inconclusive", [base], [head], 4 * MS, 4.3 * MS, noise_seconds=0.5 * MS, more_work=True)
+    assert why is not None and why.counts_only
+    assert [line.name for line in why.lines] == ["aten::gelu", OUTSIDE_OPS]
+    gelu = why.lines[0]
+    assert gelu.base_seconds == 0.0 and gelu.head_seconds == pytest.approx(0.2 * MS)
+    assert (gelu.base_count, gelu.head_count) == (0.0, 2.0)
+    assert why.ranked == 0 and why.explained == 0.0
+    assert why_for("inconclusive", [base], [head], 4 * MS, 4.3 * MS, noise_seconds=0.5 * MS) is None
+    assert why_for("unchanged", [base], [head], 4 * MS, 4.3 * MS, more_work=True) is None
+
+
 def test_several_profiles_per_side_are_averaged_per_call() -> None:
     # Two baseline records: 1 mm in 2 ms per call, and 1 mm in 4 ms per call (over 3 calls): 3 ms per call on average.
     base = [profile(2, mm=(2, 4 * MS)), profile(3, mm=(3, 12 * MS))]
@@ -202,7 +256,7 @@ def test_the_json_keys() -> None:
     why = attribute([profile(1, mm=(1, 1 * MS))], [profile(1, mm=(2, 2 * MS))], 1 * MS, 2 * MS)
     assert why is not None
     data = why.to_dict()
-    assert set(data) == {"slowdown_seconds", "lines", "explained"}
+    assert set(data) == {"slowdown_seconds", "lines", "explained", "noise_seconds", "counts_only"}
     assert set(data["lines"][0]) == {
         "kind",
         "name",

@@ -116,3 +116,30 @@ def test_pytest_gpuperf_compare_prints_the_why_of_a_slower_row(
     result.stdout.fnmatch_lines(["*outside any op (Python, the host, waits)"])
     # The gate's failed report (what JUnit XML and pytest's summary read) carries the why too.
     assert "why test_step [cpu] SLOWER: " in str(result.reprec.getfailures()[-1].longrepr)  # type: ignore[attr-defined]
+
+
+def test_pytest_gpuperf_compare_gives_a_count_failed_inconclusive_row_its_count_lines(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: two more matmuls per call and 7.5% more time, which one run a side cannot call (the noise floor's
+    interval is wider): the timing is inconclusive, the counts fail, and the why gives the count lines with both
+    sides' times."""
+    pytester.makeconftest(EXACT_TIMING_CONFTEST)
+    pytester.makepyfile(test_steps=STEP)
+    monkeypatch.setenv("WHY_STEP_MS", "2")
+    assert pytester.runpytest(*FAST, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("WHY_STEP_MS", "2.15")
+    monkeypatch.setenv("WHY_EXTRA", "2")
+    result = pytester.runpytest(*FAST, "--gpuperf-compare=main")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "test_step *inconclusive*",
+            "why test_step [[]cpu[]] *: +150 us/call, which the times cannot judge (the row's +-*/call); the lines "
+            "whose count changed, each with its time per call on both sides",
+            "*op aten::mm, 0 -> 2 calls/call; 0 ns -> */call",
+            "*outside any op (Python, the host, waits), * -> */call",
+            "test_step [[]cpu[]]: counts more (ops more*",
+            "gpuperf gate: FAILED (*",
+        ]
+    )
