@@ -331,18 +331,18 @@ def with_work(row: Row, base: Sequence[Measurement], head: Sequence[Measurement]
         head_profiles,
         row.baseline,
         current,
-        noise_seconds=_noise_seconds(row),
+        interval_seconds=_interval_seconds(row),
         more_work=more_work,
     )
     return dataclasses.replace(row, verdict=verdict, reason=reason, why=why)
 
 
-def _noise_seconds(row: Row) -> float | None:
-    """The row's own interval in seconds per call, half its width: the baseline's time times half the ratio
-    interval's width (the slowdown's interval is the baseline's time times the ratio's, less one)."""
+def _interval_seconds(row: Row) -> tuple[float, float] | None:
+    """The row's interval of its change in seconds per call: the baseline's time times the ratio interval's ends,
+    less one (the slowdown the why explains is the baseline's time times the ratio, less one)."""
     if row.estimate is None or row.baseline is None:
         return None
-    return row.baseline * (row.estimate.high - row.estimate.low) / 2
+    return row.baseline * (row.estimate.low - 1), row.baseline * (row.estimate.high - 1)
 
 
 def same_work(verdict: Verdict, reason: str, work: WorkComparison | None) -> tuple[Verdict, str]:

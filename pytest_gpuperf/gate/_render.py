@@ -203,17 +203,13 @@ def _calls(line: WhyLine) -> str:
     return f"{line.base_count:.4g} -> {line.head_count:.4g} calls/call"
 
 
-def _noise(why: Attribution) -> str:
-    """``the row's +-600 us/call``: its own interval, half its width per call."""
-    return f"the row's +-{format_duration(why.noise_seconds or 0.0)}/call"
-
-
 def why_heading(why: Attribution) -> str:
     """``+1.2 ms/call; the top 3 lines explain 91% of it`` (no line ranks where nothing grew: ``the top 0 lines``),
     where a share passes 100%, what the lines that got faster took back, and how many lines changed within the
     row's noise (not ranked). A why of count lines only (``counts_only``) says that the times cannot judge it."""
     if why.counts_only:
-        noise = "" if why.noise_seconds is None else f" ({_noise(why)})"
+        low, high = why.interval_seconds or (0.0, 0.0)
+        noise = "" if why.interval_seconds is None else f" (its interval: {_signed(low)} to {_signed(high)}/call)"
         return (
             f"{_signed(why.slowdown_seconds)}/call, which the times cannot judge{noise}; "
             "the lines whose count changed, each with its time per call on both sides"
@@ -225,7 +221,8 @@ def why_heading(why: Attribution) -> str:
         heading += f"; lines that got faster took back {-why.faster:.0%}"
     if why.within_noise:
         lines = counted(why.within_noise, "other line" if why.ranked else "line")
-        heading += f"; the op times cannot separate {lines} from noise (each moved no more than {_noise(why)})"
+        within = f"{format_duration(why.noise_seconds or 0.0)}/call or less, within the row's own interval"
+        heading += f"; the op times cannot separate {lines} from noise (each moved by {within})"
     return heading
 
 

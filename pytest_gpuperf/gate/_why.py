@@ -35,12 +35,15 @@ drop: a replaced op's old one), and ``faster`` adds up the shares of all of them
 to all of the slowdown, so a share above 1 is that much taken back by lines that got faster, which the heading
 says (``gate/_render.py``).
 
-Where the row's own interval is given (``noise_seconds``: its half-width in seconds per call, the baseline's time
-times half the ratio interval's width), a line whose count did not change and whose time changed by no more than
-that neither ranks nor is shown as faster: a profile keeps one time per op over its one to five calls, and a side
-has one profile per record (``ab``: one), so an op has no spread of its own to judge its change by; the row's
-timed samples, more of them and less noisy than the profiled calls, cannot separate a change that small from
-noise, so the op times cannot either. ``within_noise`` says how many lines moved
+Where the row's own interval is given (``interval_seconds``: the slowdown's, in seconds per call, the baseline's
+time times the ratio interval's ends less one), a line whose count did not change and whose time changed by no
+more than the distance from the slowdown to the interval's nearer end (``noise_seconds``) neither ranks nor is
+shown as faster: had the whole row changed by that much, its interval would not tell it from no change (a growth
+against the distance down to the low end, a drop against the distance up to the high end; the nearer end holds for
+both, where a paired ratio's interval of order statistics is far from symmetric). A profile keeps one time per op
+over its one to five calls, and a side has one profile per record (``ab``: one), so an op has no spread of its own
+to judge its change by; the timed samples, more of them and less noisy than the profiled calls, cannot separate a
+change that small from noise, so the op times cannot either. ``within_noise`` says how many lines moved
 so little (the heading says it too); of them only the outside line is shown, as it always is. A line whose count
 changed always ranks: counts are exact.
 
@@ -116,13 +119,19 @@ class Attribution:
     #: the shares of every line that got faster, added up (0 or less): with ``explained`` and the lines that grew
     #: but did not rank, the shares add up to all of the slowdown; where a share passes 100%, this is why
     faster: float = 0.0
-    #: the row's own interval, half its width in seconds per call (None: not given); and how many lines whose count
-    #: did not change moved by no more than that, which do not rank (nor show, but the outside line): noise, as far
-    #: as the times can tell
-    noise_seconds: float | None = None
+    #: the row's own interval of the slowdown, in seconds per call (None: not given); and how many lines whose count
+    #: did not change moved by no more than ``noise_seconds``, which do not rank (nor show, but the outside line):
+    #: noise, as far as the times can tell
+    interval_seconds: tuple[float, float] | None = None
     within_noise: int = 0
     #: a why of the lines whose count changed only, with their times (an inconclusive row whose work went up)
     counts_only: bool = False
+
+    @property
+    def noise_seconds(self) -> float | None:
+        """The least change per call the row's interval tells from none: the distance from the slowdown to the
+        interval's nearer end (None without an interval)."""
+        return _nearer_end(self.slowdown_seconds, self.interval_seconds)
 
     @property
     def outside(self) -> WhyLine:
@@ -189,16 +198,17 @@ def attribute(
     head_seconds: float,
     *,
     top: int = TOP,
-    noise_seconds: float | None = None,
+    interval_seconds: tuple[float, float] | None = None,
     counts_only: bool = False,
 ) -> Attribution | None:
     """The "why" of a change from ``base_seconds`` to ``head_seconds`` per call (see the module's docstring);
-    ``noise_seconds``: the row's own interval, half its width per call; ``counts_only``: the lines whose count
+    ``interval_seconds``: the row's own interval of that change per call; ``counts_only``: the lines whose count
     changed only. None where a side has no profile with times (level ``counts``, or none at all)."""
     b, h = _side(base, base_seconds), _side(head, head_seconds)
     if b is None or h is None:
         return None
     slowdown = head_seconds - base_seconds
+    noise_seconds = _nearer_end(slowdown, interval_seconds)
 
     def share(delta: float) -> float:
         return delta / slowdown if slowdown > 0 else 0.0
@@ -241,7 +251,15 @@ def attribute(
     lines_shown = lines_shown if outside in lines_shown else [*lines_shown, outside]
     ranks = 0 if counts_only else len(shown)
     within = 0 if counts_only else len(noise)
-    return Attribution(slowdown, tuple(lines_shown), explained, ranks, faster, noise_seconds, within, counts_only)
+    return Attribution(slowdown, tuple(lines_shown), explained, ranks, faster, interval_seconds, within, counts_only)
+
+
+def _nearer_end(slowdown: float, interval: tuple[float, float] | None) -> float | None:
+    """The distance from ``slowdown`` to the nearer end of its ``interval`` (None without one)."""
+    if interval is None:
+        return None
+    low, high = interval
+    return max(0.0, min(slowdown - low, high - slowdown))
 
 
 def _same(base: float, head: float) -> bool:
@@ -264,13 +282,13 @@ def why_for(
     base_seconds: float | None,
     head_seconds: float | None,
     *,
-    noise_seconds: float | None = None,
+    interval_seconds: tuple[float, float] | None = None,
     more_work: bool = False,
 ) -> Attribution | None:
     """A row's "why": its attribution where its verdict is one of ``EXPLAINED_VERDICTS``, and its count lines
     where it is ``COUNTED_VERDICT`` and its work went up (``more_work``), both sides timed and profiled with times;
-    None otherwise. ``noise_seconds``: the row's own interval, half its width per call."""
+    None otherwise. ``interval_seconds``: the row's own interval of the change per call."""
     counts_only = verdict == COUNTED_VERDICT and more_work
     if (verdict not in EXPLAINED_VERDICTS and not counts_only) or base_seconds is None or head_seconds is None:
         return None
-    return attribute(base, head, base_seconds, head_seconds, noise_seconds=noise_seconds, counts_only=counts_only)
+    return attribute(base, head, base_seconds, head_seconds, interval_seconds=interval_seconds, counts_only=counts_only)

@@ -138,11 +138,11 @@ def test_lines_whose_count_changed_rank_above_lines_whose_count_did_not() -> Non
 def test_lines_whose_time_moved_within_the_rows_noise_are_not_ranked_as_causes() -> None:
     # Issue 35: a bicubic upsample (0.3 ms) planted in a step of 3 convolutions and an argmax; on a busy machine the
     # convolutions took 0.2 ms more per call and the argmax 0.5 ms more, both of them less than the row's own
-    # interval (+-0.6 ms per call), as did the time outside any op (+0.2 ms): the op times cannot separate those
-    # changes from noise, so none ranks (the outside line is shown, as always).
+    # interval (0.6 to 1.8 ms per call: +-0.6 ms), as did the time outside any op (+0.2 ms): the op times cannot
+    # separate those changes from noise, so none ranks (the outside line is shown, as always).
     base = profile(1, mkldnn_convolution=(3, 6 * MS), argmax=(1, 1 * MS))
     head = profile(1, mkldnn_convolution=(3, 6.2 * MS), argmax=(1, 1.5 * MS), upsample_bicubic2d=(1, 0.3 * MS))
-    why = attribute([base], [head], 8 * MS, 9.2 * MS, noise_seconds=0.6 * MS)
+    why = attribute([base], [head], 8 * MS, 9.2 * MS, interval_seconds=(0.6 * MS, 1.8 * MS))
     assert why is not None
     assert [line.name for line in why.lines] == ["aten::upsample_bicubic2d", OUTSIDE_OPS]
     assert why.ranked == 1 and why.explained == pytest.approx(0.3 / 1.2)
@@ -153,21 +153,33 @@ def test_lines_whose_time_moved_within_the_rows_noise_are_not_ranked_as_causes()
 
 
 def test_a_line_beyond_the_rows_noise_still_ranks_and_a_count_change_whatever_its_time() -> None:
-    # The argmax grew 0.8 ms (beyond +-0.6 ms); the planted upsample took 0.1 ms, within the noise, but its count
-    # changed (counts are exact): both rank, the count line first.
+    # The argmax grew 0.8 ms (beyond the interval's +-0.6 ms); the planted upsample took 0.1 ms, within the noise,
+    # but its count changed (counts are exact): both rank, the count line first.
     base = profile(1, mkldnn_convolution=(3, 6 * MS), argmax=(1, 1 * MS))
     head = profile(1, mkldnn_convolution=(3, 6.2 * MS), argmax=(1, 1.8 * MS), upsample_bicubic2d=(1, 0.1 * MS))
-    why = attribute([base], [head], 8 * MS, 9.1 * MS, noise_seconds=0.6 * MS)
+    why = attribute([base], [head], 8 * MS, 9.1 * MS, interval_seconds=(0.5 * MS, 1.7 * MS))
     assert why is not None
     assert [line.name for line in why.lines] == ["aten::upsample_bicubic2d", "aten::argmax", OUTSIDE_OPS]
     assert why.within_noise == 1  # the convolutions; the time outside any op did not move
 
 
+def test_the_nearer_end_of_an_asymmetric_interval_is_what_the_times_can_separate() -> None:
+    # A paired ratio's interval is of order statistics: on a busy machine it reached 1.084 to 2.689 around 1.126
+    # (issue 35, the planted wider layer), 0.27 ms below the slowdown and 9.9 ms above it per call. Half its width
+    # would call every line noise; a growth is told from none where it is more than the distance down to the
+    # interval's low end, a drop where it is more than the distance up to its high end: the nearer end, for both.
+    base = profile(1, mm=(2, 4 * MS), gelu=(1, 1 * MS))
+    head = profile(1, mm=(2, 4.5 * MS), gelu=(1, 1.1 * MS))
+    why = attribute([base], [head], 6 * MS, 6.6 * MS, interval_seconds=(0.4 * MS, 5.6 * MS))
+    assert why is not None and why.noise_seconds == pytest.approx(0.2 * MS)
+    assert [line.name for line in why.lines] == ["aten::mm", OUTSIDE_OPS] and why.within_noise == 1  # the gelu
+
+
 def test_where_no_line_moved_beyond_the_noise_none_ranks() -> None:
-    # Every op a little slower, none by more than the row's +-0.6 ms, the counts the same: no line is named.
+    # Every op a little slower, none by more than the row's interval (+-0.6 ms), the counts the same: no line is named.
     base = of(1, {f"op{i}": (1, 1 * MS) for i in range(4)})
     head = of(1, {f"op{i}": (1, 1.25 * MS) for i in range(4)})
-    why = attribute([base], [head], 4 * MS, 5 * MS, noise_seconds=0.6 * MS)
+    why = attribute([base], [head], 4 * MS, 5 * MS, interval_seconds=(0.4 * MS, 1.6 * MS))
     assert why is not None
     assert [line.kind for line in why.lines] == ["outside"] and why.ranked == 0 and why.within_noise == 4
     assert why.outside.delta_seconds == pytest.approx(0.0)
@@ -178,14 +190,16 @@ def test_an_inconclusive_row_whose_work_went_up_gets_its_count_lines() -> None:
     # count changed, each with its time per call on both sides, and the outside line; nothing ranks on time.
     base = profile(1, mm=(1, 2 * MS), add=(1, 1 * MS))
     head = profile(1, mm=(1, 2.4 * MS), add=(1, 1 * MS), gelu=(2, 0.2 * MS))
-    why = why_for("inconclusive", [base], [head], 4 * MS, 4.3 * MS, noise_seconds=0.5 * MS, more_work=True)
+    why = why_for(
+        "inconclusive", [base], [head], 4 * MS, 4.3 * MS, interval_seconds=(-0.2 * MS, 0.8 * MS), more_work=True
+    )
     assert why is not None and why.counts_only
     assert [line.name for line in why.lines] == ["aten::gelu", OUTSIDE_OPS]
     gelu = why.lines[0]
     assert gelu.base_seconds == 0.0 and gelu.head_seconds == pytest.approx(0.2 * MS)
     assert (gelu.base_count, gelu.head_count) == (0.0, 2.0)
     assert why.ranked == 0 and why.explained == 0.0
-    assert why_for("inconclusive", [base], [head], 4 * MS, 4.3 * MS, noise_seconds=0.5 * MS) is None
+    assert why_for("inconclusive", [base], [head], 4 * MS, 4.3 * MS, interval_seconds=(-0.2 * MS, 0.8 * MS)) is None
     assert why_for("unchanged", [base], [head], 4 * MS, 4.3 * MS, more_work=True) is None
 
 

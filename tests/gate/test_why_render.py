@@ -57,7 +57,7 @@ def test_the_terminal_lines() -> None:
     # the time outside any op grew 0.5 ms, within the row's own interval: it does not rank, and is shown, as always
     assert lines[0] == (
         "why test_step [cpu] SLOWER: +3 ms/call; the top line explains 83% of it; the op times cannot separate "
-        "1 other line from noise (each moved no more than the row's +-600 us/call)"
+        "1 other line from noise (each moved by 586.2 us/call or less, within the row's own interval)"
     )
     assert lines[1] == "  +2.5 ms/call   83%  op aten::gelu, 0 -> 1 calls/call"
     assert lines[2] == "  +500 us/call   17%  outside any op (Python, the host, waits)"
@@ -84,7 +84,7 @@ def test_lines_within_the_rows_noise_are_said_not_ranked() -> None:
     lines = why_lines(compare_runs([make_run(r) for r in base], [make_run(head)]))
     assert lines[0] == (
         "why test_step [cpu] SLOWER: +2.969 ms/call; the top line explains 84% of it; the op times cannot separate "
-        "3 other lines from noise (each moved no more than the row's +-801.4 us/call)"
+        "3 other lines from noise (each moved by 776.7 us/call or less, within the row's own interval)"
     )
     assert lines[1] == "    +2.5 ms/call   84%  op aten::gelu, 0 -> 1 calls/call"
     assert lines[2].endswith("outside any op (Python, the host, waits)") and len(lines) == 3
@@ -106,8 +106,8 @@ def test_an_inconclusive_row_whose_counts_went_up_gets_its_count_lines_with_both
     assert row.why is not None and row.why.counts_only
     lines = why_lines(result)
     assert lines[0] == (
-        "why test_step [cpu] inconclusive: +276.7 us/call, which the times cannot judge (the row's +-1.038 ms/call); "
-        "the lines whose count changed, each with its time per call on both sides"
+        "why test_step [cpu] inconclusive: +276.7 us/call, which the times cannot judge (its interval: -709.2 us to "
+        "+1.367 ms/call); the lines whose count changed, each with its time per call on both sides"
     )
     assert lines[1] == "    +500 us/call  op aten::gelu, 0 -> 1 calls/call; 0 ns -> 500 us/call"
     assert lines[2] == "  -223.3 us/call  outside any op (Python, the host, waits), 2.023 ms -> 1.8 ms/call"

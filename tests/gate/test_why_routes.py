@@ -135,8 +135,8 @@ def test_pytest_gpuperf_compare_gives_a_count_failed_inconclusive_row_its_count_
     result.stdout.fnmatch_lines(
         [
             "test_step *inconclusive*",
-            "why test_step [[]cpu[]] *: +150 us/call, which the times cannot judge (the row's +-*/call); the lines "
-            "whose count changed, each with its time per call on both sides",
+            "why test_step [[]cpu[]] *: +150 us/call, which the times cannot judge (its interval: -* to +*/call); "
+            "the lines whose count changed, each with its time per call on both sides",
             "*op aten::mm, 0 -> 2 calls/call; 0 ns -> */call",
             "*outside any op (Python, the host, waits), * -> */call",
             "test_step [[]cpu[]]: counts more (ops more*",
