@@ -79,13 +79,19 @@ def make_record(
     )
 
 
-def make_run(*records: Record, fingerprint: Mapping[str, Any] | None = None, interrupted: bool = False) -> Run:
+def make_run(
+    *records: Record,
+    fingerprint: Mapping[str, Any] | None = None,
+    interrupted: bool = False,
+    failures: Mapping[str, str] | None = None,
+) -> Run:
     return Run(
         created="2026-11-22T03:00:00+00:00",
         fingerprint=Fingerprint.from_dict(fingerprint or FINGERPRINT),
         settings={},
         records=list(records),
         interrupted=interrupted,
+        failures=dict(failures or {}),
     )
 
 

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from ._settings import MEASURE_FIELDS, MeasureSettings
     from ._stats import (
         Estimate,
+        format_coverage,
         median,
         median_ci,
         min_samples_for,
@@ -164,6 +165,7 @@ __all__ = [
     "expect_estimate",
     "expectations_path",
     "format_bytes",
+    "format_coverage",
     "format_duration",
     "format_rate",
     "import_nvml",

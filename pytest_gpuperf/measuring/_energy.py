@@ -344,12 +344,14 @@ class _Energy(Reading[EnergySummary]):
         return out
 
     def facts(self, m: Measurement) -> list[tuple[str, str]]:
+        """The figure; or why a counter read none for this record. A device with no counter at all (no ``source``)
+        is said once per session, under the results table (``notes``), not again for every record."""
         energy = m.energy
         if energy is not None and energy.joules_per_call is not None and energy.watts is not None:
             text = f"{energy.joules_per_call:.4g} J/call, mean {energy.watts:.4g} W over {energy.seconds or 0:.3g} s"
             text += f" (+-{energy.error or 0:.0%}; {energy.source})"
             return [("energy", text + (f"; {self.cell(m)}" if m.work else ""))]
-        if energy is not None and energy.note:
+        if energy is not None and energy.note and energy.source:
             return [("energy", f"none: {energy.note}")]
         return []
 

@@ -181,10 +181,13 @@ class GatePlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         report = yield
-        if call.when == "call" and report.failed and call.excinfo is not None and not self._book.repeating:
-            oom = is_out_of_memory(call.excinfo.value)
-            self._book.fail(item.nodeid, "ran out of memory" if oom else "failed")
-            self._release_after = item.nodeid
+        if call.when == "call" and not self._book.repeating:
+            if report.failed and call.excinfo is not None:
+                oom = is_out_of_memory(call.excinfo.value)
+                self._book.fail(item.nodeid, "ran out of memory" if oom else "failed")
+                self._release_after = item.nodeid
+            elif report.passed:
+                self._book.passed(item.nodeid)
         return report
 
     @pytest.hookimpl(trylast=True)

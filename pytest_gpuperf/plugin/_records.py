@@ -205,6 +205,10 @@ class RecordBook:
     def fail(self, nodeid: str, why: str) -> None:
         self._failures[nodeid] = why
 
+    def passed(self, nodeid: str) -> None:
+        """A test run again that passed (pytest-rerunfailures' next attempt): its earlier failure is not the run's."""
+        self._failures.pop(nodeid, None)
+
     # ------------------------------------------------------------ an xdist worker's book, and the run
 
     def payload(self) -> dict[str, Any]:
@@ -240,7 +244,7 @@ class RecordBook:
     def run(
         self, *, created: str, fingerprint: Fingerprint, settings: Mapping[str, Any], interrupted: bool = False
     ) -> Run:
-        """The session's Run: its records, devices with their reference peaks."""
+        """The session's Run: its records, devices with their reference peaks, notes and failed tests."""
         from ..results import Run
 
         return Run(
@@ -254,6 +258,7 @@ class RecordBook:
             },
             interrupted=interrupted,
             notes=self.notes,
+            failures=self.failures,
         )
 
 

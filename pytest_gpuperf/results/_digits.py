@@ -6,6 +6,9 @@ exports shows as if it were measured. Six significant digits keep at least two d
 interval this tool reports supports (the sampler aims at a 1% interval of the median; the tightest
 intervals seen are near 0.01%, the 5th digit), and drop the noise: ``26467.2`` ns.
 
+Where a figure is written as text (github-action-benchmark's ``range``), it is in fixed notation
+(``exported_text``): ``1385490``, never ``1.38549e+06``.
+
 The samples themselves (pytest-benchmark's ``stats.data``) are written as measured: they are the
 evidence the gate reads back from an export, and a reader recomputes its statistics from them.
 """
@@ -13,9 +16,10 @@ evidence the gate reads back from an export, and a reader recomputes its statist
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Final
 
-__all__ = ["EXPORT_DIGITS", "exported"]
+__all__ = ["EXPORT_DIGITS", "exported", "exported_text"]
 
 #: Significant digits of every figure an export writes (not of the samples).
 EXPORT_DIGITS: Final = 6
@@ -24,3 +28,12 @@ EXPORT_DIGITS: Final = 6
 def exported(value: float) -> float:
     """``value`` rounded to ``EXPORT_DIGITS`` significant digits (an infinity or NaN as it is)."""
     return float(f"{value:.{EXPORT_DIGITS}g}") if math.isfinite(value) else value
+
+
+def exported_text(value: float) -> str:
+    """``exported(value)`` in fixed notation, without trailing zeros: ``1385490``, ``73159.9`` (an infinity or NaN
+    as Python writes it)."""
+    kept = exported(value)
+    if not math.isfinite(kept):
+        return str(kept)
+    return format(Decimal(repr(kept)).normalize(), "f")

@@ -10,7 +10,8 @@ uses, so that a chart follows one test across commits.
   ``pytest-benchmark compare`` reads it, and so does ``pytest-gpuperf compare``.
 * ``github-action-benchmark``: the ``customSmallerIsBetter`` list, ``[{"name", "unit", "value",
   "range", "extra"}]``, in nanoseconds; ``range`` is the interval as text (that tool shows it,
-  it does not judge by it).
+  it does not judge by it), ``>=95% CI [1198320, 1201680]``: labelled with the level every interval
+  reaches at least, in fixed notation.
 * ``bencher``: Bencher Metric Format, ``{name: {"latency": {"value", "lower_value",
   "upper_value"}}}``, in nanoseconds (Bencher's built-in ``latency`` measure).
 
@@ -31,8 +32,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ..measuring import Measurement, format_duration
-from ._digits import exported
+from ..measuring import Measurement, format_coverage, format_duration
+from ._digits import exported, exported_text
 from ._files import RECOGNISE_LIMIT, OutputKind, ResultsError, head_bytes
 from ._pytest_benchmark import to_pytest_benchmark
 from ._record import Record, Run
@@ -65,7 +66,10 @@ def github_action_benchmark(run: Run) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"name": record.key, "unit": "ns", "value": exported(m.median * _NS)}
         interval = _interval(m)
         if interval is not None:
-            entry["range"] = f"{m.ci.confidence:.0%} CI [{interval[0]:.6g}, {interval[1]:.6g}]"
+            # An interval of order statistics covers at least the confidence asked for (more, by a count's
+            # discreteness, which differs row to row): the label is that level, the same on every row.
+            low, high = (exported_text(end) for end in interval)
+            entry["range"] = f">={format_coverage(m.confidence)} CI [{low}, {high}]"
         entry["extra"] = _extra(record) + f"; median {format_duration(m.median)}"
         out.append(entry)
     return out

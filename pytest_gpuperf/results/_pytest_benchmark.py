@@ -8,7 +8,10 @@ call as pytest-benchmark keeps them. ``fullname`` is the record's key (its test'
 ``::name`` when a test measures twice). What pytest-benchmark has no field for goes in keys it
 ignores: the run's fingerprint in ``machine_info["gpuperf"]``, each record (without its samples,
 which are ``stats.data``) in the benchmark's ``"gpuperf"``; so a file we wrote reads back as the
-Run it came from.
+Run it came from (one written before ``params`` and ``extra_info`` took the form below too).
+``params`` is the record's parameters as JSON values, null without any, as pytest-benchmark writes
+a test without parameters; ``extra_info`` is what the test set (``benchmark.extra_info``) and ours
+under one key, ``"gpuperf"`` (device, device name, the median's interval and its coverage, rates).
 
 Read (``from_pytest_benchmark``): a file pytest-benchmark wrote becomes one Run whose records are
 keyed by ``fullname``, the node id, which is the key a record of the same test gets when it
@@ -189,12 +192,17 @@ def _json_value(text: str) -> Any:
     return text
 
 
-def pytest_benchmark_params(record: Record) -> dict[str, Any]:
-    """pytest-benchmark's ``params``: the test's parameters by name with JSON values, and the device it ran on as
-    ``device`` (unless a parameter has that name), so that ``pytest-benchmark compare --group-by=param:device``
-    finds it in every benchmark (``null`` made that command fail with a TypeError)."""
-    params = {str(name): _json_value(str(value)) for name, value in record.params.items()}
-    return {"device": record.device, **params}
+def pytest_benchmark_params(record: Record) -> dict[str, Any] | None:
+    """pytest-benchmark's ``params``: the test's parameters by name with JSON values; null for a test without any,
+    as pytest-benchmark writes it (the device measured on is in ``extra_info["gpuperf"]``, and a parameter only
+    where the test has one of that name)."""
+    if not record.params:
+        return None
+    return {str(name): _json_value(str(value)) for name, value in record.params.items()}
+
+
+#: The one key of a benchmark's ``extra_info`` that is ours: the rest is what the test set.
+EXTRA_INFO_KEY: Final = "gpuperf"
 
 
 def _benchmark(record: Record) -> dict[str, Any]:
@@ -214,11 +222,13 @@ def _benchmark(record: Record) -> dict[str, Any]:
         "param": params.removesuffix("]") if bracket else None,
         "extra_info": {
             **extra_info,
-            "device": record.device,
-            "device_name": m.device_name,
-            "median_ci": [exported(m.ci.low), exported(m.ci.high)],
-            "median_ci_confidence": exported(m.ci.confidence),
-            **{f"{unit}/s": exported(m.work[unit] / m.median) for unit in m.work},
+            EXTRA_INFO_KEY: {
+                "device": record.device,
+                "device_name": m.device_name,
+                "median_ci": [exported(m.ci.low), exported(m.ci.high)],
+                "median_ci_confidence": exported(m.ci.confidence),
+                **{f"{unit}/s": exported(m.work[unit] / m.median) for unit in m.work},
+            },
         },
         "options": {
             "timer": m.timer or None,

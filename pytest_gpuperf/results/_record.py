@@ -11,7 +11,8 @@ Schema history (bump the version and say why here; files are read and written in
 
 * results 2 - the first released version (0.1.0): a run's ``"created"``, ``"interrupted"``, fingerprint (with
   torch's ``"precision"`` flags, the allocator and NCCL ``"env"``, and NVML's UUID and MIG keys), ``"devices"``,
-  settings, ``"notes"`` (only where there are some) and records. A record's ``"gate"`` is its Evidence
+  settings, ``"notes"`` and ``"failures"`` (the tests that failed, node id -> why: only where there are some;
+  absent in files written before them) and records. A record's ``"gate"`` is its Evidence
   (``tolerance``, ``noise_floor``, ``load``, ``quiet_wait_s``, ``rounds``, ``runs``); a round's ``"clocks"`` are as
   a measurement's (absent without NVML). A measurement keeps its raw samples; its ``"peak_memory_bytes"`` is the
   high-water mark of a call (what was resident at its start included; on a CPU the process's RSS high-water mark),
@@ -245,6 +246,9 @@ class Run:
     #: ``gpuperf.note(text)``: (test node id, text), in the order made; the report shows them (written only when
     #: there are some, so that a file without notes is as before)
     notes: Sequence[tuple[str, str]] = ()
+    #: The tests that failed in the session, node id -> why ("failed", "ran out of memory", "failed in round 2"):
+    #: a session with some still saves its run, and ``--gpuperf-save`` its baseline (written only when there are some)
+    failures: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -259,6 +263,8 @@ class Run:
         }
         if self.notes:
             out["notes"] = [[test, text] for test, text in self.notes]
+        if self.failures:
+            out["failures"] = dict(self.failures)
         return out
 
     @classmethod
@@ -271,6 +277,7 @@ class Run:
             devices=dict(data.get("devices", {})),
             interrupted=bool(data.get("interrupted", False)),
             notes=_notes(data.get("notes")),
+            failures=_failures(data.get("failures")),
         )
 
     @property
@@ -288,6 +295,13 @@ def _notes(data: Any) -> tuple[tuple[str, str], ...]:
         for item in data
         if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)
     )
+
+
+def _failures(data: Any) -> dict[str, str]:
+    """A run's failed tests from its file: strings to strings; anything else is skipped (a crafted file)."""
+    if not isinstance(data, dict):
+        return {}
+    return {test: why for test, why in data.items() if isinstance(test, str) and isinstance(why, str)}
 
 
 class MeasuredTest(Protocol):

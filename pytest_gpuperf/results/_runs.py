@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -42,6 +44,8 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 LIST_READ_BYTES: Final = 32 << 20
 #: What ``ResultsDir.save_run`` names a run file: ``<UTC time>-<commit>[-dirty][-N]``. Only these are pruned.
 _RUN_STEM: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-")
+#: ``runs show`` names this many of a run's failed tests, then says how many more
+_NAMED: Final = 5
 
 
 @dataclass(frozen=True)
@@ -118,21 +122,34 @@ def _devices(run: Run) -> str:
     return ", ".join(out) or "-"
 
 
-def _row(entry: Entry) -> list[str]:
+def _same_run(run: Run) -> tuple[object, ...]:
+    """What a baseline's copy of a run shares with the run's file: when it was saved, where, and its samples."""
+    fingerprint = json.dumps(run.fingerprint.to_dict(), sort_keys=True, default=str)
+    return (run.created, fingerprint, tuple((record.key, record.measurement.samples) for record in run.records))
+
+
+def _failed(run: Run, held: Mapping[tuple[object, ...], list[str]]) -> str:
+    """A run file's note on its failed tests, and the baselines that hold it (a session whose tests failed still
+    saves its baseline: ``--gpuperf-save`` keeps the records it measured)."""
+    names = held.get(_same_run(run), [])
+    where = f"in baseline{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}" if names else "in no baseline"
+    return f"{counted(len(run.failures), 'test')} failed; {where}"
+
+
+def _row(entry: Entry, held: Mapping[tuple[object, ...], list[str]]) -> list[str]:
     run = entry.newest
     if entry.large:
         note = f"{entry.large / 2**20:,.0f} MB, not read for a listing: pytest-gpuperf runs show {entry.id} reads it"
         return [entry.id, "-", "-", "-", "-", note]
     if run is None:
         return [entry.id, "-", "-", "-", "-", f"damaged: {entry.damaged}"]
-    return [
-        entry.id,
-        _date(run.created),
-        _commit(run),
-        _devices(run),
-        str(len(run.records)),
-        "interrupted" if run.interrupted else "",
-    ]
+    notes = ["interrupted"] if run.interrupted else []
+    if entry.kind == "run" and run.failures:
+        notes.append(_failed(run, held))
+    failed = sum(1 for r in entry.runs if r.failures)
+    if entry.kind == "baseline" and failed:
+        notes.append(f"{counted(failed, 'run')} of a session whose tests failed")
+    return [entry.id, _date(run.created), _commit(run), _devices(run), str(len(run.records)), "; ".join(notes)]
 
 
 def listing(store: ResultsDir) -> list[str]:
@@ -140,12 +157,21 @@ def listing(store: ResultsDir) -> list[str]:
     found = entries(store, limit=LIST_READ_BYTES)
     runs = [e for e in found if e.kind == "run"]
     baselines = [e for e in found if e.kind == "baseline"]
+    held: dict[tuple[object, ...], list[str]] = {}
+    for baseline in baselines:
+        for run in baseline.runs:
+            if run.failures:
+                held.setdefault(_same_run(run), []).append(baseline.id)
     lines = [f"runs in {store.runs_dir} ({len(runs)}, oldest first):"]
     headers = ["id", "date (saved)", "commit", "devices", "records", "note"]
-    lines += tabulate([_row(e) for e in runs], headers=headers, disable_numparse=True).splitlines() if runs else []
+    rows = [_row(e, held) for e in runs]
+    lines += tabulate(rows, headers=headers, disable_numparse=True).splitlines() if runs else []
     lines += ["", f"baselines in {store.baselines_dir} ({len(baselines)}):"]
     if baselines:
-        rows = [[*_row(e)[:1], str(len(e.runs)) if e.runs else "-", *_row(e)[1:]] for e in baselines]
+        rows = []
+        for entry in baselines:
+            ident, *rest = _row(entry, held)
+            rows.append([ident, str(len(entry.runs)) if entry.runs else "-", *rest])
         headers = ["name", "runs", "newest run", "commit", "devices", "records", "note"]
         lines += tabulate(rows, headers=headers, disable_numparse=True).splitlines()
     return lines
@@ -172,6 +198,10 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
     else:
         head = f"results file {entry.path}:"
     state = ", interrupted: the records measured before" if run.interrupted else ""
+    if run.failures:
+        failed = list(run.failures)
+        more = f" and {len(failed) - _NAMED} more" if len(failed) > _NAMED else ""
+        state += f"; {counted(len(failed), 'test')} failed: {', '.join(failed[:_NAMED])}{more}"
     records = counted(len(run.records), "record")
     about = f"saved {_date(run.created)}, commit {_commit(run)}, {records}{state}"
     lines = [head, about]

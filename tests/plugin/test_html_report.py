@@ -46,6 +46,28 @@ def test_with_a_baseline_the_report_holds_the_verdicts(pytester: pytest.Pytester
     assert 'class="lane baseline"' in html
 
 
+def test_a_device_without_an_energy_counter_is_said_once_per_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35, item 9: the page said why the CPU has no energy figure under its results table, then again in every
+    record's card; once per session, with the verdicts table and several cards on the page, and once in the
+    terminal. A record whose device has a counter that read too little for it keeps its own line."""
+    from pytest_gpuperf.measuring import _energy
+
+    monkeypatch.setattr(_energy, "rapl_counter", lambda root=_energy.POWERCAP: (None, "no RAPL zone: a stand-in"))
+    pytester.makepyfile(test_it=TEST + TEST.replace("test_sum", "test_other"))
+    assert pytester.runpytest(*FAST, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    result = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-html=report.html", "--gpuperf-fail-on=none")
+    assert result.ret == pytest.ExitCode.OK
+    html = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert html.count('class="record"') == 2 and "ratio [95% CI]" in html
+    assert html.count("no RAPL zone: a stand-in") == 1
+    assert "energy: none on cpu: no RAPL zone: a stand-in" in html
+    assert [line for line in result.stdout.lines if "no RAPL zone" in line] == [
+        "energy: none on cpu: no RAPL zone: a stand-in"
+    ]
+
+
 def test_a_directory_is_refused_before_measuring(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_it=TEST)
     pytester.mkdir("out")

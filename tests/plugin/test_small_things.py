@@ -1,6 +1,7 @@
 """Issue 24 item 6, the small things users hit in the plugin: an output file that a session which measured nothing
 leaves as it was (``--co``, a ``-k`` selecting no measuring test), one record per test under pytest-rerunfailures,
-and torch's own import warnings kept out of a ``-W error`` session's collection."""
+torch's own import warnings kept out of a ``-W error`` session's collection; and (issue 35, item 9) a session whose
+tests failed marked in its run file and in ``pytest-gpuperf runs``, with the baseline it went into."""
 
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ def test_a_test_run_again_keeps_one_record_its_last_attempts(pytester: pytest.Py
     )
     saved = json.loads((pytester.path / "out.json").read_text())
     assert [r["key"] for r in saved["records"]] == ["test_m.py::test_flaky[cpu]", "test_m.py::test_steady[cpu]"]
+    assert "failures" not in saved  # its last attempt passed: the session's tests did not fail
 
 
 def test_a_rerun_test_keeps_one_record_its_last_attempts(pytester: pytest.Pytester) -> None:
@@ -188,3 +190,50 @@ def test_devices_resolved_at_the_start_are_no_error_under_w_error(without_numpy:
     result = _run(without_numpy, "-p", "no:benchmark", "--gpuperf-missing-device=error", "--gpuperf-json=out.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert json.loads((without_numpy.path / "out.json").read_text())["records"]
+
+
+# ---------------------------------------------------------------- issue 35, item 9: a session whose tests failed
+
+FAILING = """
+def test_ok(gpuperf):
+    gpuperf.measure(lambda: None)
+
+
+def test_bad(gpuperf):
+    gpuperf.measure(lambda: None)
+    assert False
+
+
+def test_plain():
+    assert False
+"""
+
+
+def test_a_session_whose_tests_failed_is_marked_in_its_run_file_and_in_runs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--gpuperf-save`` keeps the run of a session whose tests failed (the records it measured, the failed test's
+    too): ``runs`` said nothing of the failures, neither on the run file's line nor on the baseline's."""
+    from pytest_gpuperf.cli import main
+
+    pytester.makepyfile(test_m=FAILING)
+    result = pytester.runpytest(*FAST, "--gpuperf-save=main")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["gpuperf: saved 2 records to *", "gpuperf: baseline 'main' * now holds 1 run*"])
+    (path,) = (pytester.path / ".gpuperf" / "runs").glob("*.json")
+    saved = json.loads(path.read_text())
+    assert saved["failures"] == {"test_m.py::test_bad[cpu]": "failed", "test_m.py::test_plain": "failed"}
+    pytester.makepyfile(test_m=TEST)
+    assert pytester.runpytest(*FAST).ret == pytest.ExitCode.OK  # a run file that no baseline holds, and none failed
+
+    monkeypatch.chdir(pytester.path)
+    assert main(["runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    failed, passed = (line for line in lines if line[:1].isdigit())
+    assert failed.endswith("2 tests failed; in baseline 'main'") and failed.startswith(path.stem)
+    assert passed.split()[-1] == "1"  # its records: no note
+    (baseline,) = (line for line in lines if line.startswith("main "))
+    assert baseline.endswith("1 run of a session whose tests failed")
+    assert main(["runs", "show", path.stem]) == 0
+    about = capsys.readouterr().out.splitlines()[1]
+    assert about.endswith("2 records; 2 tests failed: test_m.py::test_bad[cpu], test_m.py::test_plain")

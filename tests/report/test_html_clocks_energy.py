@@ -35,5 +35,10 @@ def test_energy_per_call_and_per_joule_where_read_and_why_not_where_not() -> Non
     none = EnergySummary("", note="no RAPL package zone under /sys/class/powercap")
     unread = dataclasses.replace(record, measurement=record.measurement.with_reading(ENERGY, none))
     html = render(make_run(unread))
-    assert "<th>per joule</th>" not in html and "none: no RAPL package zone under /sys/class/powercap" in html
+    assert "<th>per joule</th>" not in html
+    # no counter at all: said once, under the table, not again in the record's card
+    assert html.count("no RAPL package zone") == 1 and "energy: none on cpu: no RAPL package zone under" in html
+    short = EnergySummary("nvml 0 total energy", note="the counter stepped 1 time(s) in the 0.05 s ...")
+    html = render(make_run(dataclasses.replace(record, measurement=record.measurement.with_reading(ENERGY, short))))
+    assert "none: the counter stepped 1 time(s) in the 0.05 s ..." in html  # a counter that read too little: its card
     assert CLOCK_HEADER not in render(make_run(record))

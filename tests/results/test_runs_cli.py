@@ -62,6 +62,55 @@ def test_the_listing_shows_runs_oldest_first_and_baselines(
     assert out[10].split() == ["main", "2", "2026-11-22", "03:00:00", "UTC", "aaaaaaaa", "cpu", "2"]
 
 
+def test_a_run_whose_tests_failed_says_so_and_which_baselines_hold_it(
+    store: ResultsDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35, item 9: the listing did not mark a session whose tests failed, nor say whether it went into a
+    baseline (``--gpuperf-save`` keeps such a run: the records it measured)."""
+    failed = {"test_x.py::test_0[cpu]": "failed", "test_x.py::test_z[cpu]": "ran out of memory"}
+    kept = make_run(make_record(12e-3, test="test_x.py::test_0[cpu]"), failures=failed)
+    save_run(store.runs_dir / "20261123T010000.000000Z-aaaaaaaa.json", kept)
+    store.save_baseline("main", kept)
+    store.save_baseline("other", kept)
+    alone = make_run(make_record(13e-3, test="test_x.py::test_0[cpu]"), failures={"test_x.py::test_0[cpu]": "failed"})
+    save_run(store.runs_dir / "20261124T010000.000000Z-aaaaaaaa.json", alone)
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert next(line for line in out if line.startswith("20261123T")).endswith(
+        "2 tests failed; in baselines 'main', 'other'"
+    )
+    assert next(line for line in out if line.startswith("20261124T")).endswith("1 test failed; in no baseline")
+    assert next(line for line in out if line.startswith("20261120T")).split()[-1] == "2"  # none failed: no note
+    assert next(line for line in out if line.startswith("main ")).endswith("1 run of a session whose tests failed")
+    assert main(["runs", "show", "20261124T"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "saved 2026-11-22 03:00:00 UTC, commit aaaaaaaa, 1 record; 1 test failed: test_x.py::test_0[cpu]"
+    )
+
+
+def test_show_names_five_failed_tests_then_says_how_many_more(
+    store: ResultsDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failures = {f"test_x.py::test_{i}[cpu]": "failed" for i in range(7)}
+    save_run(store.runs_dir / "20261123T010000.000000Z-aaaaaaaa.json", make_run(make_record(1e-3), failures=failures))
+    assert main(["runs", "show", "20261123T"]) == 0
+    about = capsys.readouterr().out.splitlines()[1]
+    assert about.endswith("7 tests failed: " + ", ".join(list(failures)[:5]) + " and 2 more")
+
+
+def test_the_failures_of_a_file_are_read_as_a_mapping_of_strings(store: ResultsDir) -> None:
+    """A file written before the failures were kept has none; a crafted one's entries that are not strings go."""
+    path = run_file(store, "20261125T010000.000000Z-aaaaaaaa", 10e-3)
+    data = json.loads(path.read_text())
+    assert "failures" not in data and load_runs(path)[0].failures == {}
+    data["failures"] = {"test_x.py::test_0[cpu]": "failed", "test_x.py::test_1[cpu]": 3}
+    path.write_text(json.dumps(data))
+    assert load_runs(path)[0].failures == {"test_x.py::test_0[cpu]": "failed"}
+    data["failures"] = ["test_x.py::test_0[cpu]"]
+    path.write_text(json.dumps(data))
+    assert load_runs(path)[0].failures == {}
+
+
 def test_backups_and_lock_files_are_not_baselines(store: ResultsDir, capsys: pytest.CaptureFixture[str]) -> None:
     store.save_baseline("main", make_run(make_record(10e-3), fingerprint=DIRTY), replace=True)  # keeps a .bak
     (store.baselines_dir / "main.json.lock").touch()

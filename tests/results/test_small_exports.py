@@ -35,46 +35,70 @@ def _compare(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, check=False, cwd=path.parent)
 
 
-def test_params_are_pytest_benchmarks_json_values_and_group_by_device(tmp_path: Path) -> None:
-    """On main, ``params`` was null for a device-parametrized test (pytest-benchmark compare --group-by=param:device
-    failed with a TypeError, exit 1) and {"size": "64"} for an int parameter."""
+def test_params_are_pytest_benchmarks_json_values_and_null_without_parameters(tmp_path: Path) -> None:
+    """Issue 24: {"size": "64"} for an int parameter. Issue 35, item 9: a test without parameters had
+    {"device": "cpu"}, where pytest-benchmark writes null; the device is a parameter only where the test has one of
+    that name (ours is in ``extra_info["gpuperf"]``)."""
     run = make_run(
         make_record(2e-3, test="test_x.py::test_step[cpu]"),
         dataclasses.replace(make_record(1e-3, test="test_x.py::test_step[cuda]"), device="cuda:0"),
         make_record(3e-3, test="test_x.py::test_mm[cpu-64-True-bf16]", params={"n": "64", "t": "True", "dt": "bf16"}),
+        make_record(3e-3, test="test_x.py::test_on[cpu]", params={"device": "cpu"}),
     )
     data = json.loads(export(run, "pytest-benchmark"))
-    assert [b["params"] for b in data["benchmarks"]] == [
-        {"device": "cpu"},
-        {"device": "cuda:0"},
-        {"device": "cpu", "n": 64, "t": True, "dt": "bf16"},
-    ]
-    assert [b["param"] for b in data["benchmarks"]] == ["cpu", "cuda", "cpu-64-True-bf16"]
+    params = [b["params"] for b in data["benchmarks"]]
+    assert params == [None, None, {"n": 64, "t": True, "dt": "bf16"}, {"device": "cpu"}]
+    assert [b["param"] for b in data["benchmarks"]] == ["cpu", "cuda", "cpu-64-True-bf16", "cpu"]
+    assert [b["extra_info"]["gpuperf"]["device"] for b in data["benchmarks"]] == ["cpu", "cuda:0", "cpu", "cpu"]
     path = tmp_path / "0001_ours.json"
     path.write_text(json.dumps(data))
-    done = _compare(path, "--group-by=param:device", "--columns=median")
+    done = _compare(path, "--columns=median")
     assert done.returncode == 0, done.stderr
-    assert "benchmark 'device=cpu': 2 tests" in done.stdout and "benchmark 'device=cuda:0': 1 tests" in done.stdout
+    assert "test_mm[cpu-64-True-bf16]" in done.stdout
 
 
-def test_our_params_are_what_pytest_benchmark_writes_for_the_same_test(pytester: pytest.Pytester) -> None:
-    """A test parametrized by an int and a string: pytest-benchmark's own ``params`` beside ours of the same test."""
-    pytester.makepyfile(
-        test_pb="""
-        import pytest
+PB_TESTS = """
+import pytest
 
-        @pytest.mark.parametrize("kind", ["a"])
-        @pytest.mark.parametrize("n", [100])
-        def test_sum(benchmark, n, kind):
-            benchmark(sum, range(n))
-        """
-    )
+
+@pytest.mark.parametrize("kind", ["a"])
+@pytest.mark.parametrize("n", [100])
+def test_sum(benchmark, n, kind):
+    benchmark(sum, range(n))
+
+
+def test_plain(benchmark):
+    benchmark(sum, range(10))
+
+
+def test_extra(benchmark):
+    benchmark.extra_info["batch"] = 16
+    benchmark(sum, range(10))
+"""
+
+
+def test_our_params_and_extra_info_are_what_pytest_benchmark_writes_for_the_same_tests(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest-benchmark's own ``params`` and ``extra_info`` beside ours of the same tests: a parametrized test, one
+    without parameters (null) and one that set ``extra_info`` (only what it set, and ours under ``"gpuperf"``)."""
+    pytester.makepyfile(test_pb=PB_TESTS)
     result = pytester.runpytest("-p", "no:randomly", "--benchmark-json=pb.json", "--benchmark-max-time=0.02")
     assert result.ret == pytest.ExitCode.OK
-    (theirs,) = json.loads((pytester.path / "pb.json").read_text())["benchmarks"]
-    record = make_record(1e-3, test=theirs["fullname"], params={k: str(v) for k, v in theirs["params"].items()})
-    (ours,) = json.loads(export(make_run(record), "pytest-benchmark"))["benchmarks"]
-    assert ours["params"] == {"device": "cpu", **theirs["params"]} and ours["param"] == theirs["param"]
+    theirs = json.loads((pytester.path / "pb.json").read_text())["benchmarks"]
+    assert [b["params"] for b in theirs] == [{"n": 100, "kind": "a"}, None, None]
+    records = [
+        make_record(1e-3, test=b["fullname"], params={k: str(v) for k, v in (b["params"] or {}).items()})
+        for b in theirs
+    ]
+    records[2] = dataclasses.replace(records[2], metadata={"extra_info": theirs[2]["extra_info"]})
+    ours = json.loads(export(make_run(*records), "pytest-benchmark"))["benchmarks"]
+    assert [b["params"] for b in ours] == [b["params"] for b in theirs]
+    assert [b["param"] for b in ours] == [b["param"] for b in theirs]
+    assert [{k: v for k, v in b["extra_info"].items() if k != "gpuperf"} for b in ours] == [
+        b["extra_info"] for b in theirs
+    ]
+    assert [b["extra_info"] for b in theirs] == [{}, {}, {"batch": 16}]
 
 
 # ---------------------------------------------------------------- f: float noise, and pytest-benchmark's machine info
