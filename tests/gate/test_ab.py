@@ -499,6 +499,58 @@ def test_a_planted_extra_matmul_is_more_ops_and_flops_and_fails_whatever_the_clo
     assert "mm [cpu]: counts more (ops more, flops more, allocated more)" in capsys.readouterr().out.splitlines()
 
 
+EXTRA_OPS = """\
+import torch
+
+from pytest_gpuperf.measuring import Step, Workload
+
+from .delays import DELAY, OTHER  # relative: each side gets its own
+
+
+def build(device, size):
+    a = torch.ones(8, 8)
+
+    def step():
+        for _ in range(int(OTHER)):
+            a.mul_(a)  # the change's extra op, in place: no memory
+        return DELAY  # its duration, for the exact timer
+
+    return Step(step, work={"items": 1.0})
+
+
+WORKLOADS = {"emb": Workload("emb", build)}
+"""
+
+
+def test_more_ops_for_a_faster_step_pass_unless_ops_are_named(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35 item 3 (sparse embedding gradients): one more op a call for a step 25% faster failed on "more ops"
+    every time (``FAILED (1 faster; ...)``); the clock clears it by default, ``--fail-on ops`` fails it."""
+    commit(repo, {"perf/workloads.py": EXTRA_OPS, "perf/delays.py": delays(0.002, 0)}, "one op")
+    git(repo, "tag", "emb")
+    commit(repo, {"perf/delays.py": delays(0.0015, 1)}, "one more op, faster")
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "emb", *FAST, "--json", str(out_json)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "emb [cpu]: counts more (ops more)" in lines and " faster " in rows("\n".join(lines))["emb"]
+    assert (
+        "gpuperf ab: more work passed where the timing cleared it (measured unchanged or faster): emb [cpu] "
+        "(faster, more ops); to fail on it, name ops in the fail-on list"
+    ) in lines
+    data = json.loads(out_json.read_text())
+    assert data["fail_on"] == ["more-work", "slower", "unattributed"]
+    (row,) = data["results"]
+    assert row["verdict"] == "faster" and row["failing"] == [] and row["work"]["failing"] == []
+    assert main(["ab", "--base", "emb", *FAST, "--fail-on", "slower,ops", "--json", str(out_json)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "MORE WORK (timing faster)" in rows("\n".join(lines))["emb"]
+    assert "emb [cpu]: counts more (ops more; failing on ops)" in lines
+    assert lines[-2] == "gpuperf ab: FAILED: 1 more work (ops); failing on slower + more ops: emb [cpu]"
+    (row,) = json.loads(out_json.read_text())["results"]
+    assert row["verdict"] == "faster" and row["failing"] == ["ops"] and row["work"]["failing"] == ["ops"]
+
+
 def test_an_a_a_ab_does_the_same_work(matmul_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "ab.json"
     counts = "ops,kernels,runtime,syncs,flops,allocated,copied,compiles,memory"

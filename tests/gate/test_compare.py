@@ -314,6 +314,7 @@ def test_parse_verdicts_and_mismatch_keys() -> None:
     assert parse_verdicts("slower, missing,slower") == ("slower", "missing")
     assert parse_verdicts("none") == ()
     assert parse_verdicts("slower,ops,memory") == ("slower", "ops", "memory")
+    assert parse_verdicts("slower,more-work,missing") == ("slower", "more-work", "missing")
     with pytest.raises(
         ValueError,
         match=r"'worse' is not a verdict or a work category; use a comma list of "
