@@ -129,7 +129,8 @@ def test_a_planted_regression_fails_and_an_aa_rerun_passes(
             "call a slowdown of 5% or more*",
             "test *device*baseline*current*ratio [[]95% CI[]]*runs*verdict*why",
             "test_step *cpu*2 ms*2 ms*1.000 [[]0.9*, 1.0*[]]*3/1*unchanged*within the 5% tolerance",
-            "gpuperf gate: passed (2 unchanged; failing on slower,unattributed + more work (any count, memory))",
+            "gpuperf gate: passed (2 unchanged; failing on slower,unattributed + more work unless measured unchanged "
+            "or faster)",
         ]
     )
 
@@ -142,13 +143,13 @@ def test_a_planted_regression_fails_and_an_aa_rerun_passes(
     suite = ElementTree.parse(junit).getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == "1"
     gate_case = [case for case in suite.iter("testcase") if case.find("failure") is not None]
-    assert len(gate_case) == 1 and "gpuperf gate: FAILED (1 slower" in (gate_case[0].find("failure").text or "")  # type: ignore[union-attr]
+    assert len(gate_case) == 1 and "gpuperf gate: FAILED: 1 slower;" in (gate_case[0].find("failure").text or "")  # type: ignore[union-attr]
     slower.stdout.fnmatch_lines(
         [
             "test_step *cpu*2 ms*2.5 ms*1.250 [[]1.2*, 1.2*[]]*3/3*SLOWER*+25.0%: significant and over the 5% *",
             "test_lenient *cpu*unchanged*within the 50% tolerance*",
-            "gpuperf gate: FAILED (1 slower, 1 unchanged; failing on slower,unattributed + more work "
-            "(any count, memory)): test_step [[]cpu[]]",
+            "gpuperf gate: FAILED: 1 slower; 1 unchanged; failing on slower,unattributed + more work unless "
+            "measured unchanged or faster: test_step [[]cpu[]]",
             "gpuperf: measured 1 test(s) that looked slower again (2 confirmation run(s) in fresh processes)",
         ]
     )
@@ -178,7 +179,7 @@ def test_which_verdicts_fail_is_configurable(steps: pytest.Pytester) -> None:
     lenient_only.stdout.fnmatch_lines(["test_step *cpu*missing*not measured in this run"])
     strict = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "lenient", "--gpuperf-fail-on=slower,missing")
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
-    strict.stdout.fnmatch_lines(["gpuperf gate: FAILED (1 unchanged, 1 missing; failing on missing,slower): *"])
+    strict.stdout.fnmatch_lines(["gpuperf gate: FAILED: 1 missing; 1 unchanged; failing on missing,slower: *"])
 
 
 def test_a_slowdown_measured_on_a_busy_machine_is_unattributed_and_fails_by_default(
@@ -197,8 +198,8 @@ def test_a_slowdown_measured_on_a_busy_machine_is_unattributed_and_fails_by_defa
         [
             "test_step *UNATTRIBUTED*+25.0%: significant and over the 5% tolerance, but measured while busy "
             "(other processes used 1.0 of 2 CPUs), so the load may explain it; re-run on a quiet machine*",
-            "gpuperf gate: FAILED (1 unattributed, 1 unchanged; failing on slower,unattributed + more work "
-            "(any count, memory)): test_step [cpu]",
+            "gpuperf gate: FAILED: 1 unattributed; 1 unchanged; failing on slower,unattributed + more work "
+            "unless measured unchanged or faster: test_step [[]cpu[]]",
         ]
     )
     (run_file,) = sorted((steps.path / ".gpuperf" / "runs").glob("*.json"))[-1:]
@@ -235,7 +236,7 @@ def test_a_busy_slowdown_with_every_count_identical_is_same_work_and_fails_only_
             "test_step *same-work*the step did the same work (every count identical, * counts compared), the "
             "machine changed: +25.0%: significant and over the 5% tolerance, but measured while busy*",
             "gpuperf gate: passed (1 same-work, 1 unchanged; failing on slower,unattributed + more work "
-            "(any count, memory))",
+            "unless measured unchanged or faster)",
             "gpuperf gate: 1 significant slowdown(s) with the same work (every count identical): the machine "
             "changed, not the code; passed because same-work is not among the verdicts that fail: test_step [cpu]",
         ]
@@ -451,7 +452,8 @@ def test_bad_gate_options(steps: pytest.Pytester) -> None:
             ["--gpuperf-fail-on=worse"],
             "ERROR: --gpuperf-fail-on=worse: 'worse' is not a verdict or a work category; use a comma list of "
             "verdicts (slower, unattributed, same-work, *) and categories of work that fail where they went up "
-            "(ops, kernels, runtime, syncs, flops, allocated, copied, compiles, memory), or none",
+            "(ops, kernels, runtime, syncs, flops, allocated, copied, compiles, memory), more-work (any of them, on a "
+            "row not measured unchanged or faster), or none",
         ),
         (["--gpuperf-tolerance=5"], "ERROR: --gpuperf-tolerance=5: must be between 0 and 1*"),
         (["--gpuperf-allow-mismatch=gpu"], "ERROR: --gpuperf-allow-mismatch=gpu: 'gpu' is not a fingerprint key*"),

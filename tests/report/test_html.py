@@ -79,7 +79,7 @@ def test_against_a_baseline_the_largest_slowdown_comes_first() -> None:
     assert "1.300 [" in html and "SLOWER" in html and "+30.0%: significant and over the 5% tolerance" in html
     assert "in the baseline, not in this run" in html and "test_gone [cpu]: not measured in this run" in html
     assert "baseline noise: run-to-run " in html
-    assert "gpuperf gate: FAILED (" in html
+    assert "gpuperf gate: FAILED: " in html
 
 
 def test_without_a_baseline_the_run_order_is_kept() -> None:
@@ -235,7 +235,7 @@ def test_a_count_change_and_a_peak_memory_change_are_shown_escaped_and_badge_a_r
     assert "gpuperf gate: FAILED: 1 more work (ops, memory); failing on slower,unattributed + more work" in html
     cleared = make_run(record(2, 2 << 20))
     html = render(cleared, compare(base, cleared))
-    assert '<div class="work"><p>counts more (ops more)</p>' in html and "v-more-work" not in html
+    assert '<div class="work"><p>counts more (ops more)</p>' in html and 'class="verdict v-more-work"' not in html
     assert '<span class="verdict v-unchanged">unchanged</span>' in html
     assert "gpuperf gate: passed (1 unchanged; failing on slower,unattributed + more work" in html
 
