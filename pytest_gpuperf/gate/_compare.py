@@ -121,8 +121,9 @@ class Row:
         return memory if isinstance(memory, MemoryChange) else None
 
     def work_fail_on(self, fail_on: frozenset[str]) -> frozenset[str]:
-        """The work names that fail this row where they went up: those named, and under ``more-work`` every one
-        where the timing did not clear the row (``_verdicts.work_fail_on``); each change's lines say them."""
+        """The names that fail this row where what they name went up: those of ``fail_on``, and under ``more-work``
+        every work name where the timing did not clear the row (``_verdicts.work_fail_on``); each change's lines
+        say which fail."""
         return work_fail_on(fail_on, self.verdict.value)
 
     def work_failing(self, fail_on: frozenset[str]) -> list[str]:

@@ -60,10 +60,10 @@ DEFAULT_FAIL_ON: Final = (Verdict.SLOWER.value, Verdict.UNATTRIBUTED.value, MORE
 
 
 def work_fail_on(fail_on: frozenset[str], verdict: str) -> frozenset[str]:
-    """The work names that fail a row of this timing ``verdict`` where they went up: those ``fail_on`` names, and
-    under ``more-work`` every one, unless the row was measured unchanged or faster."""
-    named = fail_on & frozenset(WORK_NAMES)
-    return frozenset(WORK_NAMES) if MORE_WORK in fail_on and verdict not in CLEARED else named
+    """The names that fail a row of this timing ``verdict`` where what they name went up (what each reading's
+    ``Change.failing`` is given): those of ``fail_on``, and under ``more-work`` every work name, unless the row was
+    measured unchanged or faster."""
+    return fail_on | frozenset(WORK_NAMES) if MORE_WORK in fail_on and verdict not in CLEARED else fail_on
 
 
 def describe_fail_on(fail_on: frozenset[str] | set[str]) -> str:

@@ -17,6 +17,7 @@ import pytest
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import Policy, Verdict, compare_runs, gate_lines, gate_table, verdict_cell
 from pytest_gpuperf.gate._render import github_annotations, github_summary
+from pytest_gpuperf.gate._verdicts import WORK_NAMES, describe_fail_on, work_fail_on
 from pytest_gpuperf.measuring import (
     MEMORY,
     PROFILE,
@@ -161,6 +162,18 @@ def test_the_failed_line_says_what_failed_by_verdict_and_by_work_then_the_rest()
     assert gate_lines(result)[-1] == (
         f"gpuperf gate: FAILED: 1 slower, 1 more work (ops); 2 unchanged; {DEFAULT_LINE}: test_a [cpu], test_b [cpu]"
     )
+
+
+def test_the_fail_on_list_says_which_work_fails_and_where() -> None:
+    every = frozenset(WORK_NAMES)
+    assert work_fail_on(frozenset({"slower", "more-work"}), "inconclusive") == {"slower", "more-work", *every}
+    assert work_fail_on(frozenset({"slower", "more-work", "ops"}), "faster") == {"slower", "more-work", "ops"}
+    assert work_fail_on(frozenset({"ops"}), "inconclusive") == {"ops"}
+    assert describe_fail_on({"slower", "more-work", "ops"}) == (
+        "slower + more ops + more work unless measured unchanged or faster"
+    )
+    assert describe_fail_on({"more-work", *every}) == "more work (any count, memory)"
+    assert describe_fail_on(set()) == "none"
 
 
 def test_counts_that_vary_between_baseline_records_are_never_reported() -> None:
