@@ -69,7 +69,7 @@ def work_fail_on(fail_on: frozenset[str], verdict: str) -> frozenset[str]:
 def describe_fail_on(fail_on: frozenset[str] | set[str]) -> str:
     """``slower,unattributed + more ops,flops``; every work name at once reads ``+ more work (any count, memory)``,
     and ``more-work`` ``+ more work unless measured unchanged or faster``."""
-    verdicts = ",".join(sorted(n for n in fail_on if n in VERDICTS))
+    verdicts = ",".join(sorted(n for n in fail_on if n not in (*WORK_NAMES, MORE_WORK)))
     work = [n for n in WORK_NAMES if n in fail_on]
     parts = [verdicts] if verdicts else []
     if work:

@@ -463,11 +463,14 @@ def _runs(count: int) -> str:
 
 
 def _missing(comparison: Comparison | None) -> str:
-    gone = [row for row in comparison.result.rows if row.verdict is Verdict.MISSING] if comparison else []
-    if comparison is None or not gone:
+    if comparison is None:
+        return ""
+    result = comparison.result
+    gone = [row for row in result.rows if row.verdict is Verdict.MISSING]
+    if not gone:
         return ""
     items = "".join(
-        f"<li>{_verdict_badge(row, comparison.result.fail_on)} {escape(short_test(row))} [{escape(row.device)}]: "
+        f"<li>{_verdict_badge(row, result.fail_on)} {escape(short_test(row))} [{escape(row.device)}]: "
         f"{escape(row.reason)}</li>"
         for row in gone
     )

@@ -174,6 +174,7 @@ def test_the_fail_on_list_says_which_work_fails_and_where() -> None:
     )
     assert describe_fail_on({"more-work", *every}) == "more work (any count, memory)"
     assert describe_fail_on(set()) == "none"
+    assert describe_fail_on({"slower", "cpu_time"}) == "cpu_time,slower"  # a reading's own name (test_new_reading)
 
 
 def test_counts_that_vary_between_baseline_records_are_never_reported() -> None:
