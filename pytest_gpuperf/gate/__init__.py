@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._traces import baseline_side, rows_to_trace, trace_records, trace_rows
     from ._verdicts import (
         DEFAULT_FAIL_ON,
+        MORE_WORK,
         VERDICTS,
         WORK_NAMES,
         Verdict,
@@ -73,6 +74,7 @@ __all__ = [
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "DEFAULT_WORKLOADS",
+    "MORE_WORK",
     "OUTLIER_FLOORS",
     "PRIOR_DF",
     "UNCHANGED_REACH",

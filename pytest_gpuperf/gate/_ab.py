@@ -181,6 +181,7 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
     return {
         "name": row.key,
         "verdict": row.verdict.value,
+        "failing": row.failing_on(fail_on),  # what fails it: its verdict, then its work ([] where it passes)
         "reason": row.reason,
         "ratio": ratio,
         "rounds": row.head_rounds,
@@ -199,7 +200,8 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
 def _work_dict(row: Row, fail_on: frozenset[str]) -> dict[str, Any]:
     """What each reading's comparison found (issue 22: ``work``, the counts, and ``memory``), null where not known."""
     keys = [r.change_key for r in readings() if r.change_key]
-    return {key: change.to_dict(fail_on) if (change := row.changes.get(key)) else None for key in keys}
+    work_fail_on = row.work_fail_on(fail_on)
+    return {key: change.to_dict(work_fail_on) if (change := row.changes.get(key)) else None for key in keys}
 
 
 def _bench(options: AbOptions) -> Bench:

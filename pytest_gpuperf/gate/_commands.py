@@ -35,7 +35,7 @@ from . import _ab
 from ._compare import baseline_noise, compare_runs
 from ._render import gate_lines, gate_table, report_to_github, why_lines
 from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
-from ._verdicts import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES, parse_verdicts
+from ._verdicts import DEFAULT_FAIL_ON, MORE_WORK, VERDICTS, WORK_NAMES, parse_verdicts
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_ab_option", "add_parsers"]
 
@@ -49,7 +49,8 @@ def _fail_on_option(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_FAIL_ON,
         metavar="VERDICTS",
         help=f"what fails: a comma list of verdicts ({', '.join(VERDICTS)}) and of what the work can grow in, "
-        f"failing where it went up ({', '.join(WORK_NAMES)}), or none (default: {','.join(DEFAULT_FAIL_ON)})",
+        f"failing where it went up ({', '.join(WORK_NAMES)}; {MORE_WORK}: any of them, on a row not measured "
+        f"unchanged or faster), or none (default: {','.join(DEFAULT_FAIL_ON)})",
     )
 
 

@@ -40,7 +40,7 @@ from ._evidence import (
     work_difference,
 )
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
-from ._verdicts import Verdict
+from ._verdicts import Verdict, work_fail_on
 from ._why import Attribution, why_for
 
 __all__ = [
@@ -121,9 +121,24 @@ class Row:
         memory = self.changes.get("memory")
         return memory if isinstance(memory, MemoryChange) else None
 
+    def work_fail_on(self, fail_on: frozenset[str]) -> frozenset[str]:
+        """The names that fail this row where what they name went up: those of ``fail_on``, and under ``more-work``
+        every work name where the timing did not clear the row (``_verdicts.work_fail_on``); each change's lines
+        say which fail."""
+        return work_fail_on(fail_on, self.verdict.value)
+
     def work_failing(self, fail_on: frozenset[str]) -> list[str]:
-        """What of the step's work went up and fails (count categories, ``memory``), whatever the verdict."""
-        return [name for change in self.changes.values() for name in change.failing(fail_on)]
+        """What of the step's work went up and fails (count categories, ``memory``: ``work_fail_on``)."""
+        return [name for change in self.changes.values() for name in change.failing(self.work_fail_on(fail_on))]
+
+    def failing_on(self, fail_on: frozenset[str]) -> list[str]:
+        """What of ``fail_on`` fails this row: its verdict, then what of its work went up and fails; [] if it passes."""
+        verdict = [self.verdict.value] if self.verdict.value in fail_on else []
+        return verdict + self.work_failing(fail_on)
+
+    def failing_by_work(self, fail_on: frozenset[str]) -> list[str]:
+        """What of its work fails a row whose verdict does not (its badge is ``more work``); [] otherwise."""
+        return [] if self.verdict.value in fail_on else self.work_failing(fail_on)
 
 
 @dataclass(frozen=True)
@@ -137,8 +152,8 @@ class GateResult:
 
     @property
     def failing(self) -> list[Row]:
-        """Rows whose verdict fails, or whose work went up in a category that fails (``Row.work_failing``)."""
-        return [r for r in self.rows if r.verdict.value in self.fail_on or r.work_failing(self.fail_on)]
+        """Rows whose verdict fails, or whose work went up in a category that fails (``Row.failing_on``)."""
+        return [r for r in self.rows if r.failing_on(self.fail_on)]
 
     @property
     def failed(self) -> bool:

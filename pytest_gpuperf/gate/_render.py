@@ -4,8 +4,9 @@ Columns: baseline and current seconds per call, the ratio current/baseline with 
 95% interval, where some row has GPU clocks on both sides the ratio of time x SM clock
 beside it (``time x clock``: the clocks' part taken out), the runs used on each side
 (``3/1``; ``2 of 3/1`` when runs were left out as disturbed; with the rounds behind them
-when runs had more than one), the verdict, and why. Under the table, for each row whose counts or peak memory
-changed (issue 22: ``_work.py``, ``_memory.py``), what changed, whatever its verdict (``work_lines``).
+when runs had more than one), the verdict (``MORE WORK (timing inconclusive)`` for a row that fails by its work
+alone), and why. Under the table, for each row whose counts or peak memory changed (issue 22: ``_work.py``,
+``_memory.py``), what changed, whatever its verdict (``work_lines``).
 
 Under the table, for every slower or unattributed row with work profiles on both sides, its "why"
 (``why_lines``, from ``_why.py``): the ops and kernels whose time per call grew most, with their
@@ -25,7 +26,7 @@ from __future__ import annotations
 import html
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from tabulate import tabulate
@@ -34,8 +35,8 @@ from .._escape import print_command, printable
 from ..measuring import SHOWN_CHANGES, Estimate, counted, format_duration
 from ..results import short_test
 from ._ab_load import module_file
-from ._compare import GateResult, Row
-from ._verdicts import WORK_NAMES, Verdict, describe_fail_on
+from ._compare import GateResult, Row, count_verdicts
+from ._verdicts import CLEARED, MORE_WORK, WORK_NAMES, Verdict, describe_fail_on
 from ._why import Attribution, WhyLine
 
 __all__ = [
@@ -91,7 +92,10 @@ def runs_cell(row: Row) -> str:
     return f"{runs} ({row.base_rounds}/{row.head_rounds} rounds)"
 
 
-def verdict_cell(row: Row) -> str:
+def verdict_cell(row: Row, fail_on: frozenset[str]) -> str:
+    """The row's verdict; ``MORE WORK (timing inconclusive)`` where its work fails it and its verdict does not."""
+    if row.failing_by_work(fail_on):
+        return f"MORE WORK (timing {row.verdict.value})"
     marks = {Verdict.SLOWER: "SLOWER", Verdict.UNATTRIBUTED: "UNATTRIBUTED", Verdict.FASTER: "faster"}
     return marks.get(row.verdict, row.verdict.value)
 
@@ -107,7 +111,7 @@ def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
             ratio_cell(row),
             *([clock_ratio_cell(row)] if clocked else []),
             runs_cell(row),
-            verdict_cell(row),
+            verdict_cell(row, result.fail_on),
             row.reason,
         )
         for row in result.rows
@@ -135,8 +139,14 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items()) or "nothing compared"
     fail_on = describe_fail_on(result.fail_on)
     if result.failed:
-        names = ", ".join(short_test(r) + f" [{r.device}]" for r in result.failing)
-        lines.append(f"{label}: FAILED ({counts}; failing on {fail_on}): {names}")
+        failing = result.failing
+        names = ", ".join(short_test(r) + f" [{r.device}]" for r in failing)
+        rest = ", ".join(
+            f"{n} {verdict}" for verdict, n in count_verdicts(r for r in result.rows if r not in failing).items()
+        )
+        lines.append(
+            f"{label}: FAILED: {_what_failed(result)}{'; ' + rest if rest else ''}; failing on {fail_on}: {names}"
+        )
     else:
         lines.append(f"{label}: passed ({counts}; failing on {fail_on})")
         unseen = [r for r in result.rows if r.verdict is Verdict.UNATTRIBUTED]
@@ -148,8 +158,45 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
                 f"{' or '.join(causes) or 'the machine was busy'}, "
                 f"passed only because unattributed is not among the verdicts that fail: {names}"
             )
-    lines += _same_work_note(result, label)
+    lines += _same_work_note(result, label) + _cleared_note(result, label)
     return [printable(line) for line in lines]
+
+
+def _names(names: Iterable[str]) -> str:
+    """Work names, in ``WORK_NAMES``' order, once each: ``ops,flops``."""
+    seen = set(names)
+    return ",".join(n for n in WORK_NAMES if n in seen)
+
+
+def _what_failed(result: GateResult) -> str:
+    """``1 slower, 1 more work (ops, flops)``: the failing rows by the verdict that fails them, else by the work,
+    in the order they first appear."""
+    counts: dict[str, int] = {}
+    work: list[str] = []
+    for row in result.failing:
+        by_work = row.failing_by_work(result.fail_on)
+        what = "more work" if by_work else row.verdict.value
+        counts[what] = counts.get(what, 0) + 1
+        work += by_work
+    more = f" ({_names(work).replace(',', ', ')})"
+    return ", ".join(f"{n} {what}{more if what == 'more work' else ''}" for what, n in counts.items())
+
+
+def _cleared_note(result: GateResult, label: str) -> list[str]:
+    """The rows whose work went up and that pass because their timing cleared them (``more-work``): said, never
+    passed unsaid, with the names that would fail them."""
+    if MORE_WORK not in result.fail_on:
+        return []
+    passing = [r for r in result.rows if r.verdict.value in CLEARED and r not in result.failing]
+    cleared = [(r, more) for r in passing if (more := r.work_failing(frozenset(WORK_NAMES)))]
+    if not cleared:
+        return []
+    rows = ", ".join(f"{short_test(r)} [{r.device}] ({r.verdict.value}, more {_names(more)})" for r, more in cleared)
+    names = _names(n for _, more in cleared for n in more)
+    return [
+        f"{label}: more work passed where the timing cleared it (measured unchanged or faster): {rows}; "
+        f"to fail on it, name {names} in the fail-on list"
+    ]
 
 
 # ------------------------------------------------------------------ counts and memory (issue 22, items 2 and 5)
@@ -162,7 +209,7 @@ def work_lines(result: GateResult) -> list[str]:
     for row in result.rows:
         name = f"{short_test(row)} [{row.device}]"
         for change in row.changes.values():
-            summary = change.summary(result.fail_on)
+            summary = change.summary(row.work_fail_on(result.fail_on))
             if summary is None:
                 continue
             lines.append(f"{name}: {summary}")
@@ -262,7 +309,7 @@ def why_lines(result: GateResult) -> list[str]:
     for row in result.rows:
         if row.why is None:
             continue
-        out.append(f"why {short_test(row)} [{row.device}] {verdict_cell(row)}: {why_heading(row.why)}")
+        out.append(f"why {short_test(row)} [{row.device}] {verdict_cell(row, result.fail_on)}: {why_heading(row.why)}")
         parts = _why_rows(row.why)
         width = max(len(delta) for delta, *_ in parts)
         for delta, share, what, calls in parts:
@@ -284,7 +331,7 @@ def why_markdown(result: GateResult) -> list[str]:
         if row.why is None:
             continue
         name = _markdown(f"{short_test(row)} [{row.device}]")
-        out.append(f"- **why** {name} {verdict_cell(row)}: {_markdown(why_heading(row.why))}")
+        out.append(f"- **why** {name} {verdict_cell(row, result.fail_on)}: {_markdown(why_heading(row.why))}")
         for delta, share, what, calls in _why_rows(row.why):
             shares = f" ({share})" if share else ""
             out.append(f"  - {_markdown(delta)}{shares} {_markdown(what)}" + (f", {calls}" if calls else ""))
@@ -368,7 +415,8 @@ def github_annotations(
         # Each value from a file is made printable first (no control codes), then escaped as GitHub's runner
         # expects, so that it stays inside its annotation.
         where = f"file={_escape(printable(path), prop=True)}" + (f",line={line}" if line is not None else "")
-        title = _escape(printable(f"{label}: {short_test(row)} [{row.device}] {verdict_cell(row)}"), prop=True)
+        badge = verdict_cell(row, result.fail_on)
+        title = _escape(printable(f"{label}: {short_test(row)} [{row.device}] {badge}"), prop=True)
         ratio = f" (ratio {ratio_cell(row)})" if row.estimate is not None else ""
         ratio += f" (time x clock {clock_ratio_cell(row)})" if row.clock_estimate is not None else ""
         about = printable(f"{row.key} on {row.device}: {row.verdict.value}{ratio}: {row.reason}")

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import pytest
 
-from ..gate import DEFAULT_FAIL_ON, VERDICTS, WORK_NAMES
+from ..gate import DEFAULT_FAIL_ON, MORE_WORK, VERDICTS, WORK_NAMES
 from ..measuring import MEASURE_FIELDS, SIZES, SettingError, parse_device_option, values
 
 __all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
@@ -311,7 +311,8 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "what fails the session when comparing, a comma list (or none) of verdicts: "
         f"{', '.join(VERDICTS)} (unattributed: slower, measured while busy or on a throttled GPU; same-work: "
         "unattributed with every count identical), and of what a step's work can grow in, each failing where it "
-        f"went up: {', '.join(WORK_NAMES)} (default: slower,unattributed and every work category)",
+        f"went up: {', '.join(WORK_NAMES)}, or {MORE_WORK}: any of them, on a row not measured unchanged or faster "
+        f"(default: {','.join(DEFAULT_FAIL_ON)})",
         "VERDICTS",
         marker=False,
     ),

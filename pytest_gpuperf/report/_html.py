@@ -138,7 +138,7 @@ def render(run: Run, comparison: Comparison | None = None, *, source: str = "") 
     body = [
         _header(run, source),
         _gate_section(comparison) if comparison is not None else "",
-        _summary(records, rows, peaks, comparison is not None),
+        _summary(records, rows, peaks, None if comparison is None else comparison.result.fail_on),
         _notes(run, peaks),
         *(_card(i, r, rows.get(r.key), peaks, base.get(r.key), comparison) for i, r in enumerate(records)),
         _missing(comparison),
@@ -238,10 +238,12 @@ def _facts(pairs: Iterable[tuple[str, str]]) -> str:
     return f'<dl class="facts">{cells}</dl>'
 
 
-def _verdict_badge(row: Row | None) -> str:
+def _verdict_badge(row: Row | None, fail_on: frozenset[str]) -> str:
+    """The row's verdict (``verdict_cell``), coloured by it: ``v-more-work`` where its work alone fails it."""
     if row is None:
         return ""
-    return f'<span class="verdict v-{escape(row.verdict.value)}">{escape(verdict_cell(row))}</span>'
+    css = "more-work" if row.failing_by_work(fail_on) else row.verdict.value
+    return f'<span class="verdict v-{escape(css)}">{escape(verdict_cell(row, fail_on))}</span>'
 
 
 def _gate_section(comparison: Comparison) -> str:
@@ -268,7 +270,11 @@ def _throughput(record: Record) -> str:
     return ", ".join(str(m.throughput(unit)) for unit in m.work) or "-"
 
 
-def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, Ceiling], gate: bool) -> str:
+def _summary(
+    records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[str, Ceiling], fail_on: frozenset[str] | None
+) -> str:
+    """The records table; with the gate's ``fail_on`` (None: no comparison) its ratio and verdict columns."""
+    gate = fail_on is not None
     columns = reading_columns(records)  # the readings' columns, as the terminal's
     clocked = gate and any(row.clock_estimate is not None for row in rows.values())
     tail = any(r.measurement.single_calls for r in records)  # per-call samples: the p99 column, as the terminal's
@@ -296,7 +302,7 @@ def _summary(records: Sequence[Record], rows: Mapping[str, Row], peaks: Mapping[
             row = rows.get(record.key)
             cells.append(_figure(ratio_cell(row)) if row else "-")
             cells += [_figure(clock_ratio_cell(row)) if row else "-"] if clocked else []
-            cells.append(_verdict_badge(row))
+            cells.append(_verdict_badge(row, fail_on or frozenset()))
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table></div></section>")
     return "".join(out)
@@ -342,24 +348,25 @@ def _card(
     ]
     facts += [fact for reading in readings() for fact in reading.facts(m)]
     lanes, caption = _lanes(record, row, base, comparison)
+    fail_on = comparison.result.fail_on if comparison is not None else frozenset()
     out = [
         f'<section class="record" id="r{index}">',
-        f"<h3>{_verdict_badge(row)} {escape(short_test(record))} <span class='device'>{escape(record.device)}</span>"
-        "</h3>",
+        f"<h3>{_verdict_badge(row, fail_on)} {escape(short_test(record))} "
+        f"<span class='device'>{escape(record.device)}</span></h3>",
         f'<p class="nodeid">{escape(record.key)}</p>',
         _facts(facts),
     ]
     if row is not None:
-        out.append(_gate_facts(row))
-        out.append(_work_block(row, comparison.result.fail_on if comparison is not None else frozenset()))
+        out.append(_gate_facts(row, fail_on))
+        out.append(_work_block(row, fail_on))
     out.append(strip_plot(lanes, title=f"{record.key} on {record.device}: time per call"))
     out.append(f'<p class="caption">{escape(caption)}</p>')
     out.append("</section>")
     return "".join(out)
 
 
-def _gate_facts(row: Row) -> str:
-    pairs = [("ratio [95% CI]", ratio_cell(row)), ("verdict", verdict_cell(row))]
+def _gate_facts(row: Row, fail_on: frozenset[str]) -> str:
+    pairs = [("ratio [95% CI]", ratio_cell(row)), ("verdict", verdict_cell(row, fail_on))]
     if row.clock_estimate is not None:
         pairs.insert(1, (CLOCK_HEADER, clock_ratio_cell(row)))
         clocks = f"{row.base_clock_mhz:.0f} / {row.head_clock_mhz:.0f} MHz"
@@ -397,7 +404,7 @@ def _work_block(row: Row, fail_on: frozenset[str]) -> str:
     every change under it (op and kernel names are the user's code: escaped); "" where nothing changed."""
     out = []
     for change in row.changes.values():
-        summary = change.summary(fail_on)
+        summary = change.summary(row.work_fail_on(fail_on))
         if summary is None:
             continue
         out.append(f"<p>{escape(summary)}</p>")
@@ -460,11 +467,15 @@ def _runs(count: int) -> str:
 
 
 def _missing(comparison: Comparison | None) -> str:
-    gone = [row for row in comparison.result.rows if row.verdict is Verdict.MISSING] if comparison else []
+    if comparison is None:
+        return ""
+    result = comparison.result
+    gone = [row for row in result.rows if row.verdict is Verdict.MISSING]
     if not gone:
         return ""
     items = "".join(
-        f"<li>{_verdict_badge(row)} {escape(short_test(row))} [{escape(row.device)}]: {escape(row.reason)}</li>"
+        f"<li>{_verdict_badge(row, result.fail_on)} {escape(short_test(row))} [{escape(row.device)}]: "
+        f"{escape(row.reason)}</li>"
         for row in gone
     )
     return f'<section class="missing"><h2>in the baseline, not in this run</h2><ul>{items}</ul></section>'
@@ -503,7 +514,7 @@ table.why caption { text-align: left; color: var(--muted); }
 .noise { color: var(--ink); }
 .verdict { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; font-weight: 600;
   background: #e8eaed; color: var(--ink); }
-.v-slower, .v-unattributed { background: #b3261e; color: #fff; }
+.v-slower, .v-unattributed, .v-more-work { background: #b3261e; color: #fff; }
 .v-same-work { background: #fbe7c6; }
 .work { background: #fff7e6; border-radius: 4px; padding: 2px 8px; margin-top: 4px; }
 .v-faster { background: #1e7a34; color: #fff; }

@@ -124,7 +124,7 @@ def test_a_planted_slowdown_fails_with_the_table(repo: Path, capsys: pytest.Capt
     table = rows(out)
     assert "SLOWER" in table["sleepy"] and "significant and over the 25% tolerance" in table["sleepy"]
     assert "SLOWER" not in table["steady"]
-    assert out.splitlines()[-1].startswith("gpuperf ab: FAILED (") and out.rstrip().endswith("): sleepy [cpu]")
+    assert out.splitlines()[-1].startswith("gpuperf ab: FAILED: 1 slower; ") and out.rstrip().endswith(": sleepy [cpu]")
 
 
 def test_quiet_prints_only_the_table_and_the_verdict(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -478,13 +478,15 @@ def matmul_repo(real_timing_repo: Path) -> Path:
     return real_timing_repo
 
 
-def test_a_planted_extra_matmul_is_more_ops_and_flops_and_fails_whatever_the_clock_says(
+def test_a_planted_extra_matmul_is_more_ops_and_flops_and_fails_where_they_are_named_whatever_the_clock_says(
     matmul_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """On main this run's exit status was the clock's alone: 0 whenever the timing was unchanged or inconclusive."""
+    """On main this run's exit status was the clock's alone: 0 whenever the timing was unchanged or inconclusive.
+    Real timing: named, the categories fail whatever it says (by default, where it does not clear them)."""
     commit(matmul_repo, {"perf/extra.py": "EXTRA = 1\n"}, "one more matmul")
     out_json = tmp_path / "ab.json"
-    assert main(["ab", "--base", "matmul", *FAST, "--max-time", "0.3", "--json", str(out_json)]) == 1
+    named = ("--fail-on", "ops,flops,allocated")
+    assert main(["ab", "--base", "matmul", *FAST, "--max-time", "0.3", *named, "--json", str(out_json)]) == 1
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert "mm [cpu]: counts more (ops more, flops more, allocated more; failing on ops,flops,allocated)" in lines
@@ -497,6 +499,59 @@ def test_a_planted_extra_matmul_is_more_ops_and_flops_and_fails_whatever_the_clo
     # No work category among the verdicts that fail: the change is still printed, and the timing alone decides.
     assert main(["ab", "--base", "matmul", *FAST, "--max-time", "0.3", "--fail-on", "none"]) == 0
     assert "mm [cpu]: counts more (ops more, flops more, allocated more)" in capsys.readouterr().out.splitlines()
+
+
+EXTRA_OPS = """\
+import torch
+
+from pytest_gpuperf.measuring import Step, Workload
+
+from .delays import DELAY, OTHER  # relative: each side gets its own
+
+
+def build(device, size):
+    a = torch.ones(8, 8)
+
+    def step():
+        for _ in range(int(OTHER)):
+            a.mul_(a)  # the change's extra op, in place: no memory
+        return DELAY  # its duration, for the exact timer
+
+    return Step(step, work={"items": 1.0})
+
+
+WORKLOADS = {"emb": Workload("emb", build)}
+"""
+
+
+def test_more_ops_for_a_faster_step_pass_unless_ops_are_named(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35 item 3 (sparse embedding gradients): one more op a call for a step 25% faster failed on "more ops"
+    every time (``FAILED (1 faster; ...)``); the clock clears it by default, ``--fail-on ops`` fails it."""
+    commit(repo, {"perf/workloads.py": EXTRA_OPS, "perf/delays.py": delays(0.002, 0)}, "one op")
+    git(repo, "tag", "emb")
+    commit(repo, {"perf/delays.py": delays(0.0015, 1)}, "one more op, faster")
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "emb", *FAST, "--json", str(out_json)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (table_row,) = [line for line in lines if line.split()[:2] == ["emb", "cpu"]]
+    assert "emb [cpu]: counts more (ops more)" in lines and " faster " in table_row
+    assert (
+        "gpuperf ab: more work passed where the timing cleared it (measured unchanged or faster): emb [cpu] "
+        "(faster, more ops); to fail on it, name ops in the fail-on list"
+    ) in lines
+    data = json.loads(out_json.read_text())
+    assert data["fail_on"] == ["more-work", "slower", "unattributed"]
+    (row,) = data["results"]
+    assert row["verdict"] == "faster" and row["failing"] == [] and row["work"]["failing"] == []
+    assert main(["ab", "--base", "emb", *FAST, "--fail-on", "slower,ops", "--json", str(out_json)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "MORE WORK (timing faster)" in rows("\n".join(lines))["emb"]  # the failing row's trace ends the table
+    assert "emb [cpu]: counts more (ops more; failing on ops)" in lines
+    assert lines[-2] == "gpuperf ab: FAILED: 1 more work (ops); failing on slower + more ops: emb [cpu]"
+    (row,) = json.loads(out_json.read_text())["results"]
+    assert row["verdict"] == "faster" and row["failing"] == ["ops"] and row["work"]["failing"] == ["ops"]
 
 
 def test_an_a_a_ab_does_the_same_work(matmul_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,8 +151,8 @@ def test_a_slowdown_measured_on_a_busy_machine_is_unattributed_and_fails_unless_
     assert row.reason.startswith("+200.0%: significant and over the 5% tolerance, but measured while busy (other")
     assert "processes used 1.0 of 2 CPUs), so the load may explain it; re-run on a quiet machine" in row.reason
     assert gate_lines(result)[-1] == (
-        "gpuperf gate: FAILED (1 unattributed; failing on slower,unattributed + more work "
-        "(any count, memory)): test_step [cpu]"
+        "gpuperf gate: FAILED: 1 unattributed; failing on slower,unattributed + more work "
+        "unless measured unchanged or faster: test_step [cpu]"
     )
     lenient = compare_runs(base, head, Policy(fail_on=frozenset({"slower"})))
     assert not lenient.failed
@@ -315,6 +315,7 @@ def test_parse_verdicts_and_mismatch_keys() -> None:
     assert parse_verdicts("slower, missing,slower") == ("slower", "missing")
     assert parse_verdicts("none") == ()
     assert parse_verdicts("slower,ops,memory") == ("slower", "ops", "memory")
+    assert parse_verdicts("slower,more-work,missing") == ("slower", "more-work", "missing")
     with pytest.raises(
         ValueError,
         match=r"'worse' is not a verdict or a work category; use a comma list of "
@@ -336,8 +337,8 @@ def test_table_shows_baseline_current_ratio_interval_and_verdict() -> None:
     assert row.split()[:5] == ["test_step", "cpu", "10", "ms", "12"]
     assert "1.200 [" in row and "3/1" in row and "SLOWER" in row
     assert (
-        gate_lines(result)[-1] == "gpuperf gate: FAILED (1 slower; failing on slower,unattributed + more work "
-        "(any count, memory)): test_step [cpu]"
+        gate_lines(result)[-1] == "gpuperf gate: FAILED: 1 slower; failing on slower,unattributed + more work "
+        "unless measured unchanged or faster: test_step [cpu]"
     )
 
 

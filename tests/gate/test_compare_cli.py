@@ -42,8 +42,8 @@ def test_slower_exits_1_with_the_table(results: Path, capsys: pytest.CaptureFixt
     assert "ratio [95% CI]" in out[3]
     assert "1.200 [" in out[5] and "SLOWER" in out[5]
     assert (
-        out[-1] == "gpuperf gate: FAILED (1 slower; failing on slower,unattributed + more work "
-        "(any count, memory)): test_step [cpu]"
+        out[-1] == "gpuperf gate: FAILED: 1 slower; failing on slower,unattributed + more work "
+        "unless measured unchanged or faster: test_step [cpu]"
     )
 
 
@@ -66,7 +66,9 @@ def test_same_code_exits_0(results: Path, capsys: pytest.CaptureFixture[str]) ->
     write(results / "head.json", 10.02e-3)
     assert main(["compare", "main", "head.json"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last == "gpuperf gate: passed (1 unchanged; failing on slower,unattributed + more work (any count, memory))"
+    assert last == "gpuperf gate: passed (1 unchanged; failing on slower,unattributed + more work unless measured " + (
+        "unchanged or faster)"
+    )
 
 
 def test_a_baseline_with_nan_samples_is_bad_input_not_a_crash(
@@ -205,8 +207,8 @@ def test_a_slowdown_on_a_throttled_gpu_exits_1_as_unattributed(
     assert "but the GPU's median SM clock was 1650 MHz (41 of 41 samples throttled; seen: sw_thermal_slowdown)" in row
     assert "against the baseline's 1980 MHz, which explains it (time x SM clock +0.0%); let the GPU cool" in row
     assert out.splitlines()[-1] == (
-        "gpuperf gate: FAILED (1 unattributed; failing on slower,unattributed + more work "
-        "(any count, memory)): test_step [cpu]"
+        "gpuperf gate: FAILED: 1 unattributed; failing on slower,unattributed + more work "
+        "unless measured unchanged or faster: test_step [cpu]"
     )
 
 

@@ -84,7 +84,7 @@ def test_the_summary_is_appended_and_annotations_printed_only_on_github(tmp_path
     assert report_to_github(result, title="T", context="c", root=tmp_path, environ=env, out=printed.append) == []
     text = summary.read_text()
     assert text.startswith("earlier step\n### T\n\nc\n\n| test ")
-    assert "| test_step | cpu " in text and "- gpuperf gate: FAILED (1 slower, 1 unchanged" in text
+    assert "| test_step | cpu " in text and "- gpuperf gate: FAILED: 1 slower; 1 unchanged;" in text
     assert len(printed) == 1 and printed[0].startswith("::error ")
     printed.clear()
     assert report_to_github(result, title="T", root=tmp_path, environ={}, out=printed.append) == []

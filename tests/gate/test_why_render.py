@@ -165,6 +165,6 @@ def test_the_compare_command_prints_it_and_writes_it_in_the_job_summary(
     assert out[start + 1] == "  +2.5 ms/call   83%  op aten::gelu, 0 -> 1 calls/call"
     # the count lines (issue 22, item 2: one more op) come between the why and the summary line
     assert out[start + 3] == "test_step [cpu]: counts more (ops more; failing on ops)"
-    assert out[-1].startswith("gpuperf gate: FAILED (")
+    assert out[-1].startswith("gpuperf gate: FAILED: 1 slower; ")
     summary = (tmp_path / "summary.md").read_text()
     assert "- **why** test\\_step \\[cpu\\] SLOWER: " in summary and "aten::gelu" in summary

@@ -110,7 +110,7 @@ def test_pytest_gpuperf_compare_prints_the_why_of_a_slower_row(
             "test_step *SLOWER*",
             "why test_step [[]cpu[]] SLOWER: +*/call; the top * explain *% of it*",
             "*op aten::mm, 0 -> 2 calls/call",
-            "gpuperf gate: FAILED (1 slower; *",
+            "gpuperf gate: FAILED: 1 slower; *",
         ]
     )
     result.stdout.fnmatch_lines(["*outside any op (Python, the host, waits)"])

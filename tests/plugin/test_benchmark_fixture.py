@@ -276,7 +276,8 @@ def test_save_and_compare_gate_benchmark_tests(pytester: pytest.Pytester, monkey
     same.stdout.fnmatch_lines(
         [
             "*= gpuperf gate =*",
-            "gpuperf gate: passed (2 unchanged; failing on slower,unattributed + more work (any count, memory))",
+            "gpuperf gate: passed (2 unchanged; failing on slower,unattributed + more work unless measured unchanged "
+            "or faster)",
         ]
     )
 

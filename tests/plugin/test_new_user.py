@@ -58,7 +58,7 @@ def test_the_short_summary_shows_the_gates_verdict_and_a_phrase_for_uncommitted_
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["differs (shown, not blocking): uncommitted changes: none -> some"])
     (summary,) = [line for line in result.stdout.lines if line.startswith("FAILED gpuperf-gate")]
-    assert summary.startswith("FAILED gpuperf-gate - gpuperf gate: FAILED (1 new, 1 missing; failing on")
+    assert summary.startswith("FAILED gpuperf-gate - gpuperf gate: FAILED: 1 missing; 1 new; failing on")
     assert not [line for line in result.stdout.lines if "differs" in line and ("False" in line or "True" in line)]
 
 

@@ -105,7 +105,7 @@ def test_a_failing_row_prints_base_and_head_traces_that_open(
     slower = steps.runpytest(*FAST, "--gpuperf-compare=main")
     assert slower.ret == pytest.ExitCode.TESTS_FAILED
     slower.stdout.fnmatch_lines(
-        ["trace of test_step[[]a/../b c[]] [[]cpu[]]: base *, head *", "gpuperf gate: FAILED (1 slower, *"]
+        ["trace of test_step[[]a/../b c[]] [[]cpu[]]: base *, head *", "gpuperf gate: FAILED: 1 slower; *"]
     )
     found = re.search(r"^trace of test_step\[a/\.\./b c\] \[cpu\]: base (\S+), head (\S+)$", slower.stdout.str(), re.M)
     assert found and "trace of test_steady" not in slower.stdout.str()

@@ -79,7 +79,7 @@ def test_against_a_baseline_the_largest_slowdown_comes_first() -> None:
     assert "1.300 [" in html and "SLOWER" in html and "+30.0%: significant and over the 5% tolerance" in html
     assert "in the baseline, not in this run" in html and "test_gone [cpu]: not measured in this run" in html
     assert "baseline noise: run-to-run " in html
-    assert "gpuperf gate: FAILED (" in html
+    assert "gpuperf gate: FAILED: " in html
 
 
 def test_without_a_baseline_the_run_order_is_kept() -> None:
@@ -209,27 +209,35 @@ def test_a_card_names_every_memory_figure() -> None:
     assert "<dt>memory</dt><dd>unknown: torch.mps has no peak statistic</dd>" in html
 
 
-def test_a_count_change_and_a_peak_memory_change_are_shown_escaped() -> None:
-    """Issue 22: the card of a row whose counts changed lists them; op names are user text."""
+def test_a_count_change_and_a_peak_memory_change_are_shown_escaped_and_badge_a_row_they_fail() -> None:
+    """Issue 22: the card of a row whose counts changed lists them; op names are user text. Issue 35 item 3: a
+    row failed by its work is badged ``more work`` with its timing verdict (it read ``inconclusive``), one the
+    timing cleared passes with its own verdict."""
     from pytest_gpuperf.measuring import PROFILE, OpStat, WorkProfile
 
     test = "t.py::test_mm[cpu]"
 
-    def record(ops: int, peak: int) -> Record:
+    def record(ops: int, peak: int, median: float = 10e-3) -> Record:
         profile = WorkProfile(level="counts", calls=1, ops=(OpStat("my::<op>&", ops),), flops=100)
-        rec = make_record(10e-3, test=test)
+        rec = make_record(median, test=test)
         memory = MemoryReading(method="none", transient=peak, transient_method="torch.profiler CPU allocator events")
         m = rec.measurement.with_reading(PROFILE, profile).with_reading(MEMORY, memory)
         return dataclasses.replace(rec, measurement=m)
 
-    base = Baseline(Path("/results/baselines/main.json"), [make_run(record(1, 1 << 20))] * 3, "main")
-    run = make_run(record(2, 2 << 20))
+    base = Baseline(Path("/results/baselines/main.json"), [make_run(record(1, 1 << 20))], "main")
+    run = make_run(record(2, 2 << 20, 10.6e-3))  # +6% against one baseline run: inconclusive
     html = render(run, compare(base, run))
     assert "<op>" not in html
     assert '<div class="work"><p>counts more (ops more; failing on ops)</p>' in html
     assert "<li>my::&lt;op&gt;&amp; 1 -&gt; 2/call (+1)</li>" in html
     assert "peak memory more: 1 MiB -&gt; 2 MiB (+1 MiB, cpu allocator peak above the call&#x27;s start)" in html
-    assert "gpuperf gate: FAILED (1 unchanged; failing on slower,unattributed + more work" in html
+    assert html.count('<span class="verdict v-more-work">MORE WORK (timing inconclusive)</span>') == 2  # table, card
+    assert "gpuperf gate: FAILED: 1 more work (ops, memory); failing on slower,unattributed + more work" in html
+    cleared = make_run(record(2, 2 << 20))
+    html = render(cleared, compare(base, cleared))
+    assert '<div class="work"><p>counts more (ops more)</p>' in html and 'class="verdict v-more-work"' not in html
+    assert '<span class="verdict v-unchanged">unchanged</span>' in html
+    assert "gpuperf gate: passed (1 unchanged; failing on slower,unattributed + more work" in html
 
 
 def _lanes(html: str) -> dict[str, list[list[float]]]:
