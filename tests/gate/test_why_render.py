@@ -106,8 +106,9 @@ def test_an_inconclusive_row_whose_counts_went_up_gets_its_count_lines_with_both
     assert row.why is not None and row.why.counts_only
     lines = why_lines(result)
     assert lines[0] == (
-        "why test_step [cpu] inconclusive: +276.7 us/call, which the times cannot judge (its interval: -709.2 us to "
-        "+1.367 ms/call); the lines whose count changed, each with its time per call on both sides"
+        "why test_step [cpu] MORE WORK (timing inconclusive): +276.7 us/call, which the times cannot judge "
+        "(its interval: -709.2 us to +1.367 ms/call); the lines whose count changed, each with its time per call on "
+        "both sides"
     )
     assert lines[1] == "    +500 us/call  op aten::gelu, 0 -> 1 calls/call; 0 ns -> 500 us/call"
     assert lines[2] == "  -223.3 us/call  outside any op (Python, the host, waits), 2.023 ms -> 1.8 ms/call"
