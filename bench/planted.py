@@ -253,7 +253,7 @@ class Cause:
         return str(line.get("name", "")) in self.names
 
 
-def _ops(*names: str) -> frozenset[str]:
+def aten_ops(*names: str) -> frozenset[str]:
     return frozenset(f"aten::{n}" for n in names)
 
 
@@ -280,7 +280,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "an extra matmul",
         "        h = F.gelu(x @ w1)\n",
         "        h = F.gelu(x @ w1) @ w2  # planted: an extra matmul\n",
-        Cause(_ops("mm", "addmm", "matmul", "linear"), why="the added matmul runs as aten::matmul -> aten::mm"),
+        Cause(aten_ops("mm", "addmm", "matmul", "linear"), why="the added matmul runs as aten::matmul -> aten::mm"),
     ),
     Plant(
         "layer_fp64",
@@ -288,7 +288,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "        h = F.gelu(h @ w2)\n",
         "        h = F.gelu((h.double() @ w2.double()).float())  # planted: this layer in float64\n",
         Cause(
-            _ops("mm", "addmm", "matmul", "to", "_to_copy", "copy_", "empty_strided"),
+            aten_ops("mm", "addmm", "matmul", "to", "_to_copy", "copy_", "empty_strided"),
             why="the float64 matmul (aten::mm, at half fp32's rate) and the casts to and from float64 (aten::to, "
             "_to_copy, copy_)",
         ),
@@ -299,7 +299,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "            losses.append(torch.dot(row, w))\n",
         "            losses.append(torch.dot(row, w).item())  # planted: .item() on every loss\n",
         Cause(
-            _ops("item", "_local_scalar_dense") | {"Tensor.item"},
+            aten_ops("item", "_local_scalar_dense") | {"Tensor.item"},
             why="aten::item reads the scalar through _local_scalar_dense; the Python call Tensor.item holds the "
             "call's own time (Python to C++, the argument parsing), which is more than the op's",
         ),
@@ -311,7 +311,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "        # planted: GELU by hand, one op per term\n"
         "        return 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h.pow(3))))\n",
         Cause(
-            _ops("mul", "add", "tanh", "pow", "mul_", "add_", "rsub"),
+            aten_ops("mul", "add", "tanh", "pow", "mul_", "add_", "rsub"),
             why="the formula's elementwise ops, each a pass over the activations (aten::gelu's one pass goes)",
         ),
     ),
@@ -321,7 +321,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "        h = F.gelu(x @ w1)\n",
         "        h = F.dropout(F.gelu(x @ w1), p=0.1, training=True)  # planted: dropout\n",
         Cause(
-            _ops(
+            aten_ops(
                 "dropout", "native_dropout", "bernoulli_", "bernoulli", "uniform_", "empty_like", "mul", "div_", "div"
             ),
             why="aten::dropout draws its mask (bernoulli_) and scales by it (mul, div_)",
@@ -333,7 +333,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "    hidden = 1024\n",
         "    hidden = 1280  # planted: a wider hidden layer\n",
         Cause(
-            _ops("mm", "addmm", "matmul", "gelu"),
+            aten_ops("mm", "addmm", "matmul", "gelu"),
             why="every op on the hidden layer does 25% more: its two matmuls (aten::mm) and its GELU",
         ),
     ),
@@ -343,7 +343,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "        return F.gelu(x.t() @ w)\n",
         "        return F.gelu(x.t().contiguous() @ w)  # planted: a copy of the transposed input\n",
         Cause(
-            _ops("contiguous", "clone", "copy_", "empty_like", "empty"),
+            aten_ops("contiguous", "clone", "copy_", "empty_like", "empty"),
             why="aten::contiguous copies through clone -> copy_ into a tensor from empty_like",
         ),
     ),
@@ -353,7 +353,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "        weights = torch.softmax(scores, dim=-1)\n",
         "        weights = torch.softmax(scores.double(), dim=-1).float()  # planted: softmax in float64\n",
         Cause(
-            _ops("softmax", "_softmax", "to", "_to_copy", "copy_", "empty_strided"),
+            aten_ops("softmax", "_softmax", "to", "_to_copy", "copy_", "empty_strided"),
             why="the float64 softmax (aten::_softmax) and the casts to and from float64",
         ),
     ),
@@ -364,7 +364,7 @@ PLANTS: Final[tuple[Plant, ...]] = (
         "        with sdpa_kernel(SDPBackend.MATH):  # planted: the math backend instead of the fused one\n"
         "            return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
         Cause(
-            _ops(
+            aten_ops(
                 "_scaled_dot_product_attention_math",
                 "bmm",
                 "matmul",
@@ -431,7 +431,7 @@ def plant(source: str, planted: Plant, sleep_s: float) -> str:
 # ---------------------------------------------------------------- the scratch repository
 
 
-def _git(repo: Path, *args: str) -> None:
+def git(repo: Path, *args: str) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "planted", "GIT_AUTHOR_EMAIL": "planted@example.invalid"}
     env |= {"GIT_COMMITTER_NAME": env["GIT_AUTHOR_NAME"], "GIT_COMMITTER_EMAIL": env["GIT_AUTHOR_EMAIL"]}
     subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
@@ -439,21 +439,21 @@ def _git(repo: Path, *args: str) -> None:
 
 def _commit(repo: Path, source: str, tag: str, message: str) -> None:
     (repo / "perf" / "workloads.py").write_text(source)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    _git(repo, "tag", tag)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    git(repo, "tag", tag)
 
 
 def make_repo(repo: Path, sleep_s: float) -> None:
     """Commit ``a`` (the base), then from it ``a2`` (A') and one commit per planted regression (``p-NAME``)."""
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "perf").mkdir()
     (repo / "perf" / "__init__.py").write_text("")
     _commit(repo, WORKLOADS_MODULE, "a", "a: ten workloads")
     _commit(repo, WORKLOADS_MODULE.replace(A_LINE, A2_LINE), "a2", "a2: a comment reworded")
     for planted in PLANTS:
-        _git(repo, "checkout", "-q", "a")
+        git(repo, "checkout", "-q", "a")
         _commit(repo, plant(WORKLOADS_MODULE, planted, sleep_s), f"p-{planted.name}", f"{planted.name}: {planted.what}")
 
 

@@ -127,3 +127,51 @@ def test_measurement_parts_runs_and_names_every_part() -> None:
     for step in ("MLP train step", "sum(range(100))"):
         assert re.search(rf"^{re.escape(step)} +[\d.]+s ", out, re.MULTILINE), step
     assert "load average" in out
+
+
+def test_count_ranking_judges_both_planted_sets() -> None:
+    """Both sets of planted regressions through ``ab``: a row per regression with its first count line, each set's
+    hit rate beside its target, and the exit status that says whether both sets met it (the ranking's figures are
+    judged in bench/evidence/count-ranking.md, not here)."""
+    done = run_bench("count_ranking.py")
+    out = done.stdout
+    verdicts = re.findall(
+        r"^(met|MISSED): (planted\.py|second): the planted op is the first count line in \d+ of 10 \(target >= 9 of 10",
+        out,
+        re.MULTILINE,
+    )
+    assert [name for _, name in verdicts] == ["planted.py", "second"], out + done.stderr
+    assert done.returncode == (0 if all(v == "met" for v, _ in verdicts) else 1), out + done.stderr
+    header = ["set", "regression", "planted op", "first count line", "hit"]
+    assert re.search(r"^\| " + r" +\| ".join(map(re.escape, header)) + r" +\|$", out, re.MULTILINE)
+    rows = re.findall(r"^\| (planted\.py|second) +\| ", out, re.MULTILINE)
+    assert rows.count("planted.py") == 10 and rows.count("second") == 10
+    # what no timing moves: the sleep changes no count, the wider layer runs no op more often (its FLOPs' line)
+    assert re.search(r"^\| planted\.py +\| a Python-side sleep .*\| - \(no count changed\) +\| NO +\|$", out, re.M)
+    assert re.search(
+        r"^\| planted\.py +\| a wider hidden layer .*\| flops [\d.e+]+ -> [\d.e+]+/call .*\| yes +\|$", out, re.M
+    )
+    assert "load average (1 min) at start" in out
+
+
+def test_count_costs_ranks_the_same_profiles_under_every_cost() -> None:
+    """One round: each ``ab`` run (both planted sets, the MLP example twice) ranked under every cost, the figures
+    behind the ``.repeat()`` row and the MLP's matmul, and each cost's totals (the costs' figures are judged in
+    bench/evidence/count-ranking.md, not here)."""
+    done = run_bench("count_costs.py", "--rounds", "1")
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    costs = ["change", "min-mean", "min-mean, by size", "min of both"]
+    header = ["round", "UTC", "load average, start / end", "run", *costs]
+    assert re.search(r"^\| " + r" +\| ".join(map(re.escape, header)) + r" +\|$", out, re.MULTILINE), out
+    runs = re.findall(r"^\| 1 +\| [\d:]+ +\| [\d.]+ / [\d.]+ +\| (planted\.py|second|MLP) +\|", out, re.MULTILINE)
+    assert runs == ["planted.py", "second", "MLP", "MLP"], out
+    assert re.search(r"^round 1, [\d:]+: repeat's aten::add 1 -> 3: mean run \d+ / \d+ us, change -?\d+ us", out, re.M)
+    assert len(re.findall(r"^round 1, [\d:]+: MLP's aten::mm 3 -> 5: mean run \d+ / \d+ us", out, re.M)) == 2
+    for cost in costs:
+        # the sleep changes no count: no cost names its planted op
+        assert re.search(
+            rf"^{re.escape(cost)}: planted\.py [0-9] of 10, second \d+ of 10, MLP aten::mm first in [0-2] of 2$",
+            out,
+            re.M,
+        ), out

@@ -255,8 +255,9 @@ def category_of(key: str) -> str:
 @dataclass(frozen=True)
 class CountChange:
     """One count per call that differs: the base's and the head's, exact; ``seconds``: what the change costs per
-    call (its change of count times the op's or kernel's time per run, over every profile of both sides that kept
-    times), None where none did (level ``counts``) and for the other categories. It ranks the lines only."""
+    call (the change of the op's or kernel's time per call, head minus base, each side's the mean of its profiles
+    that kept times), None where a side's kept none (level ``counts``) and for the other categories. It ranks the
+    lines only."""
 
     key: str
     category: str
@@ -347,7 +348,7 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
     head_counts = [p.per_call_counts() for p in head]
     varying = _varying(base_counts) | _varying(head_counts)
     varying |= {k for p in (*base, *head) for k in p.varying}
-    run_seconds = _run_seconds((*base, *head))
+    base_seconds, head_seconds = _call_seconds(base), _call_seconds(head)
     keys = {k for counts in (*base_counts, *head_counts) for k in counts}
     compared = 0
     changes: list[CountChange] = []
@@ -357,10 +358,11 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
         compared += 1
         b, h = base_counts[0].get(key, Fraction(0)), head_counts[0].get(key, Fraction(0))
         if b != h:
-            per_run = run_seconds.get(key)
-            changes.append(
-                CountChange(key, category_of(key), b, h, None if per_run is None else float(h - b) * per_run)
-            )
+            category = category_of(key)
+            seconds = None
+            if base_seconds is not None and head_seconds is not None and category in ("ops", "kernels"):
+                seconds = head_seconds.get(key, 0.0) - base_seconds.get(key, 0.0)
+            changes.append(CountChange(key, category, b, h, seconds))
     changes = rank(changes)
     categories = {c: _category_verdict([x for x in changes if x.category == c]) for c in CATEGORIES}
     return WorkComparison(
@@ -368,18 +370,24 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
     )
 
 
-def _run_seconds(profiles: Sequence[WorkProfile]) -> dict[str, float]:
-    """``op:NAME`` and ``kernel:NAME`` -> the seconds of one run of it (an op's self time on the host, a kernel's on
-    the device), over every profile that kept its times; an op no such profile ran is absent."""
-    totals: dict[str, list[float]] = {}
-    for profile in profiles:
+def _call_seconds(profiles: Sequence[WorkProfile]) -> dict[str, float] | None:
+    """``op:NAME`` and ``kernel:NAME`` -> its time per call (an op's self time on the host, a kernel's on the
+    device), the mean over those of ``profiles`` that kept times (an op that did not run there: absent); None where
+    none did (level ``counts``)."""
+    timed = [
+        p
+        for p in profiles
+        if p.level != "counts" and p.calls > 0 and all(s.seconds is not None for s in (*p.ops, *p.kernels))
+    ]
+    if not timed:
+        return None
+    seconds: dict[str, float] = {}
+    for profile in timed:
         for prefix, stats in (("op", profile.ops), ("kernel", profile.kernels)):
             for stat in stats:
-                if stat.seconds is not None and stat.count > 0:
-                    total = totals.setdefault(f"{prefix}:{stat.name}", [0.0, 0.0])
-                    total[0] += stat.seconds
-                    total[1] += stat.count
-    return {key: seconds / count for key, (seconds, count) in totals.items()}
+                key = f"{prefix}:{stat.name}"
+                seconds[key] = seconds.get(key, 0.0) + (stat.seconds or 0.0) / profile.calls / len(timed)
+    return seconds
 
 
 #: The aten ops that move no data themselves: views and aliases of a tensor, changes of its metadata, allocations
@@ -447,9 +455,10 @@ def _relative(change: CountChange) -> Fraction | float:
 
 
 def rank(changes: Sequence[CountChange]) -> list[CountChange]:
-    """``changes`` in the order of their lines: by category (``CATEGORIES``); in one, by what the change costs
-    (``CountChange.seconds``, where every change of the category has one), then by its relative size, then by
-    its size; the ops that move no data last, by size (their times are noise)."""
+    """``changes`` in the order of their lines: by category (``CATEGORIES``); in one, the counts that grew (the
+    ops a change added) before those that fell, each by what the change costs (``CountChange.seconds``, where
+    every change of the category has one: the most time added first, then the most saved), then by its relative
+    size, then by its size; the ops that move no data last, by size (their times are noise)."""
     order = {c: i for i, c in enumerate(CATEGORIES)}
     timed = {
         cat: all(c.seconds is not None for c in changes if c.category == cat and not _moves_no_data(c))
@@ -460,8 +469,11 @@ def rank(changes: Sequence[CountChange]) -> list[CountChange]:
         delta = abs(c.head - c.base)
         if _moves_no_data(c):
             return (order[c.category], 1, 0.0, 0, -delta, c.key)
-        cost = -abs(c.seconds) if timed[c.category] and c.seconds is not None else 0.0
-        return (order[c.category], 0, cost, -_relative(c), -delta, c.key)
+        fell = c.head < c.base
+        cost = 0.0
+        if timed[c.category] and c.seconds is not None:
+            cost = c.seconds if fell else -c.seconds
+        return (order[c.category], 0, fell, cost, -_relative(c), -delta, c.key)
 
     return sorted(changes, key=key)
 

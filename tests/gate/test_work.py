@@ -162,23 +162,23 @@ def test_the_line_of_the_costliest_change_comes_first_and_the_ops_that_move_no_d
     assert work.verdict == "more" and work.categories["ops"] == "more"  # the verdicts are those of the counts
     assert work.details() == [
         "aten::mm 1 -> 2/call (+1)",
-        "aten::add_ 1 -> 2/call (+1)",
         "aten::copy_ 0 -> 1/call (+1)",
+        "aten::add_ 1 -> 2/call (+1)",
         "aten::matmul 1 -> 2/call (+1)",
         "view/metadata ops 3 -> 12/call (+9): aten::as_strided 0 -> 3, aten::resolve_conj 3 -> 6, aten::slice 0 -> 3",
         "flops 4.19e+06 -> 6.29e+06/call (+50.0%)",
     ]
     assert work.details(3) == [
         "aten::mm 1 -> 2/call (+1)",
-        "aten::add_ 1 -> 2/call (+1)",
+        "aten::copy_ 0 -> 1/call (+1)",
         "flops 4.19e+06 -> 6.29e+06/call (+50.0%)",
     ]
     assert work.details(2)[-1] == "flops 4.19e+06 -> 6.29e+06/call (+50.0%)"  # the first of each category first
     # the JSON keeps every change, in the order of the lines
     assert [c["key"] for c in work.to_dict(CATEGORIES)["changes"]] == [
         "op:aten::mm",
-        "op:aten::add_",
         "op:aten::copy_",
+        "op:aten::add_",
         "op:aten::matmul",
         "op:aten::as_strided",
         "op:aten::resolve_conj",
@@ -222,3 +222,32 @@ def test_a_sync_change_stays_in_sight_beside_changes_of_every_category() -> None
     shown = work.details(SHOWN_CHANGES)
     assert shown[0] == "aten::op11 11 -> 22/call (+11)" and "syncs stream: 0 -> 1/call (+1)" in shown
     assert len(shown) == SHOWN_CHANGES and work.categories["syncs"] == "more"
+
+
+def test_an_op_that_runs_more_often_costs_what_its_time_grew_not_its_mean_run_times_the_count() -> None:
+    """bench/count_ranking.py: ``x + bias.repeat(n, 1)`` adds two tiny ``aten::add`` runs (repeat's own) beside the
+    step's large one, and the copy the repeat makes. Costed at the add's mean run (the large one's half) times two,
+    ``aten::add 1 -> 3`` led; its time grew by a few microseconds, the copy's by 100."""
+    base = timed(1, {"aten::add": (1, 2e-4)})
+    head = timed(1, {"aten::add": (3, 2.04e-4), "aten::copy_": (1, 1e-4), "aten::repeat": (1, 3e-5)})
+    assert compared([base], [head]).details() == [
+        "aten::copy_ 0 -> 1/call (+1)",
+        "aten::repeat 0 -> 1/call (+1)",
+        "aten::add 1 -> 3/call (+2)",
+    ]
+
+
+def test_the_ops_a_change_added_come_before_those_it_removed_however_costly() -> None:
+    """bench/count_ranking.py: SDPA pinned to its math backend led with the fused op it no longer runs, ``aten::
+    _scaled_dot_product_flash_attention_for_cpu 1 -> 0``, above the math backend's ``aten::bmm``."""
+    flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
+    base = timed(2, {flash: (2, 4e-3)})
+    head = timed(2, {"aten::bmm": (4, 3e-3), "aten::_softmax": (2, 1e-3)})
+    assert compared([base], [head]).details() == [
+        "aten::bmm 0 -> 2/call (+2)",
+        "aten::_softmax 0 -> 1/call (+1)",
+        f"{flash} 1 -> 0/call (-1)",
+    ]
+    # at level counts, which keeps no times, too
+    counted = compared([profile(1, {flash: 1})], [profile(1, {"aten::bmm": 2})])
+    assert counted.details() == ["aten::bmm 0 -> 2/call (+2)", f"{flash} 1 -> 0/call (-1)"]
