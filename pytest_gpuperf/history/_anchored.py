@@ -61,7 +61,7 @@ UNIT: Final = "x anchor"
 WIDEST: Final = DEFAULT_TOLERANCE
 #: What a refused ratio's line says to do.
 REMEDY: Final = (
-    "a refused ratio is written to asv as no value; measure the commit again with --force and a longer --max-time "
+    "a refused ratio is written to asv as no value: measure the commit again with --force and a longer --max-time "
     "(more paired rounds), on a quieter machine"
 )
 
@@ -93,8 +93,7 @@ def _too_wide(point: Point) -> str:
     if ratio > 0 and ratio / (1 + WIDEST) <= low and high <= ratio * (1 + WIDEST):
         return ""
     return (
-        f"its {CI:.0%} interval is not within {WIDEST:.0%} of the ratio: the rounds disagree, and a step of "
-        f"{WIDEST:.0%}, the smallest history regressions confirms by default, would hide in it"
+        f"its {CI:.0%} interval is not within {WIDEST:.0%} of it: the rounds disagree, a {WIDEST:.0%} step would hide"
     )
 
 

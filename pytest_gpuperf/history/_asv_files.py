@@ -150,7 +150,9 @@ def _points_of_row(row: Sequence[Any] | None, refused: Mapping[str, str] | None 
         try:
             samples = tuple(float(x) for x in cols["samples"][i])
             value, why = cols["result"][i], (refused or {}).get(device, "")
-            if value is None and why and samples:
+            if value is not None:
+                why = ""
+            elif why and samples:
                 value = median(samples)
             out[device] = Point(
                 float(value),
@@ -162,7 +164,7 @@ def _points_of_row(row: Sequence[Any] | None, refused: Mapping[str, str] | None 
                 samples,
                 int(cols["started_at"]),
                 float(cols["duration"]) / len(cols["params"][0]),
-                str(why) if cols["result"][i] is None else "",
+                why,
             )
         except (TypeError, ValueError, IndexError):
             continue

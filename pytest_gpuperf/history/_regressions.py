@@ -167,7 +167,7 @@ class Report:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (series or step, why not measured)
     series: int = 0
     #: each series with no confirmed step, and why: too few points, no step beyond the noise, a candidate not
-    #: confirmed or not measured, points refused as too wide
+    #: confirmed or not measured; and the commits left out, their ratios refused when recorded
     unconfirmed: list[tuple[SeriesKey, str]] = field(default_factory=list)
 
     @property
@@ -309,10 +309,17 @@ def _series(hunt: Hunt) -> dict[Any, Series]:
         raise HistoryError(f"-k {' -k '.join(hunt.benchmarks)} matched none of the benchmarks in {layout.results}")
     longest = max(len(s.points) for s in chosen.values())
     if longest < 2 * hunt.rule.min_segment:
+        refused = max(len(s.refused) for s in chosen.values())
         raise HistoryError(
             f"{layout.results} holds {counted(longest, 'recorded commit')} of branch {hunt.branch} "
             f"on machine {layout.machine}; a step needs {hunt.rule.min_segment} on each side: record at least "
             f"{2 * hunt.rule.min_segment} (pytest-gpuperf history record --last {2 * hunt.rule.min_segment})"
+            + (
+                f"; {counted(refused, 'more commit')} {'was' if refused == 1 else 'were'} recorded with a refused "
+                "ratio (too wide, or too few rounds): record them again with --force and a longer --max-time"
+                if refused
+                else ""
+            )
         )
     return chosen
 
@@ -394,14 +401,15 @@ def _hunt_series(hunt: Hunt, series: Series, names: Sequence[str], report: Repor
 
 def _why_unconfirmed(series: Series, rule: ChangeRule, outcomes: Sequence[str]) -> str:
     """Why no step of ``series`` was confirmed: what became of each candidate, or why there was none; and the
-    commits whose points were refused as too wide, left out of the series."""
+    commits left out of the series, their ratios refused when recorded (``_anchored.py``)."""
     why = f"{counted(len(outcomes), 'candidate step')}: {'; '.join(outcomes)}" if outcomes else ""
     why = why or why_no_change(series, rule)
     if series.refused:
         commits = ", ".join(p.commit[:8] for p in series.refused[:3]) + (", ..." if len(series.refused) > 3 else "")
         why += (
-            f"; {counted(len(series.refused), 'commit')} left out, refused as too wide when recorded ({commits}): "
-            "record them again with --force and a longer --max-time"
+            f"; {counted(len(series.refused), 'commit')} left out, "
+            f"{'its ratio' if len(series.refused) == 1 else 'their ratios'} refused when recorded ({commits}: too "
+            "wide, or too few rounds): record them again with --force and a longer --max-time"
         )
     return why
 

@@ -197,7 +197,7 @@ def test_rounds_that_disagree_give_a_refused_ratio() -> None:
     low = [0.01 + 0.19 * i / 29 for i in range(30)]
     high = [7.0 + 29.0 * i / 33 for i in range(34)]
     point = ratio_point([(1.0, r) for r in low + high], iterations=1, seconds=5.0, started=0)
-    assert point.refused.startswith("its 99% interval is not within 5% of the ratio: the rounds disagree")
+    assert point.refused == "its 99% interval is not within 5% of it: the rounds disagree, a 5% step would hide"
     text = point_text(point)
     assert text.startswith(f"{point.median:.3f} [") and " refused (its 99% interval is not within 5%" in text
     assert point.stats() == (None,) * 6  # asv is given no statistics, and (row_of) no value

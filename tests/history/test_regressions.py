@@ -173,8 +173,8 @@ def test_with_no_candidate_step_each_series_says_why(tmp_path: Path, capsys: pyt
     noise = re.search(
         rf"nothing confirmed in {BENCHMARK} \[cpu\] on {MACHINE}: no step beyond the noise: the likeliest step, "
         r"\w{8}\.\.\w{8} \([+-]\d+\.\d%\), (has p = \S+, not under 0\.001|is under the 2% a step must reach); "
-        rf"1 commit left out, refused as too wide when recorded \({commits[5][:8]}\): record them again with --force "
-        "and a longer --max-time\n",
+        rf"1 commit left out, its ratio refused when recorded \({commits[5][:8]}: too wide, or too few rounds\): "
+        "record them again with --force and a longer --max-time\n",
         out,
     )
     assert noise, out
@@ -250,6 +250,26 @@ def test_one_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_history(repo / ".asv" / "pytest" / "results", commits, [0.002])
     err = refused(repo, capsys)
     assert "holds 1 recorded commit of branch main" in err and "record at least 6" in err
+
+
+def test_a_history_too_short_once_its_refused_ratios_are_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 7, work=False)
+    results = repo / ".asv" / "pytest" / "results"
+    write_history(results, commits, [0.002] * 7)
+    for commit in commits[:3]:
+        (path,) = (results / MACHINE).glob(f"{commit[:8]}-*.json")
+        data = json.loads(path.read_text())
+        data["results"][BENCHMARK][0] = [None]
+        data[REFUSED] = {BENCHMARK: {"cpu": "too wide"}}
+        path.write_text(json.dumps(data))
+    err = refused(repo, capsys)
+    assert "holds 4 recorded commits of branch main" in err and "record at least 6" in err
+    assert (
+        "; 3 more commits were recorded with a refused ratio (too wide, or too few rounds): record them again " in err
+    )
 
 
 def test_a_machine_that_does_not_exist(history_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
