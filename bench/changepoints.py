@@ -158,7 +158,7 @@ MACHINE: Final = "aa-box"
 
 def collect_anchored_noise(commits: int, max_time: float, where: Path, device: str = "cpu") -> list[Median]:
     """The ratios ``history record --anchor`` records for ``commits`` commits of an unchanged workload."""
-    from pytest_gpuperf.history import commit_order, points_of_row, read_results
+    from pytest_gpuperf.history import commit_order, points_of, read_results
 
     repo = where / "repo"
     (repo / "perf").mkdir(parents=True)
@@ -183,8 +183,7 @@ def collect_anchored_noise(commits: int, max_time: float, where: Path, device: s
     medians = []
     for commit in order:
         (path,) = (repo / ".asv" / "pytest" / "results" / MACHINE).glob(f"{commit[:8]}-*.json")
-        rows = read_results(path)["results"]
-        (point,) = points_of_row(rows[f"ab_vs_{order[0][:8]}.mlp"]).values()
+        (point,) = points_of(read_results(path), f"ab_vs_{order[0][:8]}.mlp").values()
         width = None if point.ci_low is None or point.ci_high is None else (point.ci_high - point.ci_low) / point.median
         medians.append(Median(point.median, width))
     return medians

@@ -10,7 +10,7 @@ from .._lazy import exports
 
 if TYPE_CHECKING:
     from ._asv import AsvTarget, Commit, write_results
-    from ._asv_files import CI, COLUMNS, FORMAT, RESULTS_API, AsvError, Point, points_of_row, read_results, row_of
+    from ._asv_files import CI, COLUMNS, FORMAT, RESULTS_API, AsvError, Point, points_of, read_results, row_of
     from ._changes import (
         ChangeRule,
         commit_order,
@@ -33,7 +33,7 @@ __all__ = [
     "add_history_command",
     "commit_order",
     "find_steps",
-    "points_of_row",
+    "points_of",
     "read_results",
     "row_of",
     "write_results",

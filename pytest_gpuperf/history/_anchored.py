@@ -15,10 +15,20 @@ anchor is fixed for the whole history, so the ratios of different commits compar
 other; its first 8 hex digits are part of each benchmark's name (``ab_vs_1a2b3c4d.mlp_train``),
 so that a history against another anchor is another series. Like every value this project
 writes to asv, lower is better (1.05: the commit takes 5% longer than the anchor).
+
+A ratio is only of use to the history when its interval can tell a step from none. One whose
+99% interval is not within ``WIDEST`` (5%, ab's default tolerance, the smallest step
+``history regressions`` confirms by default) of it either way, or that has no 99% interval (fewer
+than 8 rounds), is refused: the rounds disagree (a busy machine once gave ratios of 0.01 to 0.2 in
+some rounds and 7 to 36 in others, median 11.258), and as a point it would draw a step in asv's
+graph on unchanged code. Its line says so and why; it is written to asv as no value, with its
+ratios as samples and the reason beside the rows (``_asv_files.REFUSED``), and ``history
+regressions`` leaves it out of the series and counts it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,17 +36,34 @@ from pathlib import Path
 from typing import Final
 
 from .._git import commit_time
-from ..gate import DEFAULT_MAX_TIME, AbError, AbOptions, AbResult, Row, run_ab, select_names, workload_names
-from ..measuring import DeviceError, open_device
+from ..gate import (
+    DEFAULT_MAX_TIME,
+    DEFAULT_TOLERANCE,
+    AbError,
+    AbOptions,
+    AbResult,
+    Row,
+    run_ab,
+    select_names,
+    workload_names,
+)
+from ..measuring import DeviceError, counted, min_samples_for, open_device
 from ..results import Fingerprint, collect
 from ._asv import Commit, write_points
-from ._asv_files import ANCHORED, Point
+from ._asv_files import ANCHORED, CI, Point
 from ._record import HistoryError, Layout
 
-__all__ = ["UNIT", "AnchoredRecipe", "anchored_name", "ratio_point"]
+__all__ = ["UNIT", "WIDEST", "AnchoredRecipe", "anchored_name", "point_text", "ratio_point"]
 
 #: The unit asv shows for the ratios.
 UNIT: Final = "x anchor"
+#: A ratio whose 99% interval is not within this of it, either way, is refused (the module's docstring).
+WIDEST: Final = DEFAULT_TOLERANCE
+#: What a refused ratio's line says to do.
+REMEDY: Final = (
+    "a refused ratio is written to asv as no value: measure the commit again with --force and a longer --max-time "
+    "(more paired rounds), on a quieter machine"
+)
 
 
 def anchored_name(anchor: str, workload: str) -> str:
@@ -47,12 +74,33 @@ def anchored_name(anchor: str, workload: str) -> str:
 def ratio_point(rounds: Sequence[tuple[float, float]], iterations: int, seconds: float, started: int) -> Point:
     """asv's point of one commit: the median of the per-round ratios (commit / anchor) and its 99% interval.
 
-    ``rounds`` are (anchor's, commit's) seconds per call of each paired round. Too few rounds for a 99% interval:
-    the median alone, as for any measurement (``Point.of``)."""
+    ``rounds`` are (anchor's, commit's) seconds per call of each paired round. A point whose interval is too wide
+    for the history, or that has none (too few rounds), is refused (``Point.refused`` says why)."""
     ratios = tuple(head / base for base, head in rounds if base > 0)
     if not ratios:
         raise ValueError("no round with a positive time of the anchor: nothing to take a ratio of")
-    return Point.of(ratios, iterations, started, seconds)
+    point = Point.of(ratios, iterations, started, seconds)
+    why = _too_wide(point)
+    return dataclasses.replace(point, refused=why) if why else point
+
+
+def _too_wide(point: Point) -> str:
+    """Why ``point`` is of no use to the history ("" when it is)."""
+    low, high, ratio = point.ci_low, point.ci_high, point.median
+    if low is None or high is None:
+        rounds = counted(len(point.samples), "paired round")
+        return f"{rounds}, too few for a {CI:.0%} interval, which needs {min_samples_for(CI)}"
+    if ratio > 0 and ratio / (1 + WIDEST) <= low and high <= ratio * (1 + WIDEST):
+        return ""
+    return (
+        f"its {CI:.0%} interval is not within {WIDEST:.0%} of it: the rounds disagree, a {WIDEST:.0%} step would hide"
+    )
+
+
+def point_text(point: Point) -> str:
+    """A ratio as the commit's line shows it: ``1.012 [1.004, 1.020]``, its 99% interval; a refused one says why."""
+    interval = "" if point.ci_low is None or point.ci_high is None else f" [{point.ci_low:.3f}, {point.ci_high:.3f}]"
+    return f"{point.median:.3f}{interval}" + (f" refused ({point.refused})" if point.refused else "")
 
 
 @dataclass(frozen=True)
@@ -136,10 +184,13 @@ class AnchoredRecipe:
             machine=layout.machine,
             commit=Commit(head, commit_time(layout.repo, head) * 1000),
         )
-        ratios = ", ".join(
-            f"{name.split('.', 1)[1]} {p.median:.3f}" for name, by in points.items() for p in by.values()
+        every = [(name.split(".", 1)[1], p) for name, by in points.items() for p in by.values()]
+        ratios = ", ".join(f"{workload} {point_text(p)}" for workload, p in every)
+        return (
+            f"recorded against {self.anchor[:8]}: {ratios}"
+            + (f"; not recorded: {'; '.join(left)}" if left else "")
+            + (f"; {REMEDY}" if any(p.refused for _, p in every) else "")
         )
-        return f"recorded against {self.anchor[:8]}: {ratios}" + (f"; not recorded: {'; '.join(left)}" if left else "")
 
 
 def _point_of(row: Row, started: int) -> Point | None:

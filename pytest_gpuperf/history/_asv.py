@@ -44,13 +44,15 @@ from ._asv_files import (
     COLUMNS,
     FORMAT,
     MACHINE_API,
+    REFUSED,
     RESULTS_API,
     UNIT,
     AsvError,
     Point,
     load_json,
-    points_of_row,
+    points_of,
     read_results,
+    refused_reasons,
     row_of,
     unrepr,
     write_json,
@@ -230,8 +232,13 @@ def _merge_results(
 ) -> None:
     existing = read_results(path) if path.exists() else {}
     rows = existing.get("results", {})
+    kept = existing.get(REFUSED)
+    refused: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {}
     for name, by_device in points.items():
-        rows[name] = row_of({**points_of_row(rows.get(name)), **by_device})
+        merged = {**points_of(existing, name), **by_device}
+        rows[name] = row_of(merged)
+        refused[name] = refused_reasons(merged)
+    refused = {name: reasons for name, reasons in sorted(refused.items()) if reasons}
     data = {
         "commit_hash": commit.hash,
         "env_name": env_name,
@@ -243,6 +250,7 @@ def _merge_results(
         "result_columns": list(COLUMNS),
         "results": rows,
         "durations": existing.get("durations", {}),
+        **({REFUSED: refused} if refused else {}),
         "version": RESULTS_API,
     }
     write_json(path, data)

@@ -8,6 +8,11 @@ A measurement with fewer samples than a distribution-free 99% interval of the me
 needs (8) has no interval: its statistics columns are left empty (``null``) rather than
 filled with the samples' range, which covers less than 99%. asv then reads no statistics
 for that device and compares it by its factor alone, as it does a single sample.
+
+A point refused as too wide for a history (``history record --anchor``: ``_anchored.py``) is written
+with no value (``null``, which asv draws as no point and ``asv compare`` lists as failed) and no
+statistics; its samples stay, and why it was refused is kept beside the rows, under ``REFUSED``
+(a key of the results file that asv's reader ignores): ``{benchmark: {device: reason}}``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._jsonfile import JsonFileError, read_json
-from ..measuring import optional, summarize
+from ..measuring import median, optional, summarize
 from ..results import ResultsError, atomic_write_text
 
 __all__ = [
@@ -28,13 +33,15 @@ __all__ = [
     "COLUMNS",
     "FORMAT",
     "MACHINE_API",
+    "REFUSED",
     "RESULTS_API",
     "UNIT",
     "AsvError",
     "Point",
     "load_json",
-    "points_of_row",
+    "points_of",
     "read_results",
+    "refused_reasons",
     "row_of",
     "unrepr",
     "write_json",
@@ -46,6 +53,8 @@ UNIT: Final = "seconds"
 #: The names of the benchmarks ``history record --anchor`` writes start with this (``_anchored.py``).
 ANCHORED: Final = "ab_vs_"
 RESULTS_API: Final = 2
+#: The results file's key of the refused points' reasons (the module's docstring); asv's reader ignores it.
+REFUSED: Final = "pytest_gpuperf_refused"
 BENCHMARKS_API: Final = 2
 MACHINE_API: Final = 1
 #: asv's results columns, in its order (asv/results.py ``Results.save``).
@@ -85,6 +94,8 @@ class Point:
     samples: tuple[float, ...]
     started_at: int
     duration: float
+    #: why the point is no value of the history ("": it is one); written to asv as no value, the reason under REFUSED
+    refused: str = ""
 
     @classmethod
     def of(cls, values: Sequence[float], number: int, started_at: int, duration: float) -> Point:
@@ -95,8 +106,9 @@ class Point:
 
     def stats(self) -> tuple[float | None, float | None, float | None, float | None, int | None, int | None]:
         """The statistics columns: ci_99_a, ci_99_b, q_25, q_75, number, repeat; all None without an interval
-        (asv reads an empty statistics entry as none at all; a partial one would send it to a missing key)."""
-        if self.ci_low is None or self.ci_high is None:
+        (asv reads an empty statistics entry as none at all; a partial one would send it to a missing key); all None
+        for a refused point too."""
+        if self.refused or self.ci_low is None or self.ci_high is None:
             return None, None, None, None, None, None
         return self.ci_low, self.ci_high, self.q1, self.q3, self.number, len(self.samples)
 
@@ -106,7 +118,7 @@ def row_of(by_device: Mapping[str, Point]) -> list[Any]:
     devices = sorted(by_device)
     ps = [by_device[d] for d in devices]
     return [
-        [p.median for p in ps],
+        [None if p.refused else p.median for p in ps],
         [[repr(d) for d in devices]],
         FORMAT,
         max(p.started_at for p in ps),
@@ -117,8 +129,11 @@ def row_of(by_device: Mapping[str, Point]) -> list[Any]:
     ]
 
 
-def points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
-    """Points of a row this module wrote earlier (same version, one device parameter); other rows are replaced."""
+def _points_of_row(row: Sequence[Any] | None, refused: Mapping[str, str] | None = None) -> dict[str, Point]:
+    """Points of a row this module wrote earlier (same version, one device parameter); other rows are replaced.
+
+    ``refused``: the benchmark's entry of the file's ``REFUSED`` (device -> reason): a device with no value and a
+    reason there is a refused point (its median that of its samples); one with no value and no reason is none."""
     if not row or len(row) < len(COLUMNS) - 1:
         return {}
     cols = dict(zip(COLUMNS, row, strict=False))
@@ -133,20 +148,42 @@ def points_of_row(row: Sequence[Any] | None) -> dict[str, Point]:
 
     for i, device in enumerate(unrepr(p) for p in cols["params"][0]):
         try:
+            samples = tuple(float(x) for x in cols["samples"][i])
+            value, why = cols["result"][i], (refused or {}).get(device, "")
+            if value is not None:
+                why = ""
+            elif why and samples:
+                value = median(samples)
             out[device] = Point(
-                float(cols["result"][i]),
+                float(value),
                 stat("stats_ci_99_a", i, float),
                 stat("stats_ci_99_b", i, float),
                 stat("stats_q_25", i, float),
                 stat("stats_q_75", i, float),
                 stat("stats_number", i, int),
-                tuple(float(x) for x in cols["samples"][i]),
+                samples,
                 int(cols["started_at"]),
                 float(cols["duration"]) / len(cols["params"][0]),
+                why,
             )
         except (TypeError, ValueError, IndexError):
             continue
     return out
+
+
+def points_of(data: Mapping[str, Any], name: str) -> dict[str, Point]:
+    """Points of benchmark ``name`` in a results file as ``read_results`` returns it: its row, and its refused
+    points' reasons (``REFUSED``; an entry that is not text is no reason)."""
+    rows, refused = data.get("results"), data.get(REFUSED)
+    row = rows.get(name) if isinstance(rows, dict) else None
+    reasons = refused.get(name) if isinstance(refused, dict) else None
+    why = {str(d): r for d, r in reasons.items() if isinstance(r, str)} if isinstance(reasons, dict) else {}
+    return _points_of_row(row, why)
+
+
+def refused_reasons(points: Mapping[str, Point]) -> dict[str, str]:
+    """The ``REFUSED`` entry of one benchmark: device -> reason, for its refused points."""
+    return {device: p.refused for device, p in sorted(points.items()) if p.refused}
 
 
 def unrepr(value: object) -> str:

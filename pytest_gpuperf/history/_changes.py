@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Final
 
 from .._git import GitError, git
-from ..measuring import median, t_two_sided_p
+from ..measuring import counted, median, t_two_sided_p
 from ..results import ResultsError, load_run
 from ._asv import benchmark_name, time_ms
-from ._asv_files import AsvError, points_of_row, read_results
+from ._asv_files import AsvError, points_of, read_results
 from ._record import HistoryError
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "commit_order",
     "find_steps",
     "history_series",
+    "why_no_change",
 ]
 
 
@@ -112,6 +113,8 @@ class HistoryPoint:
     commit: str  # the full hash
     value: float  # the median time per step in seconds, or an anchored series' time ratio (lower is better)
     date_ms: int | None = None  # the commit's date as asv stores it (milliseconds); None where unknown
+    #: why the point is no value of the series ("": it is one): an anchored ratio too wide (``_anchored.py``)
+    refused: str = ""
 
 
 @dataclass(frozen=True, order=True)
@@ -132,6 +135,8 @@ class Series:
 
     key: SeriesKey
     points: tuple[HistoryPoint, ...]
+    #: the commits whose every point was refused (``HistoryPoint.refused``), left out of ``points``, oldest first
+    refused: tuple[HistoryPoint, ...] = ()
 
     @property
     def values(self) -> list[float]:
@@ -177,11 +182,34 @@ def find_steps(values: Sequence[float], rule: ChangeRule = DEFAULT_RULE) -> list
     A series shorter than ``2 * rule.min_segment`` has none. ValueError names the first value that is not a finite
     number (None, NaN, infinity): a missing commit is left out of the series, never filled in.
     """
+    return _detect(values, rule)[0]
+
+
+def why_no_change(series: Series, rule: ChangeRule = DEFAULT_RULE) -> str:
+    """Why ``changes_of`` finds no change in ``series`` ("" when it finds one): too few points, or the likeliest
+    step (the last one the detector tried) and the part of ``rule`` it fails."""
+    steps, nearest = _detect(series.values, rule)
+    if steps:
+        return ""
+    if nearest is None:
+        return f"{counted(len(series.points), 'point')}: a step needs {rule.min_segment} on each side"
+    before, after = series.points[nearest.index - 1].commit, series.points[nearest.index].commit
+    where = f"the likeliest step, {before[:8]}..{after[:8]} ({nearest.ratio - 1:+.1%}),"
+    if nearest.p_value >= rule.alpha:
+        return f"no step beyond the noise: {where} has p = {nearest.p_value:.2g}, not under {rule.alpha:g}"
+    return f"no step beyond the noise: {where} is under the {rule.min_magnitude:.0%} a step must reach"
+
+
+def _detect(values: Sequence[float], rule: ChangeRule) -> tuple[list[Step], Step | None]:
+    """The steps, and with none the likeliest step refused (the last the merge pass dropped, or the best split of
+    the whole series); None for a series too short to have one."""
     xs = _checked(values)
     if len(xs) < 2 * rule.min_segment:
-        return []
+        return [], None
     cuts: list[int] = []
     _split(xs, 0, len(xs), rule, _first_pass(rule.alpha), cuts)
+    if not cuts:
+        return [], _steps(xs, [_best_split(xs, 0, len(xs), rule.min_segment)])[0]
     return _merge(xs, sorted(cuts), rule)
 
 
@@ -245,18 +273,20 @@ def _best_split(xs: list[float], start: int, end: int, m: int) -> int:
     return best
 
 
-def _merge(xs: list[float], cuts: list[int], rule: ChangeRule) -> list[Step]:
+def _merge(xs: list[float], cuts: list[int], rule: ChangeRule) -> tuple[list[Step], Step | None]:
     """Otava's merge pass: drop the weakest change (largest p-value, else smallest magnitude) until every one left
-    passes ``rule`` against the segments its neighbours bound."""
+    passes ``rule`` against the segments its neighbours bound; with none left, the last one dropped."""
+    dropped = None
     while cuts:
         steps = _steps(xs, cuts)
         weakest = max(steps, key=lambda s: s.p_value)
         if weakest.p_value < rule.alpha:
             weakest = min(steps, key=lambda s: s.magnitude)
             if weakest.magnitude >= rule.min_magnitude:
-                return steps
+                return steps, None
         cuts = [c for c in cuts if c != weakest.index]
-    return []
+        dropped = weakest
+    return [], dropped
 
 
 def _steps(xs: list[float], cuts: list[int]) -> list[Step]:
@@ -369,12 +399,11 @@ def _asv_points(results: Path) -> _Found:
         if not isinstance(commit, str) or not isinstance(rows, dict):
             continue
         date_ms = date if isinstance(date, int) and not isinstance(date, bool) else None
-        for name, row in sorted(rows.items()):
-            for device, point in points_of_row(row).items():
+        for name in sorted(rows):
+            for device, point in points_of(data, name).items():
                 if math.isfinite(point.median):
-                    found.append(
-                        (SeriesKey(name, device, path.parent.name), HistoryPoint(commit, point.median, date_ms))
-                    )
+                    key, value = SeriesKey(name, device, path.parent.name), point.median
+                    found.append((key, HistoryPoint(commit, value, date_ms, point.refused)))
     return found
 
 
@@ -410,16 +439,21 @@ def _series(found: _Found, order: Sequence[str] | None, machine: str | None) -> 
         by_key.setdefault(key, {}).setdefault(commit, []).append(point)
     out = {}
     for key, commits in sorted(by_key.items()):
-        points = [
-            HistoryPoint(commit, median(p.value for p in ps), min((p.date_ms for p in ps if p.date_ms), default=None))
-            for commit, ps in commits.items()
-        ]
+        points = [_merged(commit, ps) for commit, ps in commits.items()]
         if order is not None:
             points.sort(key=lambda p: position[p.commit])
         else:
             points.sort(key=lambda p: (p.date_ms is None, p.date_ms or 0, p.commit))
-        out[key] = Series(key, tuple(points))
+        kept = tuple(p for p in points if not p.refused)
+        out[key] = Series(key, kept, tuple(p for p in points if p.refused))
     return out
+
+
+def _merged(commit: str, points: Sequence[HistoryPoint]) -> HistoryPoint:
+    """One commit's point from its results: the median of those not refused (a refused one where all are)."""
+    kept = [p for p in points if not p.refused] or list(points)
+    date = min((p.date_ms for p in points if p.date_ms), default=None)
+    return HistoryPoint(commit, median(p.value for p in kept), date, kept[0].refused)
 
 
 def _full(commit: str, position: Mapping[str, int]) -> str | None:

@@ -39,7 +39,17 @@ from ..gate import (
 from ..measuring import DeviceError, clipped, counted, open_device
 from ..results import OutputKind, ResultsError, atomic_write_text, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
-from ._changes import DEFAULT_RULE, Change, ChangeRule, Series, changes_of, commit_order, history_series
+from ._changes import (
+    DEFAULT_RULE,
+    Change,
+    ChangeRule,
+    Series,
+    SeriesKey,
+    changes_of,
+    commit_order,
+    history_series,
+    why_no_change,
+)
 from ._record import HistoryError, Layout, exclusive
 
 __all__ = [
@@ -156,6 +166,9 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (series or step, why not measured)
     series: int = 0
+    #: each series with no confirmed step, and why: too few points, no step beyond the noise, a candidate not
+    #: confirmed or not measured; and the commits left out, their ratios refused when recorded
+    unconfirmed: list[tuple[SeriesKey, str]] = field(default_factory=list)
 
     @property
     def confirmed(self) -> list[Finding]:
@@ -181,6 +194,10 @@ class Report:
             "series": self.series,
             "findings": [f.to_dict() for f in self.findings],
             "skipped": [{"what": what, "why": why} for what, why in self.skipped],
+            "unconfirmed": [
+                {"benchmark": key.benchmark, "device": key.device, "machine": key.machine, "why": why}
+                for key, why in self.unconfirmed
+            ],
         }
 
 
@@ -292,10 +309,17 @@ def _series(hunt: Hunt) -> dict[Any, Series]:
         raise HistoryError(f"-k {' -k '.join(hunt.benchmarks)} matched none of the benchmarks in {layout.results}")
     longest = max(len(s.points) for s in chosen.values())
     if longest < 2 * hunt.rule.min_segment:
+        refused = max(len(s.refused) for s in chosen.values())
         raise HistoryError(
             f"{layout.results} holds {counted(longest, 'recorded commit')} of branch {hunt.branch} "
             f"on machine {layout.machine}; a step needs {hunt.rule.min_segment} on each side: record at least "
             f"{2 * hunt.rule.min_segment} (pytest-gpuperf history record --last {2 * hunt.rule.min_segment})"
+            + (
+                f"; {counted(refused, 'more commit')} {'was' if refused == 1 else 'were'} recorded with a refused "
+                "ratio (too wide, or too few rounds): record them again with --force and a longer --max-time"
+                if refused
+                else ""
+            )
         )
     return chosen
 
@@ -350,18 +374,44 @@ def _hunt_series(hunt: Hunt, series: Series, names: Sequence[str], report: Repor
     repo = hunt.layout.repo
     base_url = hunt.graph_url.rstrip("/") + "/index.html" if hunt.graph_url else str(hunt.layout.html / "index.html")
     changes = changes_of(series, hunt.rule)
+    outcomes: list[str] = []  # what became of each candidate step not confirmed
     for change in changes:
-        where = f"{series.key} {change.before_commit[:8]}..{change.after_commit[:8]} ({change.ratio - 1:+.1%})"
-        if hunt.since is not None and not hunt.since.newer(repo, change.after_commit):
-            report.skipped.append((where, f"not newer than --since {hunt.since.given}"))
-            continue
+        step = f"{change.before_commit[:8]}..{change.after_commit[:8]} ({change.ratio - 1:+.1%})"
+        where = f"{series.key} {step}"
         workload = hunt.workload or match_workload(series.key.benchmark, names)
-        if workload is None:
-            report.skipped.append((where, "no workload's name is in the benchmark's name; name one with --workload"))
+        if hunt.since is not None and not hunt.since.newer(repo, change.after_commit):
+            why = f"not newer than --since {hunt.since.given}"
+        elif workload is None:
+            why = "no workload's name is in the benchmark's name; name one with --workload"
+        else:
+            why = ""
+        if why or workload is None:
+            report.skipped.append((where, why))
+            outcomes.append(f"{step} not measured ({why})")
             continue
         say(f"step {where}: confirming with ab, workload {workload}")
         culprit = hunt_span(_span(repo, change, series, changes), ab_pair(hunt, workload, say))
-        report.findings.append(_finding(hunt, change, workload, culprit, base_url))
+        finding = _finding(hunt, change, workload, culprit, base_url)
+        report.findings.append(finding)
+        if not culprit.confirmed:
+            outcomes.append(f"{step} not confirmed by ab ({_confirm_cell(finding)})")
+    if len(outcomes) == len(changes):
+        report.unconfirmed.append((series.key, _why_unconfirmed(series, hunt.rule, outcomes)))
+
+
+def _why_unconfirmed(series: Series, rule: ChangeRule, outcomes: Sequence[str]) -> str:
+    """Why no step of ``series`` was confirmed: what became of each candidate, or why there was none; and the
+    commits left out of the series, their ratios refused when recorded (``_anchored.py``)."""
+    why = f"{counted(len(outcomes), 'candidate step')}: {'; '.join(outcomes)}" if outcomes else ""
+    why = why or why_no_change(series, rule)
+    if series.refused:
+        commits = ", ".join(p.commit[:8] for p in series.refused[:3]) + (", ..." if len(series.refused) > 3 else "")
+        why += (
+            f"; {counted(len(series.refused), 'commit')} left out, "
+            f"{'its ratio' if len(series.refused) == 1 else 'their ratios'} refused when recorded ({commits}: too "
+            "wide, or too few rounds): record them again with --force and a longer --max-time"
+        )
+    return why
 
 
 def _finding(hunt: Hunt, change: Change, workload: str, culprit: Culprit, base_url: str) -> Finding:
@@ -429,6 +479,7 @@ def lines(report: Report) -> list[str]:
         out.append(f"{f.change.key}: graph {f.graph}")
         out += [f"  {p.role}: {p.text()}" + (f": {p.reason}" if p.ratio is None else "") for p in f.culprit.probes]
     out += [f"not measured: {what}: {why}" for what, why in report.skipped]
+    out += [f"nothing confirmed in {key}: {why}" for key, why in report.unconfirmed]
     confirmed = report.confirmed
     slower = sum(f.culprit.direction == "slower" for f in confirmed)
     since = report.hunt.since

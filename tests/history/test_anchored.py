@@ -8,6 +8,7 @@ returns its nominal time, so a commit planted 50% slower than the anchor is reco
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.history import commit_order, points_of_row, read_results
-from pytest_gpuperf.history._anchored import UNIT, anchored_name, ratio_point
+from pytest_gpuperf.history import commit_order, points_of, read_results
+from pytest_gpuperf.history._anchored import UNIT, anchored_name, point_text, ratio_point
+from pytest_gpuperf.history._asv_files import REFUSED
 from pytest_gpuperf.history._changes import history_series
 from pytest_gpuperf.measuring._backends import CpuBackend
 from tests.exact_timing import exact_time_block
@@ -65,7 +67,8 @@ def test_each_commit_is_recorded_as_its_ratio_to_the_anchor(tmp_path: Path, caps
     commits = scratch_repository(repo, [0.002] * 3 + [0.003] * 3, work=False)
     assert main(record_args(repo, "--anchor", commits[0], "--last", "6")) == 0
     out = capsys.readouterr().out
-    assert f"{commits[3][:8]} commit 3: DELAY 0.003000: recorded against {commits[0][:8]}: spin 1.500" in out
+    line = f"{commits[3][:8]} commit 3: DELAY 0.003000: recorded against {commits[0][:8]}: spin 1.500 [1.500, 1.500]"
+    assert line in out and "refused" not in out
     name = anchored_name(commits[0], "spin")
     assert name == f"ab_vs_{commits[0][:8]}.spin"
     (series,) = history_series(results_of(repo), order=commit_order(repo, "main"), machine=MACHINE).values()
@@ -73,7 +76,7 @@ def test_each_commit_is_recorded_as_its_ratio_to_the_anchor(tmp_path: Path, caps
     assert [p.commit for p in series.points] == commits
     assert [p.value for p in series.points] == [1.0, 1.0, 1.0, 1.5, 1.5, 1.5]
     (path,) = (results_of(repo) / MACHINE).glob(f"{commits[3][:8]}-*.json")
-    (point,) = points_of_row(read_results(path)["results"][name]).values()
+    (point,) = points_of(read_results(path), name).values()
     assert point.ci_low is not None and point.ci_high is not None and point.ci_low <= 1.5 <= point.ci_high
     assert point.samples and set(point.samples) == {1.5}  # the per-round ratios
     entry = json.loads((results_of(repo) / "benchmarks.json").read_text())[name]
@@ -177,10 +180,69 @@ def test_ratio_point_is_the_median_of_the_rounds_ratios_with_its_99_interval() -
     assert point.median == pytest.approx(1.03)
     assert point.ci_low is not None and point.ci_high is not None and point.ci_low <= 1.03 <= point.ci_high
     assert (point.number, point.duration, point.started_at, len(point.samples)) == (4, 0.5, 123, 60)
-    few = ratio_point([(1.0, 1.1), (1.0, 1.2)], iterations=1, seconds=0.1, started=0)
-    assert few.median == pytest.approx(1.15) and few.ci_low is None and few.ci_high is None
+    assert not point.refused
     with pytest.raises(ValueError, match="no round with a positive time"):
         ratio_point([(0.0, 1.0)], iterations=1, seconds=0.1, started=0)
+
+
+def test_a_tight_ratio_is_shown_with_its_99_interval() -> None:
+    ratios = [1.004, 1.008, 1.010, 1.012, 1.012, 1.014, 1.016, 1.020] * 5
+    point = ratio_point([(1.0, r) for r in ratios], iterations=1, seconds=1.0, started=0)
+    assert not point.refused and point_text(point) == "1.012 [1.010, 1.014]"
+    assert point_text(ratio_point([(1.0, r) for r in ratios[:8]], 1, 1.0, 0)) == "1.012 [1.004, 1.020]"
+
+
+def test_rounds_that_disagree_give_a_refused_ratio() -> None:
+    """The issue's rounds: ratios of 0.01 to 0.2 in some, 7 to 36 in the others; their median is no ratio."""
+    low = [0.01 + 0.19 * i / 29 for i in range(30)]
+    high = [7.0 + 29.0 * i / 33 for i in range(34)]
+    point = ratio_point([(1.0, r) for r in low + high], iterations=1, seconds=5.0, started=0)
+    assert point.refused == "its 99% interval is not within 5% of it: the rounds disagree, a 5% step would hide"
+    text = point_text(point)
+    assert text.startswith(f"{point.median:.3f} [") and " refused (its 99% interval is not within 5%" in text
+    assert point.stats() == (None,) * 6  # asv is given no statistics, and (row_of) no value
+
+
+def test_too_few_rounds_for_an_interval_give_a_refused_ratio() -> None:
+    few = ratio_point([(1.0, 1.1), (1.0, 1.2)], iterations=1, seconds=0.1, started=0)
+    assert few.median == pytest.approx(1.15) and few.ci_low is None and few.ci_high is None
+    assert few.refused == "2 paired rounds, too few for a 99% interval, which needs 8"
+    assert point_text(few) == f"1.150 refused ({few.refused})"
+
+
+def test_a_refused_ratio_is_no_value_in_asv_and_no_point_of_the_series(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A commit whose rounds disagree (its step takes 1/20 of the anchor's time in one round, 15x in the next):
+    the line shows the ratio with its interval and says it is refused, why and what to do; asv's file has no value
+    for it, the reason beside its rows; the series leaves it out and counts it."""
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 2, work=False)
+    workloads = repo / "perf" / "workloads.py"
+    text = workloads.read_text()
+    text = text.replace(
+        "def _build(device, size):\n", "BUILDS = [0]\n\n\ndef _build(device, size):\n    BUILDS[0] += 1\n"
+    )
+    text = text.replace("return DELAY  #", "return DELAY * (0.05 if BUILDS[0] % 2 else 15.0)  #")
+    workloads.write_text(text)
+    subprocess.run(["git", "commit", "-qam", "rounds that disagree"], cwd=repo, check=True)
+    assert main(record_args(repo, "--anchor", commits[0], "--last", "3")) == 0
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if "rounds that disagree" in line]
+    assert re.search(r": spin \d+\.\d{3} \[0\.050, 15\.000\] refused \(its 99% interval is not within 5%", line), line
+    assert "measure the commit again with --force and a longer --max-time" in line
+    assert sum("refused" in other for other in out.splitlines()) == 1  # the other commits are not
+    name, head = anchored_name(commits[0], "spin"), commit_order(repo, "main")[-1]
+    (path,) = (results_of(repo) / MACHINE).glob(f"{head[:8]}-*.json")
+    data = read_results(path)
+    assert data["results"][name][0] == [None] and data["results"][name][5] == [None]  # no value, no statistics
+    assert data[REFUSED] == {name: {"cpu": line.split(" refused (")[1].split(");")[0]}}
+    (point,) = points_of(data, name).values()
+    assert point.refused == data[REFUSED][name]["cpu"]
+    assert sorted({round(r, 6) for r in point.samples}) == [0.05, 15.0]  # the rounds' ratios are kept
+    (series,) = history_series(results_of(repo), order=commit_order(repo, "main"), machine=MACHINE).values()
+    assert [p.commit for p in series.points] == commits
+    assert [p.commit for p in series.refused] == [head]
 
 
 @pytest.mark.e2e  # a bench/ script end to end, with the real timer

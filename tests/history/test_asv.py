@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_gpuperf.history import FORMAT, AsvError, Commit, read_results, write_results
+from pytest_gpuperf.history import FORMAT, AsvError, Commit, Point, read_results, write_results
 from pytest_gpuperf.history._asv import benchmark_name
 from pytest_gpuperf.measuring import Measurement
 from pytest_gpuperf.results import Fingerprint, Record, Run
@@ -147,6 +147,49 @@ def test_too_few_samples_for_a_99_percent_interval_write_no_statistics(tmp_path:
     # Written again beside another run, the row keeps the device without statistics as it was.
     write_results(tmp_path, _run(_record("t.py::test_b[cpu]")), machine="m", commit=Commit("ab" * 20, 1))
     assert read_results(path)["results"]["t.test_a"][5:10] == row[5:10]
+
+
+def test_a_refused_point_is_no_value_for_asv_and_its_reason_stays_beside_the_rows(tmp_path: Path) -> None:
+    """``history record --anchor``'s refused ratio: asv reads no value and no statistics for that device (its graph
+    draws no point), the ratios stay as samples, and the reason is kept under REFUSED through later merges until the
+    device is measured again."""
+    import dataclasses
+
+    from asv.results import Results
+
+    from pytest_gpuperf.history._asv import write_points
+    from pytest_gpuperf.history._asv_files import REFUSED, points_of
+
+    fingerprint = _run().fingerprint
+    commit = Commit("d" * 40, 1)
+
+    def write(points: dict[str, Point]) -> Path:
+        code, pretty = {"r.spin": "code"}, {"r.spin": "spin"}
+        return write_points(
+            tmp_path, {"r.spin": points}, code=code, pretty=pretty, unit="x", fingerprint=fingerprint, machine="m",
+            commit=commit,
+        )  # fmt: skip
+
+    good = Point.of(EIGHT, 1, 0, 1.0)
+    wide = dataclasses.replace(Point.of((0.05, 15.0) * 4, 1, 0, 1.0), refused="the rounds disagree")
+    path = write({"cpu": wide, "cuda:0": good})
+    data = read_results(path)
+    assert data[REFUSED] == {"r.spin": {"cpu": "the rounds disagree"}}
+    results = Results.load(str(path), machine_name="m")
+    params = results.get_result_params("r.spin")
+    assert results.get_result_value("r.spin", params) == [None, pytest.approx(1.0)]
+    refused_stats, stats = results.get_result_stats("r.spin", params)
+    assert refused_stats == {} and stats["ci_99_a"] == pytest.approx(0.9)
+    assert results.get_result_samples("r.spin", params)[0] == [0.05, 15.0] * 4
+    (read_back, kept) = (points_of(data, "r.spin")[d] for d in ("cpu", "cuda:0"))
+    assert read_back.refused == "the rounds disagree" and read_back.median == pytest.approx(7.525) and not kept.refused
+    # Another device written later: the refused point and its reason stay.
+    write({"mps": good})
+    assert read_results(path)[REFUSED] == {"r.spin": {"cpu": "the rounds disagree"}}
+    assert read_results(path)["results"]["r.spin"][0] == [None, pytest.approx(1.0), pytest.approx(1.0)]
+    # Measured again and kept: the value is back, and so is no reason.
+    write({"cpu": good})
+    assert REFUSED not in read_results(path) and read_results(path)["results"]["r.spin"][0] == [pytest.approx(1.0)] * 3
 
 
 def test_runs_of_other_devices_and_tests_merge(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@ read from asv results and stored runs."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,7 +15,17 @@ import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
 from pytest_gpuperf.history import ChangeRule, Commit, commit_order, find_steps, write_results
-from pytest_gpuperf.history._changes import Change, HistoryPoint, Series, SeriesKey, _t_test, changes_of, history_series
+from pytest_gpuperf.history._asv_files import REFUSED
+from pytest_gpuperf.history._changes import (
+    Change,
+    HistoryPoint,
+    Series,
+    SeriesKey,
+    _t_test,
+    changes_of,
+    history_series,
+    why_no_change,
+)
 from pytest_gpuperf.history._record import HistoryError
 from pytest_gpuperf.results import ResultsDir
 from tests.synthetic import make_record, make_run, samples_around, with_fingerprint
@@ -130,6 +142,27 @@ def test_a_change_names_the_commits_either_side() -> None:
     assert not improvement.regression and improvement.magnitude == pytest.approx(0.2, rel=0.05)
 
 
+def test_why_no_change_names_what_the_likeliest_step_lacks() -> None:
+    def series(values: list[float]) -> Series:
+        key = SeriesKey("suites.test_mlp.test_train", "cpu", "box")
+        return Series(key, tuple(HistoryPoint(f"{i:02x}" * 20, v) for i, v in enumerate(values)))
+
+    assert why_no_change(series(noisy([(1.0, 12), (1.2, 12)]))) == ""
+    assert why_no_change(series([1.0] * 5)) == "5 points: a step needs 3 on each side"
+    assert why_no_change(series([])) == "0 points: a step needs 3 on each side"
+    flat = why_no_change(series(noisy([(1.0, 24)], seed=2)))
+    assert re.fullmatch(
+        r"no step beyond the noise: the likeliest step, (\w\w)\1{3}\.\.(\w\w)\2{3} \([+-]\d\.\d%\), has p = \S+, "
+        r"not under 0\.001",
+        flat,
+    ), flat
+    # significant, but 1% where a step must reach 2%: the step between commits 11 and 12 is named
+    small = why_no_change(series([1.0] * 12 + [1.01] * 12))
+    assert small == (
+        "no step beyond the noise: the likeliest step, 0b0b0b0b..0c0c0c0c (+1.0%), is under the 2% a step must reach"
+    )
+
+
 # ---------------------------------------------------------------- reading the history
 
 
@@ -158,6 +191,30 @@ def test_series_from_asv_results_in_commit_order(tmp_path: Path) -> None:
     assert {k.machine for k in everything} == {"box", "other"}
     by_date = everything[series.key]
     assert [p.commit for p in by_date.points][:2] == ["ff" * 20, commits[-1]]
+
+
+def test_a_refused_point_is_left_out_of_its_series_and_counted(tmp_path: Path) -> None:
+    """A point refused as too wide when recorded (``history record --anchor``) is no value of the series; a commit
+    with another result that is not refused (another asv environment) keeps that one."""
+    results = tmp_path / "results"
+    commits = [f"{i:02x}" * 20 for i in range(1, 5)]
+    for i, commit in enumerate(commits):
+        _write_asv(results, commit, i, 2e-3)
+    name = "suites.test_mlp.test_train"
+
+    def refuse(path: Path, to: Path) -> None:
+        data = json.loads(path.read_text())
+        data["results"][name][0] = [None]
+        data[REFUSED] = {name: {"cpu": "too wide"}}
+        to.write_text(json.dumps(data))
+
+    (first,) = (results / "box").glob(f"{commits[1][:8]}-*.json")
+    refuse(first, first)
+    (second,) = (results / "box").glob(f"{commits[2][:8]}-*.json")
+    refuse(second, second.with_name(second.name.replace(".json", "-other.json")))
+    (series,) = history_series(results, order=commits).values()
+    assert [p.commit for p in series.points] == [commits[0], commits[2], commits[3]]
+    assert [(p.commit, p.refused) for p in series.refused] == [(commits[1], "too wide")]
 
 
 def test_series_from_stored_runs_skip_dirty_trees_and_merge_repeats(tmp_path: Path) -> None:

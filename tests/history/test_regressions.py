@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.cli import main
+from pytest_gpuperf.history._asv_files import REFUSED
 from pytest_gpuperf.measuring._backends import CpuBackend
 from tests.exact_timing import exact_time_block
 
@@ -125,6 +126,11 @@ def test_since_a_date_after_the_step_measures_nothing(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert "not measured: " in out and "not newer than --since 2999-01-01" in out
     assert "0 candidate steps in 1 series" in out
+    assert re.search(
+        rf"nothing confirmed in {BENCHMARK} \[cpu\] on {MACHINE}: 1 candidate step: \w{{8}}\.\.\w{{8}} \(\+\d+\.\d%\) "
+        r"not measured \(not newer than --since 2999-01-01\)",
+        out,
+    ), out
 
 
 def test_a_benchmark_no_workload_is_named_in_is_listed_not_measured(
@@ -141,6 +147,67 @@ def test_a_benchmark_no_workload_is_named_in_is_listed_not_measured(
     assert main(args(repo)) == 0
     out = capsys.readouterr().out
     assert "no workload's name is in the benchmark's name; name one with --workload" in out
+
+
+def test_with_no_candidate_step_each_series_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's ``0 candidate steps`` with nothing per series: each series now says why nothing was confirmed,
+    and counts the commits whose points were refused as too wide when recorded."""
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 8, work=False)
+    results = repo / ".asv" / "pytest" / "results"
+    write_history(results, commits, noisy([0.002] * 8, 1))
+    short = f"{BENCHMARK}_short"
+    for number, commit in enumerate(commits):
+        (path,) = (results / MACHINE).glob(f"{commit[:8]}-*.json")
+        data = json.loads(path.read_text())
+        if number < 2:  # a second series of two commits
+            data["results"][short] = data["results"][BENCHMARK]
+        if number == 5:  # the point of commit 5 was refused as too wide when recorded
+            data["results"][BENCHMARK][0] = [None]
+            data[REFUSED] = {BENCHMARK: {"cpu": "its 99% interval is not within 5% of the ratio"}}
+        path.write_text(json.dumps(data))
+    report = tmp_path / "regressions.json"
+    assert main(args(repo, "--json", str(report))) == 0
+    out = capsys.readouterr().out
+    assert "0 candidate steps in 2 series" in out
+    noise = re.search(
+        rf"nothing confirmed in {BENCHMARK} \[cpu\] on {MACHINE}: no step beyond the noise: the likeliest step, "
+        r"\w{8}\.\.\w{8} \([+-]\d+\.\d%\), (has p = \S+, not under 0\.001|is under the 2% a step must reach); "
+        rf"1 commit left out, its ratio refused when recorded \({commits[5][:8]}: too wide, or too few rounds\): "
+        "record them again with --force and a longer --max-time\n",
+        out,
+    )
+    assert noise, out
+    assert f"nothing confirmed in {short} [cpu] on {MACHINE}: 2 points: a step needs 3 on each side\n" in out
+    unconfirmed = json.loads(report.read_text())["unconfirmed"]
+    assert [(u["benchmark"], u["device"], u["machine"]) for u in unconfirmed] == [
+        (BENCHMARK, "cpu", MACHINE),
+        (short, "cpu", MACHINE),
+    ]
+    assert unconfirmed[1]["why"] == "2 points: a step needs 3 on each side"
+
+
+def test_a_candidate_ab_does_not_confirm_is_said_per_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A step in the recorded values between commits that do not differ (a noisy recording): ab finds them equal."""
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 8, work=False)
+    write_history(repo / ".asv" / "pytest" / "results", commits, noisy([0.002] * 4 + [0.003] * 4, 1))
+    assert main(args(repo)) == 0
+    out = capsys.readouterr().out
+    assert "1 candidate step in 1 series: 0 confirmed slower, 0 confirmed faster" in out
+    step = f"{commits[3][:8]}..{commits[4][:8]}"
+    assert re.search(
+        rf"nothing confirmed in {BENCHMARK} \[cpu\] on {MACHINE}: 1 candidate step: {step} \(\+\d+\.\d%\) not "
+        r"confirmed by ab \(1\.000 \[1\.000, 1\.000\] unchanged\)\n",
+        out,
+    ), out
+
+
+def test_a_confirmed_step_leaves_its_series_unlisted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    planted(repo)
+    assert main(args(repo)) == 1
+    assert "nothing confirmed in" not in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- bad input: exit 2, a clear error, nothing changed
@@ -183,6 +250,26 @@ def test_one_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_history(repo / ".asv" / "pytest" / "results", commits, [0.002])
     err = refused(repo, capsys)
     assert "holds 1 recorded commit of branch main" in err and "record at least 6" in err
+
+
+def test_a_history_too_short_once_its_refused_ratios_are_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    commits = scratch_repository(repo, [0.002] * 7, work=False)
+    results = repo / ".asv" / "pytest" / "results"
+    write_history(results, commits, [0.002] * 7)
+    for commit in commits[:3]:
+        (path,) = (results / MACHINE).glob(f"{commit[:8]}-*.json")
+        data = json.loads(path.read_text())
+        data["results"][BENCHMARK][0] = [None]
+        data[REFUSED] = {BENCHMARK: {"cpu": "too wide"}}
+        path.write_text(json.dumps(data))
+    err = refused(repo, capsys)
+    assert "holds 4 recorded commits of branch main" in err and "record at least 6" in err
+    assert (
+        "; 3 more commits were recorded with a refused ratio (too wide, or too few rounds): record them again " in err
+    )
 
 
 def test_a_machine_that_does_not_exist(history_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
