@@ -226,3 +226,77 @@ def test_no_file_installs_torch() -> None:
             if "install" in words:
                 rest = words[words.index("install") + 1 :]
                 assert not [w for w in rest if re.match(r"torch\b", w)], f"{name}: {shlex.join(words)}"
+
+
+# ---------------------------------------------------------------- what the templates run is pinned (issue 36)
+
+#: A requirement on this package in a file's text, with what follows its extras (the version specifier).
+REQUIREMENT = re.compile(r"pytest-gpuperf\[[\w,]+\]([^\s\"'`]*)")
+#: An action pinned to a commit, its release in a trailing comment (GitHub's hardening guide: a tag can be moved).
+PINNED_USES = re.compile(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
+
+
+def _installs(job: Any) -> list[list[str]]:
+    """What each `pip install` of a job installs: the words after `install`."""
+    return [
+        words[words.index("install") + 1 :] for words in _job_commands(job) if words[1:4] == ["-m", "pip", "install"]
+    ]
+
+
+#: The templates and the page that says how to lock what their trusted jobs install.
+PINNED_FILES = [CI / name for name in FILES] + [CI.parent / "ci.md"]
+
+
+@pytest.mark.parametrize("path", PINNED_FILES, ids=lambda p: p.name)
+def test_every_requirement_on_pytest_gpuperf_names_this_version(path: Path) -> None:
+    from pytest_gpuperf import __version__
+
+    pins = REQUIREMENT.findall(path.read_text(encoding="utf-8"))  # install lines, and the one to lock
+    assert pins and all(pin == f"=={__version__}" for pin in pins), pins
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_install_is_pinned_to_this_version_or_hashed(name: str) -> None:
+    from pytest_gpuperf import __version__
+
+    installs = _installs(yaml.safe_load((CI / name).read_text(encoding="utf-8")))
+    assert installs
+    for words in installs:
+        hashed = "--require-hashes" in words and "-r" in words
+        assert hashed or [w for w in words if not w.startswith("-")] == [f"pytest-gpuperf[nvml]=={__version__}"], words
+
+
+def test_the_jobs_that_hold_the_history_install_only_hashed_files() -> None:
+    jobs = _github()["jobs"]
+    for job in (jobs["history"], jobs["regressions"], _gitlab()["pages"]):
+        installs = _installs(job)
+        assert installs and all("--require-hashes" in words for words in installs), installs
+
+
+@pytest.mark.parametrize("path", PINNED_FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_commit(path: Path) -> None:
+    lines = [line.strip().removeprefix("- ") for line in path.read_text(encoding="utf-8").splitlines()]
+    uses = [line for line in lines if line.startswith("uses:")]
+    assert uses or path.name == "gitlab-ci.yml"
+    assert [line for line in uses if not PINNED_USES.match(line)] == []
+
+
+def test_no_gitlab_job_measures_in_after_script() -> None:
+    """GitLab cuts `after_script` short (5 minutes by default) and ignores its failures: results could go missing."""
+    pipeline = _gitlab()
+    jobs = {name: job for name, job in pipeline.items() if isinstance(job, dict) and "script" in job}
+    assert set(jobs) == {"gate", "pages"}
+    for name, job in jobs.items():
+        after = _job_commands({"after_script": job.get("after_script", [])})
+        assert all(words[:2] == ["rm", "-rf"] for words in after), (name, after)
+    gate = pipeline["gate"]
+    script = _job_commands({"script": gate["script"]})
+    assert [words[:2] for words in script if words[0] in {"pytest", "pytest-gpuperf"}] == [
+        ["pytest-gpuperf", "ab"],
+        ["pytest", "suites/"],
+        ["pytest-gpuperf", "export"],
+        ["pytest-gpuperf", "export"],
+        ["pytest-gpuperf", "export"],
+    ]
+    assert script[-1][0] == "exit"  # the gate's verdict, after the measuring
+    assert gate["artifacts"]["when"] == "always"
