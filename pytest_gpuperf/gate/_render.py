@@ -142,10 +142,10 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     lines = [f"differs (shown, not blocking): {note}" for note in result.notes]
     lines += [f"skipped {name}: {why}" for name, why in result.skipped.items()]
     lines += work_lines(result)
-    counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items()) or "nothing compared"
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items())
     fail_on = describe_fail_on(result.fail_on)
-    if result.failed:
-        failing = result.failing
+    failing = result.failing
+    if failing:
         names = ", ".join(short_test(r) + f" [{r.device}]" for r in failing)
         rest = ", ".join(
             f"{n} {verdict}" for verdict, n in count_verdicts(r for r in result.rows if r not in failing).items()
@@ -153,6 +153,9 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
         lines.append(
             f"{label}: FAILED: {_what_failed(result)}{'; ' + rest if rest else ''}; failing on {fail_on}: {names}"
         )
+    elif not result.compared:  # a gate never passes on nothing
+        failed = f"{label}: FAILED: " if result.failed else f"{label}: not failed (failing on {fail_on}), but "
+        lines.append(failed + _nothing_compared(result))
     else:
         lines.append(f"{label}: passed ({counts}; failing on {fail_on})")
         unseen = [r for r in result.rows if r.verdict is Verdict.UNATTRIBUTED]
@@ -166,6 +169,19 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
             )
     lines += _same_work_note(result, label) + _cleared_note(result, label)
     return [printable(line) for line in lines]
+
+
+def _nothing_compared(result: GateResult) -> str:
+    """``nothing compared (14 incomparable): ...``: what the rows were, and why none was compared (the first
+    incomparable row's why names what differs and the override)."""
+    counts = [f"{n} {verdict}" for verdict, n in result.counts().items()]
+    counts += [f"{len(result.skipped)} skipped"] if result.skipped else []
+    first = next((row for row in result.rows if row.verdict is Verdict.INCOMPARABLE), None)
+    if first is not None:
+        why = f"no row could be compared; the first: {short_test(first)} [{first.device}]: {first.reason}"
+    else:
+        why = "nothing was measured on both sides" if result.rows else "neither side has a record"
+    return f"nothing compared ({', '.join(counts)}): {why}" if counts else f"nothing compared: {why}"
 
 
 def _names(names: Iterable[str]) -> str:
