@@ -537,8 +537,9 @@ def report_to_github(
     environ: Mapping[str, str] | None = None,
     out: Callable[[str], None] = print_command,
 ) -> list[str]:
-    """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set and print the annotations (with ``out``)
-    when ``GITHUB_ACTIONS=true``; returns warnings (a summary file that could not be written), else []."""
+    """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set, in what the step's earlier appends left of
+    ``SUMMARY_LIMIT``, and print the annotations (with ``out``) when ``GITHUB_ACTIONS=true``; returns warnings (a
+    summary file that could not be written, or too full for the verdict lines), else []."""
     env = os.environ if environ is None else environ
     warnings: list[str] = []
     summary = env.get("GITHUB_STEP_SUMMARY")

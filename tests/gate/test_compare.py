@@ -322,8 +322,9 @@ def test_new_and_missing_records_and_configurable_failing_verdicts() -> None:
 
 def test_a_gate_whose_every_row_is_incomparable_fails_saying_nothing_was_compared() -> None:
     """On main: ``gpuperf gate: passed (2 incomparable; ...)``, exit 0, on a comparison that judged nothing."""
-    base = [make_run(make_record(1e-3, params={"n": "512"}), make_record(1e-3, test="t.py::test_b", params={"n": "1"}))]
-    head = [make_run(make_record(1e-3, params={"n": "1024"}), make_record(1e-3, test="t.py::test_b", params={"n": "2"}))]
+    other = "t.py::test_b"
+    base = [make_run(make_record(1e-3, params={"n": "512"}), make_record(1e-3, test=other, params={"n": "1"}))]
+    head = [make_run(make_record(1e-3, params={"n": "1024"}), make_record(1e-3, test=other, params={"n": "2"}))]
     result = compare_runs(base, head)
     assert [r.verdict for r in result.rows] == [Verdict.INCOMPARABLE] * 2
     assert result.failed and not result.failing
