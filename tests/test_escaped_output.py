@@ -123,3 +123,29 @@ def test_the_session_gate_prints_no_control_code(pytester: pytest.Pytester) -> N
     text = result.stdout.str() + result.stderr.str()
     assert "test_evil" in text  # a missing row of the gate
     _assert_safe(text)
+
+
+def test_a_note_prints_no_control_code_and_no_command(pytester: pytest.Pytester) -> None:
+    """Issue 36 item 4: the "gpuperf notes" section printed ``gpuperf.note(text)`` raw, and a note
+    ``"x\\n::error title=injected::pwn"`` was a line of its own, which GitHub Actions runs as a command."""
+    pytester.makepyfile(
+        "def test_noted(gpuperf):\n"
+        "    gpuperf.measure(lambda: None)\n"
+        "    gpuperf.note('x\\x1b[2J\\r\\x00\\x07\\x9b31m\\n::error title=injected::pwn')\n"
+    )
+    result = pytester.runpytest(
+        "--gpuperf-device=cpu",
+        "--gpuperf-min-time=0.005",
+        "--gpuperf-max-time=0.05",
+        "--gpuperf-warmup-time=0.01",
+        "--gpuperf-memory=off",
+        "--gpuperf-quiet-wait=0",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    text = result.stdout.str() + result.stderr.str()
+    _assert_safe(text)
+    result.stdout.fnmatch_lines(
+        ["*- gpuperf notes -*", "test_a_note_prints_*.py::test_noted*: x\\x1b[[]2J\\r\\x00\\x07\\x9b31m\\n::error *"]
+    )

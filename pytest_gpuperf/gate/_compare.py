@@ -40,7 +40,7 @@ from ._evidence import (
     work_difference,
 )
 from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
-from ._verdicts import Verdict, work_fail_on
+from ._verdicts import NOT_COMPARED, Verdict, work_fail_on
 from ._why import Attribution, why_for
 
 __all__ = [
@@ -156,8 +156,15 @@ class GateResult:
         return [r for r in self.rows if r.failing_on(self.fail_on)]
 
     @property
+    def compared(self) -> bool:
+        """Was any row compared: a verdict other than incomparable, new or missing?"""
+        return any(row.verdict not in NOT_COMPARED for row in self.rows)
+
+    @property
     def failed(self) -> bool:
-        return bool(self.failing)
+        """A row fails, or nothing was compared: a gate never passes on nothing, unless nothing may fail (an empty
+        ``fail_on``, ``--fail-on none``)."""
+        return bool(self.failing) or (not self.compared and bool(self.fail_on))
 
     def counts(self) -> dict[str, int]:
         return count_verdicts(self.rows)

@@ -32,7 +32,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .._escape import print_command, printable
-from ..measuring import SHOWN_CHANGES, Estimate, counted, format_duration
+from ..measuring import SHOWN_CHANGES, Estimate, clipped, counted, format_duration
 from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row, count_verdicts
@@ -100,7 +100,8 @@ def verdict_cell(row: Row, fail_on: frozenset[str]) -> str:
     return marks.get(row.verdict, row.verdict.value)
 
 
-def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
+def _table(result: GateResult) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The verdict table's headers and each row's cells, ``printable``."""
     clocked = any(row.clock_estimate is not None for row in result.rows)
     rows = [
         _printable_cells(
@@ -119,6 +120,11 @@ def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
     headers = list(HEADERS)
     if clocked:
         headers.insert(headers.index("ratio [95% CI]") + 1, CLOCK_HEADER)
+    return headers, rows
+
+
+def gate_table(result: GateResult, *, tablefmt: str = "simple") -> str:
+    headers, rows = _table(result)
     return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
@@ -136,10 +142,10 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     lines = [f"differs (shown, not blocking): {note}" for note in result.notes]
     lines += [f"skipped {name}: {why}" for name, why in result.skipped.items()]
     lines += work_lines(result)
-    counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items()) or "nothing compared"
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items())
     fail_on = describe_fail_on(result.fail_on)
-    if result.failed:
-        failing = result.failing
+    failing = result.failing
+    if failing:
         names = ", ".join(short_test(r) + f" [{r.device}]" for r in failing)
         rest = ", ".join(
             f"{n} {verdict}" for verdict, n in count_verdicts(r for r in result.rows if r not in failing).items()
@@ -147,6 +153,9 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
         lines.append(
             f"{label}: FAILED: {_what_failed(result)}{'; ' + rest if rest else ''}; failing on {fail_on}: {names}"
         )
+    elif not result.compared:  # a gate never passes on nothing
+        failed = f"{label}: FAILED: " if result.failed else f"{label}: not failed (failing on {fail_on}), but "
+        lines.append(failed + _nothing_compared(result))
     else:
         lines.append(f"{label}: passed ({counts}; failing on {fail_on})")
         unseen = [r for r in result.rows if r.verdict is Verdict.UNATTRIBUTED]
@@ -160,6 +169,19 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
             )
     lines += _same_work_note(result, label) + _cleared_note(result, label)
     return [printable(line) for line in lines]
+
+
+def _nothing_compared(result: GateResult) -> str:
+    """``nothing compared (14 incomparable): ...``: what the rows were, and why none was compared (the first
+    incomparable row's why names what differs and the override)."""
+    counts = [f"{n} {verdict}" for verdict, n in result.counts().items()]
+    counts += [f"{len(result.skipped)} skipped"] if result.skipped else []
+    first = next((row for row in result.rows if row.verdict is Verdict.INCOMPARABLE), None)
+    if first is not None:
+        why = f"no row could be compared; the first: {short_test(first)} [{first.device}]: {first.reason}"
+    else:
+        why = "nothing was measured on both sides" if result.rows else "neither side has a record"
+    return f"nothing compared ({', '.join(counts)}): {why}" if counts else f"nothing compared: {why}"
 
 
 def _names(names: Iterable[str]) -> str:
@@ -341,16 +363,73 @@ def why_markdown(result: GateResult) -> list[str]:
 # ------------------------------------------------------------------ GitHub Actions
 
 
-def github_summary(result: GateResult, *, title: str, context: str = "", label: str = "gpuperf gate") -> str:
-    """The verdict table and its lines as Markdown, for ``$GITHUB_STEP_SUMMARY``."""
-    lines = [f"### {title}", ""]
-    if context:
-        lines += [context, ""]
-    lines += [gate_table(result, tablefmt="github"), ""]
-    lines += why_markdown(result)
+#: What a step's summary may hold, below the 1 MiB GitHub keeps of a step's (every append of the step together):
+#: over it, the runner drops the whole summary.
+SUMMARY_LIMIT = 1_000_000
+#: The longest cell of the summary's table and the longest line under it, in characters: a longer one is clipped
+#: (the step's log holds it whole).
+SUMMARY_CELL = 500
+SUMMARY_LINE = 2000
+
+
+def _pipe_row(cells: Iterable[str]) -> str:
+    """A row of GitHub's pipe table, unpadded (a cell as wide as its text): each cell clipped, its pipes escaped."""
+    return "| " + " | ".join(clipped(cell, SUMMARY_CELL).replace("|", "\\|") for cell in cells) + " |"
+
+
+def _size(lines: Iterable[str]) -> int:
+    """The bytes ``lines`` take in the summary file, a newline after each."""
+    return sum(len(line.encode()) + 1 for line in lines)
+
+
+def _prefix(lines: list[str], room: int) -> list[str]:
+    """The first of ``lines`` that fit in ``room`` bytes."""
+    out: list[str] = []
+    for line in lines:
+        room -= _size([line])
+        if room < 0:
+            break
+        out.append(line)
+    return out
+
+
+def github_summary(
+    result: GateResult, *, title: str, context: str = "", label: str = "gpuperf gate", limit: int = SUMMARY_LIMIT
+) -> str:
+    """The verdict table and its lines as Markdown, for ``$GITHUB_STEP_SUMMARY``, in at most ``limit`` bytes: a pipe
+    table without padding, cells and lines clipped; where that is still over, rows (the failing ones kept first)
+    and the lines under the table are left out, the verdict lines kept, and a line says how many and where the
+    whole table is."""
+    headers, cells = _table(result)
+    head = [f"### {title}", ""] + ([context, ""] if context else [])
+    head += [_pipe_row(headers), _pipe_row("---" for _ in headers)]
+    rows = [_pipe_row(row) for row in cells]
     work = set(work_lines(result))  # user text (op and kernel names): escaped, as the why's lines are
-    lines += [f"- {_markdown(line) if line in work else line}" for line in gate_lines(result, label)]
-    return "\n".join(lines) + "\n\n"
+    lines = [
+        f"- {_markdown(clipped(line, SUMMARY_LINE)) if line in work else clipped(line, SUMMARY_LINE)}"
+        for line in gate_lines(result, label)
+    ]
+    verdict = [line for line in lines if line.startswith(f"- {label}: ")]  # the last lines: pass or fail
+    under = why_markdown(result) + [line for line in lines if line not in verdict]
+    whole = [*head, *rows, "", *under, *verdict, ""]
+    if _size(whole) <= limit:
+        return "\n".join(whole) + "\n"
+
+    def note(rows_left: int, lines_left: int) -> str:
+        lines_too = f" and {counted(lines_left, 'line')} under it" if lines_left else ""
+        return (
+            f"- {rows_left} of {counted(len(rows), 'row')}{lines_too} left out: GitHub keeps at most 1 MiB of a "
+            "step's summary; the whole table is in this step's log"
+        )
+
+    room = limit - _size([*head, "", note(len(rows), len(under)), *verdict, ""])
+    failing = {id(row) for row in result.failing}
+    first = sorted(range(len(rows)), key=lambda i: id(result.rows[i]) not in failing)  # the failing rows first
+    chosen = set(first[: len(_prefix([rows[i] for i in first], room))])
+    kept = [row for i, row in enumerate(rows) if i in chosen]
+    shown = _prefix(under, room - _size(kept))
+    ending = [note(len(rows) - len(kept), len(under) - len(shown)), *verdict]
+    return "\n".join([*head, *kept, "", *shown, *ending, ""]) + "\n"
 
 
 def _escape(text: str, *, prop: bool = False) -> str:
@@ -458,10 +537,25 @@ def report_to_github(
     environ: Mapping[str, str] | None = None,
     out: Callable[[str], None] = print_command,
 ) -> list[str]:
-    """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set and print the annotations (with ``out``)
-    when ``GITHUB_ACTIONS=true``; returns warnings (a summary file that could not be written), else []."""
+    """Append the summary to ``$GITHUB_STEP_SUMMARY`` when it is set, in what the step's earlier appends left of
+    ``SUMMARY_LIMIT``, and print the annotations (with ``out``) when ``GITHUB_ACTIONS=true``; returns warnings (a
+    summary file that could not be written, or too full for the verdict lines), else []."""
     env = os.environ if environ is None else environ
-    warnings = append_summary(github_summary(result, title=title, context=context, label=label), label, env)
+    warnings: list[str] = []
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            room = SUMMARY_LIMIT - os.stat(summary).st_size  # the step's earlier appends count
+        except OSError:
+            room = SUMMARY_LIMIT  # none yet (or unwritable: append_summary says so)
+        markdown = github_summary(result, title=title, context=context, label=label, limit=room)
+        if len(markdown.encode()) <= room:
+            warnings = append_summary(markdown, label, env)
+        else:
+            warnings = [
+                f"{label}: GITHUB_STEP_SUMMARY={summary} holds {SUMMARY_LIMIT - room} bytes already, too near "
+                "GitHub's 1 MiB for the verdict table: it is not appended (this step's log has it)"
+            ]
     if env.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result, root or Path.cwd(), label, workloads):
             out(line)

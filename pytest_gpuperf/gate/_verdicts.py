@@ -18,6 +18,7 @@ __all__ = [
     "CLEARED",
     "DEFAULT_FAIL_ON",
     "MORE_WORK",
+    "NOT_COMPARED",
     "VERDICTS",
     "WORK_NAMES",
     "Verdict",
@@ -44,6 +45,8 @@ class Verdict(str, enum.Enum):
 
 
 VERDICTS: Final = tuple(v.value for v in Verdict)
+#: The verdicts of a row that was not compared: no ratio of it was judged. A gate of such rows alone fails.
+NOT_COMPARED: Final = (Verdict.INCOMPARABLE, Verdict.NEW, Verdict.MISSING)
 #: What the step's work can grow in: each count category, and its peak memory.
 WORK_NAMES: Final = (*CATEGORIES, "memory")
 #: Every work name, on a row whose timing did not clear it (``work_fail_on``).

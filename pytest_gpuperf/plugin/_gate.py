@@ -218,7 +218,7 @@ class GatePlugin:
                 progress.step(f"measuring {_tests(len(items))} again", extra, self.settings.rounds, "round")
                 for item in items:
                     self._measure_again(item, extra)
-        if self._active and self.baseline is not None:
+        if self._active and self.baseline is not None and not session.config.option.collectonly:
             self._confirm(session)
             self._give_verdicts(session)
         return result
@@ -344,7 +344,7 @@ class GatePlugin:
             return
         self.store = self.store or self._store()
         save_status = self._save(run)
-        if self.baseline is not None:
+        if self.baseline is not None and not session.config.option.collectonly:  # --co runs no test: no verdict
             if self.result is None:  # not judged at the end of the test loop (interrupted, stopped)
                 self.result = self._compare_now(run)
             if self.result.failed and session.exitstatus == pytest.ExitCode.OK:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from .._escape import printable
 from ..measuring import DeviceError, DeviceSlot, Inventory, bind, probe_inventory, resolve_devices
 from ._gate import GatePlugin
 from ._markers import bad_requirement, unmet_requirement
@@ -532,8 +533,8 @@ class GpuperfSession:
                 terminalreporter.write_line(line)
         if self.book.notes:
             terminalreporter.write_sep("-", "gpuperf notes")
-            for nodeid, text in self.book.notes:
-                terminalreporter.write_line(f"{nodeid}: {text}")
+            for nodeid, text in self.book.notes:  # a test's own text: printable (``_escape.py``)
+                terminalreporter.write_line(printable(f"{nodeid}: {text}"))
         if self.settings.json and self._json_written is not None:
             terminalreporter.write_line(f"gpuperf: wrote {self._json_written} records to {self.settings.json}")
         if self._asv_note:

@@ -15,19 +15,21 @@ under one key, ``"gpuperf"`` (device, device name, the median's interval and its
 
 Read (``from_pytest_benchmark``): a file pytest-benchmark wrote becomes one Run whose records are
 keyed by ``fullname``, the node id, which is the key a record of the same test gets when it
-measures once without ``name=``. The gate needs each run's samples, which pytest-benchmark keeps in
-``stats.data``: ``--benchmark-json`` always writes them, ``--benchmark-save`` only with
-``--benchmark-save-data``; a file without them is refused with that fix. pytest-benchmark records
-neither the GPU, nor torch, nor the device of a benchmark: those facts are absent from the Run
-(``Run.fingerprint.source`` says where it came from), so the comparability rule refuses a
-GPU or torch it cannot check until ``--allow-mismatch`` names them; the records' device is
-``unknown`` and their ``metadata["source"]`` says that their device model, threads and work per
-call were not recorded (the gate then does not compare those).
+measures once without ``name=``, and whose params are the test's parameters as our records keep
+them (each value's ``str``: ``_params``), so that they match ours of the same test. The gate
+needs each run's samples, which pytest-benchmark keeps in ``stats.data``: ``--benchmark-json``
+always writes them, ``--benchmark-save`` only with ``--benchmark-save-data``; a file without them
+is refused with that fix. pytest-benchmark records neither the GPU, nor torch, nor the device of a
+benchmark: those facts are absent from the Run (``Run.fingerprint.source`` says where it came
+from), so the comparability rule refuses a GPU or torch it cannot check until ``--allow-mismatch``
+names them; the records' device is ``unknown`` and their ``metadata["source"]`` says that their
+device model, threads and work per call were not recorded (the gate then does not compare those).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
@@ -350,9 +352,30 @@ def _record(bench: Any, index: int, path: Path) -> Record:
         test=key,
         device=UNKNOWN_DEVICE,
         measurement=_measurement(bench, key, samples),
+        params=_params(bench, key),
         metadata=metadata,
         evidence=Evidence(),
     )
+
+
+#: What pytest-benchmark writes for a parameter that JSON cannot hold: ``UNSERIALIZABLE[<its repr>]``.
+_UNSERIALIZABLE: Final = re.compile(r"UNSERIALIZABLE\[(.*)\]", re.DOTALL)
+
+
+def _params(bench: Mapping[str, Any], key: str) -> dict[str, str]:
+    """The test's parameters as our records keep them, each the ``str`` of its value: pytest-benchmark writes the
+    value itself where JSON holds it (a number, a string, a bool, None; a list or dict of them), read back here as
+    that value, and else its repr, which is its ``str`` for most values (a torch dtype); null without any."""
+    params = bench.get("params")
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise PytestBenchmarkError(f'benchmark {key} has "params" that are not an object of names; write it again')
+    out = {}
+    for name, value in params.items():
+        unserializable = _UNSERIALIZABLE.fullmatch(value) if isinstance(value, str) else None
+        out[str(name)] = unserializable.group(1) if unserializable else str(value)
+    return out
 
 
 def from_pytest_benchmark(path: Path, data: Mapping[str, Any]) -> Run:

@@ -169,8 +169,10 @@ def test_new_missing_and_incomparable_workloads(repo: Path, capsys: pytest.Captu
         "sleeper(DELAY)),\n", 'sleeper(DELAY, items=2.0)),\n    "fresh": Workload("fresh", sleeper(OTHER)),\n'
     )
     commit(repo, {"perf/workloads.py": changed}, "sleepy does twice the work, fresh replaces steady")
-    assert main(["ab", "--base", "base", *FAST]) == 0
-    table = rows(capsys.readouterr().out)
+    assert main(["ab", "--base", "base", *FAST]) == 1  # nothing compared: no gate passes on that
+    out = capsys.readouterr().out
+    assert "gpuperf ab: FAILED: nothing compared (1 incomparable, 1 new, 1 missing): no row could be " in out
+    table = rows(out)
     assert (
         "incomparable" in table["sleepy"]
         and "work per call differs (items 1 -> 2): another workload" in table["sleepy"]

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.gate import (
+    DEFAULT_FAIL_ON,
     PRIOR_DF,
+    GateResult,
     Policy,
     Row,
     Verdict,
@@ -306,9 +308,58 @@ def test_new_and_missing_records_and_configurable_failing_verdicts() -> None:
         "t.py::test_old": (Verdict.MISSING, "not measured in this run"),
         "t.py::test_oom": (Verdict.MISSING, "the test ran out of memory"),
     }
-    assert not result.failed
+    # Nothing compared: the gate does not pass (issue 36 item 3), and the rows themselves fail only where named.
+    assert result.failed and not result.failing
+    assert gate_lines(result)[-1] == (
+        "gpuperf gate: FAILED: nothing compared (1 new, 2 missing): nothing was measured on both sides"
+    )
     strict = compare_runs(base, head, Policy(fail_on=frozenset({"missing"})))
     assert strict.failed and {r.test for r in strict.failing} == {"t.py::test_old", "t.py::test_oom"}
+
+
+# ---------------------------------------------------------------- a gate never passes on nothing (issue 36 item 3)
+
+
+def test_a_gate_whose_every_row_is_incomparable_fails_saying_nothing_was_compared() -> None:
+    """On main: ``gpuperf gate: passed (2 incomparable; ...)``, exit 0, on a comparison that judged nothing."""
+    other = "t.py::test_b"
+    base = [make_run(make_record(1e-3, params={"n": "512"}), make_record(1e-3, test=other, params={"n": "1"}))]
+    head = [make_run(make_record(1e-3, params={"n": "1024"}), make_record(1e-3, test=other, params={"n": "2"}))]
+    result = compare_runs(base, head)
+    assert [r.verdict for r in result.rows] == [Verdict.INCOMPARABLE] * 2
+    assert result.failed and not result.failing
+    assert gate_lines(result)[-1] == (
+        "gpuperf gate: FAILED: nothing compared (2 incomparable): no row could be compared; the first: "
+        "test_step [cpu]: params {'n': '512'} -> {'n': '1024'} (compare anyway: "
+        "--gpuperf-allow-mismatch=params)"
+    )
+    assert gate_lines(result, label="gpuperf ab")[-1].startswith("gpuperf ab: FAILED: nothing compared (2 incomp")
+
+
+def test_one_row_compared_is_a_gate_of_its_verdicts() -> None:
+    base = [make_run(make_record(1e-3), make_record(1e-3, test="t.py::test_b", params={"n": "1"}))]
+    head = [make_run(make_record(1e-3), make_record(1e-3, test="t.py::test_b", params={"n": "2"}))]
+    result = compare_runs(base, head)
+    assert [r.verdict for r in result.rows] == [Verdict.UNCHANGED, Verdict.INCOMPARABLE]
+    assert not result.failed
+    assert gate_lines(result)[-1].startswith("gpuperf gate: passed (1 unchanged, 1 incomparable; failing on ")
+
+
+def test_no_rows_at_all_is_nothing_compared_and_fail_on_none_reports_it_without_failing() -> None:
+    empty = GateResult([], frozenset(DEFAULT_FAIL_ON))
+    assert empty.failed
+    assert gate_lines(empty)[-1] == "gpuperf gate: FAILED: nothing compared: neither side has a record"
+    skipped = GateResult([], frozenset(DEFAULT_FAIL_ON), skipped={"fp16": "unsupported on cpu on both sides"})
+    assert gate_lines(skipped, label="gpuperf ab")[-1] == (
+        "gpuperf ab: FAILED: nothing compared (1 skipped): neither side has a record"
+    )
+    base = [make_run(make_record(1e-3, params={"n": "512"}))]
+    head = [make_run(make_record(1e-3, params={"n": "1024"}))]
+    reported = compare_runs(base, head, Policy(fail_on=frozenset()))
+    assert not reported.failed
+    assert gate_lines(reported)[-1].startswith(
+        "gpuperf gate: not failed (failing on none), but nothing compared (1 incomparable): no row could be "
+    )
 
 
 def test_parse_verdicts_and_mismatch_keys() -> None:

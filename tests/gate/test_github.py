@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.gate import GateResult, Policy, compare_runs
-from pytest_gpuperf.gate._render import github_annotations, locate, locate_workload, report_to_github
+from pytest_gpuperf.gate._render import SUMMARY_LIMIT, github_annotations, locate, locate_workload, report_to_github
 from pytest_gpuperf.results import save_run
 from tests.synthetic import make_record, make_run, save_main_baseline
 
@@ -134,3 +134,67 @@ def test_pytest_gate_on_github(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     text = summary.read_text()
     assert text.startswith("### pytest --gpuperf-compare\n\nagainst baseline 'main' ")
     assert "| test_step | cpu " in text and "- gpuperf gate: " in text
+
+
+#: 60 tests, one of them with a 20,000-character id (a generated id, a long repr): on main each row of the job
+#: summary's table was padded to that id's width, 1.2 MB here (2.9 MB in the issue's suite), and GitHub drops a
+#: step summary over 1 MiB.
+LONG_IDS = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range(60), ids=lambda n: "x" * 20_000 if n == 0 else f"n{n}")
+def test_step(gpuperf, n):
+    gpuperf.measure(lambda: None)
+"""
+
+
+def test_a_20000_character_test_id_keeps_the_job_summary_under_1_mib(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 4: the summary's cells are clipped and its pipe table unpadded; the row is still named."""
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makepyfile(test_long=LONG_IDS)
+    fast = (
+        *("--gpuperf-device=cpu", "--gpuperf-min-time=0.002", "--gpuperf-max-time=0.01", "--gpuperf-warmup-time=0.002"),
+        *("--gpuperf-memory=off", "--gpuperf-confirm=0", "--gpuperf-quiet-wait=0", "--gpuperf-trace=off"),
+        *("--gpuperf-fail-on=none", "-p", "no:cacheprovider"),
+    )
+    assert pytester.runpytest(*fast, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    result = pytester.runpytest(*fast, "--gpuperf-compare=main")
+    assert result.ret == pytest.ExitCode.OK
+    text = summary.read_text()
+    assert len(text.encode()) < 2**20
+    (long_row,) = [line for line in text.splitlines() if line.startswith("| test_step[xxxxxxxxxx")]
+    assert "..." in long_row and "| cpu |" in long_row
+    assert sum(line.startswith("| test_step[n") for line in text.splitlines()) == 59
+    assert "x" * 20_000 in result.stdout.str()  # the log holds the whole id
+
+
+def test_a_summary_that_would_pass_the_limit_leaves_out_rows_and_says_so(tmp_path: Path) -> None:
+    """What the step's summary already holds counts: the rows that do not fit are left out, the verdict kept."""
+    tests = [f"test_x.py::test_{i}[cpu]" for i in range(50)]
+    base = make_run(*(make_record(10e-3, test=test) for test in tests))
+    head = make_run(*(make_record(12e-3 if i == 49 else 10e-3, test=test) for i, test in enumerate(tests)))
+    result = compare_runs([base] * 3, [head])
+    summary = tmp_path / "summary.md"
+    earlier = "earlier step\n" * ((SUMMARY_LIMIT - 5000) // 13)
+    summary.write_text(earlier)
+    assert report_to_github(result, title="T", root=tmp_path, environ={"GITHUB_STEP_SUMMARY": str(summary)}) == []
+    data = summary.read_bytes()
+    assert len(data) <= SUMMARY_LIMIT
+    ours = data.decode().removeprefix(earlier).splitlines()
+    kept = [line for line in ours if line.startswith("| test_")]
+    assert 0 < len(kept) < 50 and kept[-2].startswith(f"| test_{len(kept) - 2} | cpu |")
+    assert kept[-1].startswith("| test_49 | cpu |") and "SLOWER" in kept[-1]  # the failing row kept first
+    left = f"- {50 - len(kept)} of 50 rows left out: GitHub keeps at most 1 MiB of a step's summary; the whole table"
+    assert any(line.startswith(left) for line in ours)
+    assert ours[-2].startswith("- gpuperf gate: FAILED: 1 slower; 49 unchanged; ") and ours[-1] == ""
+    # Full: a second gate's table is not appended, and a warning says so.
+    (warning,) = report_to_github(result, title="T", root=tmp_path, environ={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert summary.read_bytes() == data
+    assert warning == (
+        f"gpuperf gate: GITHUB_STEP_SUMMARY={summary} holds {len(data)} bytes already, too near GitHub's 1 MiB for "
+        "the verdict table: it is not appended (this step's log has it)"
+    )

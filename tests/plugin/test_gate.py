@@ -182,6 +182,34 @@ def test_which_verdicts_fail_is_configurable(steps: pytest.Pytester) -> None:
     strict.stdout.fnmatch_lines(["gpuperf gate: FAILED: 1 missing; 1 unchanged; failing on missing,slower: *"])
 
 
+def test_a_gate_that_compared_nothing_fails_and_says_so(
+    pytester: pytest.Pytester, exact_timing: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 3: every row incomparable passed the gate (``passed (1 incomparable)``, exit 0)."""
+    pytester.makepyfile(
+        test_sized="import os\n\n\ndef test_sized(gpuperf):\n"
+        "    gpuperf.measure(lambda: 2e-3, params={'n': os.environ['SIZE']})\n\n\ndef test_plain():\n    pass\n"
+    )
+    monkeypatch.setenv("SIZE", "512")
+    assert pytester.runpytest(*FAST, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("SIZE", "1024")
+    other = pytester.runpytest(*FAST, "--gpuperf-compare=main")
+    assert other.ret == pytest.ExitCode.TESTS_FAILED
+    other.assert_outcomes(passed=2, failed=1)  # the gate's own report, gpuperf-gate
+    line = (
+        "gpuperf gate: FAILED: nothing compared (1 incomparable): no row could be compared; the first: test_sized "
+        "[[]cpu[]]: params {'n': '512'} -> {'n': '1024'} (compare anyway: --gpuperf-allow-mismatch=params)"
+    )
+    other.stdout.fnmatch_lines(["*= gpuperf gate =*", "test_sized *cpu*incomparable*", line, "*FAILED gpuperf-gate*"])
+    # A session that measured none of the baseline's tests compared nothing too; --co runs no test, and is no gate.
+    selected = pytester.runpytest(*FAST, "--gpuperf-compare=main", "-k", "test_plain")
+    assert selected.ret == pytest.ExitCode.TESTS_FAILED
+    selected.stdout.fnmatch_lines(["gpuperf gate: FAILED: nothing compared (1 missing): nothing was measured on both*"])
+    collected = pytester.runpytest(*FAST, "--gpuperf-compare=main", "--co")
+    assert collected.ret == pytest.ExitCode.OK
+    assert "gpuperf gate" not in collected.stdout.str()
+
+
 def test_a_slowdown_measured_on_a_busy_machine_is_unattributed_and_fails_by_default(
     steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -142,6 +142,66 @@ def test_a_file_pytest_benchmark_wrote_reads_as_one_run(
     assert pedantic.device == "unknown" and pedantic.metadata["extra_info"] == {"size": 500}
 
 
+#: Parameters of every kind pytest-benchmark writes: JSON values, and the repr of what JSON cannot hold.
+PARAMS_SUITE = """
+import pytest
+import torch
+
+
+def work(n):
+    return sum(range(n))
+
+
+@pytest.mark.parametrize("n", [100, 2000])
+@pytest.mark.parametrize("scale", [0.5, None])
+@pytest.mark.parametrize("dtype", [torch.float32, "bf16"])
+@pytest.mark.parametrize("fused", [True])
+def test_sum(benchmark, n, scale, dtype, fused):
+    benchmark(work, n)
+
+
+def test_plain(benchmark):
+    benchmark(work, 10)
+"""
+
+
+def test_a_file_pytest_benchmark_wrote_has_our_records_params_and_is_compared(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 item 3: a parametrized test read from pytest-benchmark's file had no params, so against our record of
+    the same test every row was ``incomparable: params {} -> {...}``, and the gate passed on nothing."""
+    pytester.makepyfile(test_pb=PARAMS_SUITE)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test itself may run in an xdist worker
+    theirs = pytester.runpytest("-p", "no:randomly", "--benchmark-json=pb.json", "--benchmark-max-time=0.01")
+    assert theirs.ret == pytest.ExitCode.OK
+    ours = pytester.runpytest(
+        *("-p", "no:benchmark", "-p", "no:randomly", "--gpuperf-json=run.json", "--gpuperf-memory=off"),
+        *("--gpuperf-min-time=0.002", "--gpuperf-max-time=0.02", "--gpuperf-warmup-time=0.002"),
+    )
+    assert ours.ret == pytest.ExitCode.OK
+    (base,) = load_runs(pytester.path / "pb.json")
+    (head,) = load_runs(pytester.path / "run.json")
+    assert len(base.records) == len(head.records) == 9
+    params = {r.key: dict(r.params) for r in head.records}
+    assert {r.key: dict(r.params) for r in base.records} == params
+    assert params["test_pb.py::test_sum[True-dtype0-0.5-100]"] == {
+        "n": "100",
+        "scale": "0.5",
+        "dtype": "torch.float32",
+        "fused": "True",
+    }
+    assert params["test_pb.py::test_sum[True-bf16-None-2000]"]["scale"] == "None"
+    assert params["test_pb.py::test_plain"] == {}
+    monkeypatch.chdir(pytester.path)
+    capsys.readouterr()
+    # Compared, each row: only an incomparable one would fail here (the timing of the two tools may differ).
+    allowed = "--allow-mismatch=gpus,torch_minor,cuda"  # what pytest-benchmark does not record
+    assert main(["compare", "pb.json", "run.json", allowed, "--fail-on=incomparable"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("test_")]
+    assert len(rows) == 9 and not any(" incomparable " in row for row in rows) and "params {" not in out
+
+
 def test_a_file_without_the_rounds_is_refused_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = foreign(to_pytest_benchmark(make_run(make_record(2e-3))))
     del data["benchmarks"][0]["stats"]["data"]  # --benchmark-save without --benchmark-save-data
@@ -151,6 +211,17 @@ def test_a_file_without_the_rounds_is_refused_with_the_fix(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert "pb.json is a pytest-benchmark file, but benchmark test_x.py::test_step[cpu] has summary statistics" in err
     assert "--benchmark-save-data" in err and "Traceback" not in err
+
+
+def test_params_that_are_not_an_object_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = foreign(to_pytest_benchmark(make_run(make_record(2e-3))))
+    data["benchmarks"][0]["params"] = ["n", 64]
+    (tmp_path / "pb.json").write_text(json.dumps(data))
+    save_run(tmp_path / "head.json", make_run(make_record(2e-3)))
+    assert main(["compare", str(tmp_path / "pb.json"), str(tmp_path / "head.json")]) == 2
+    err = capsys.readouterr().err
+    assert 'benchmark test_x.py::test_step[cpu] has "params" that are not an object of names; write it again' in err
+    assert "Traceback" not in err
 
 
 def test_a_foreign_json_file_names_both_readable_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
