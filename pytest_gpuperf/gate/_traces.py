@@ -5,18 +5,20 @@ work profile (taken in this process, ``WorkProfile.write_trace``) under the run'
 (``results/_traces.py``). The base's is written the same way where base was profiled in this process too
 (``ab``: both sides in the same paired rounds); on the stored route it is the one kept beside the baseline
 when it was saved, or the row says why there is none. Writing a trace never changes a verdict: one that
-cannot be written says why in its place.
+cannot be written (a full disk: ``results.write_trace`` publishes no trace its writer cut short) says why in its
+place, and a folder of traces left empty is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from ..measuring import WorkProfile, optional
-from ..results import Record, baseline_trace, short_test, trace_name, write_trace
+from ..results import Record, ResultsError, baseline_trace, short_test, trace_file, write_trace
 from ._compare import GateResult, Row
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
 NO_BASELINE_TRACE: Final = "the baseline was saved without traces (before this version, or --gpuperf-trace=off)"
 #: A side's profiles exist, but none was taken in this process (their writers are not kept in a file).
 _ELSEWHERE: Final = "measured in another process (a pytest-xdist worker), whose profiler is not kept"
+#: How a side's why starts when its trace was written and failed.
+_NOT_WRITTEN: Final = "could not be written: "
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,10 @@ class RowTraces:
         sides = f"{side('base', self.base, self.base_why)}, {side('head', self.head, self.head_why)}"
         return f"trace of {self.label}: {sides}"
 
+    def failure(self) -> str:
+        """Why a side's trace could not be written (``cannot write PATH: ...``), or "" when none failed."""
+        return next((why.removeprefix(_NOT_WRITTEN) for why in (self.base_why, self.head_why) if _failed(why)), "")
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON row's ``traces``: each side's path, or null."""
         return {"base": optional(self.base, str), "head": optional(self.head, str)}
@@ -74,9 +82,21 @@ def _written(profiles: Sequence[WorkProfile], path: Path) -> tuple[Path | None, 
         return None, _ELSEWHERE
     try:
         write_trace(mine[-1], path)
+    except ResultsError as exc:  # a full disk, an unwritable folder: the message names the file and the fix
+        return None, f"{_NOT_WRITTEN}{exc}"
     except Exception as exc:  # noqa: BLE001 - a trace that cannot be written never changes the verdicts
-        return None, f"could not be written: {type(exc).__name__}: {exc}"
+        return None, f"{_NOT_WRITTEN}{type(exc).__name__}: {exc}"
     return path, ""
+
+
+def _failed(why: str) -> bool:
+    return why.startswith(_NOT_WRITTEN)
+
+
+def _drop_if_empty(folder: Path) -> None:
+    """A folder of traces that none was written into goes (``rmdir`` removes only an empty folder)."""
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 #: Where a row's base trace is: written to the given path, or found elsewhere (the stored baseline's).
@@ -100,23 +120,26 @@ def baseline_side(baseline: Path) -> BaseSide:
 
 def trace_rows(rows: Sequence[Row], folder: Path, base: BaseSide = profiled_base) -> list[RowTraces]:
     """Write the traces of ``rows`` into ``folder``: ``<name>.head.json`` and, where base is written here,
-    ``<name>.base.json`` (``results.trace_name``: nothing a test names leaves the folder)."""
+    ``<name>.base.json`` (``results.trace_file``: nothing a test names leaves the folder)."""
     out = []
     for row in rows:
-        name = trace_name(row.key)
-        base_path, base_why = base(row, folder / f"{name}.base.json")
-        head_path, head_why = _written(row.head_profiles, folder / f"{name}.head.json")
+        base_path, base_why = base(row, folder / trace_file(row.key, "base"))
+        head_path, head_why = _written(row.head_profiles, folder / trace_file(row.key, "head"))
         label = f"{short_test(row)} [{row.device}]"
         out.append(RowTraces(row.key, label, base_path, head_path, base_why, head_why))
+    _drop_if_empty(folder)
     return out
 
 
-def trace_records(records: Iterable[Record], folder: Path) -> int:
+def trace_records(records: Iterable[Record], folder: Path) -> tuple[int, list[str]]:
     """``--gpuperf-trace=all`` without a gate: every record's trace as ``<name>.head.json`` in ``folder`` (this run
-    is the head of any later comparison); returns how many were written."""
-    written = 0
+    is the head of any later comparison); returns how many were written, and why each that failed did."""
+    written, failures = 0, []
     for record in records:
         profile = record.measurement.profile
-        path, _ = _written(() if profile is None else (profile,), folder / f"{trace_name(record.key)}.head.json")
+        path, why = _written(() if profile is None else (profile,), folder / trace_file(record.key, "head"))
         written += path is not None
-    return written
+        if _failed(why):
+            failures.append(why.removeprefix(_NOT_WRITTEN))
+    _drop_if_empty(folder)
+    return written, failures

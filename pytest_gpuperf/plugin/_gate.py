@@ -357,27 +357,31 @@ class GatePlugin:
             session.exitstatus = save_status
 
     def _save(self, run: Run) -> pytest.ExitCode | None:
-        """Write the run file and, when asked, the baseline; the exit status a failed save calls for, else None
-        (4 when the baseline holds other code and --gpuperf-replace was not given: bad input, as at the start)."""
+        """Write the run file and, when asked, the baseline; the exit status a failed save calls for, else None: 3
+        for a run file or a baseline not written (a run that was not saved fails the session, as any output not
+        written does), 4 when the baseline holds other code and --gpuperf-replace was not given (bad input, as at
+        the start)."""
         from ..results import ReplaceRefused, StorageError
 
         assert self.store is not None
+        status = None
         if run.records:
             try:
                 path = self._run_file = self.store.save_run(run)
                 note = " (interrupted: the records measured before)" if run.interrupted else ""
                 self._lines.append((f"gpuperf: saved {len(run.records)} records to {path}{note}", False))
             except StorageError as exc:
-                self._lines.append((f"gpuperf: could not save this run: {exc}", True))
+                self._lines.append((f"gpuperf: ERROR: this run was not saved: {exc}", True))
+                status = pytest.ExitCode.INTERNAL_ERROR
         name = self.settings.save
         if not name:
-            return None
+            return status
         if run.interrupted:
             self._lines.append((f"gpuperf: interrupted, so baseline {name!r} was left as it was", True))
-            return None
+            return status
         if not run.records:
             self._lines.append((f"gpuperf: nothing was measured, so baseline {name!r} was left as it was", True))
-            return None
+            return status
         try:
             outcome = self.store.save_baseline(name, run, replace=self.settings.replace)
         except StorageError as exc:
@@ -385,7 +389,7 @@ class GatePlugin:
             return pytest.ExitCode.USAGE_ERROR if isinstance(exc, ReplaceRefused) else pytest.ExitCode.INTERNAL_ERROR
         self._lines.append((f"gpuperf: {outcome.describe(name)}", False))
         self._save_baseline_traces(run, outcome)
-        return None
+        return status
 
     def _save_baseline_traces(self, run: Run, outcome: SaveOutcome) -> None:
         """Keep each record's trace beside the saved baseline (gzipped, one per test: the newest save's), so that a
@@ -422,14 +426,19 @@ class GatePlugin:
             self._lines.append((f"gpuperf: no traces written: {exc}", True))
             return
         if result is None or baseline is None:
-            written = trace_records(run.records, folder)
+            written, failures = trace_records(run.records, folder)
         else:
             traced = trace_rows(rows, folder, baseline_side(baseline.path))
             failing = {row.key for row in result.failing}
-            self._trace_lines += [t.line() for t in traced if t.key in failing]
+            self._trace_lines += [t.line() for t in traced if t.key in failing]  # each says why a trace is not there
             written = sum(t.head is not None for t in traced)
-        if level == "all":
+            failures = [t.failure() for t in traced if t.key not in failing and t.failure()]
+        if level == "all" and written:
             self._lines.append((f"gpuperf: wrote the traces of {_tests(written)} to {folder}", False))
+        if failures:  # a full disk: said, and never announced as written
+            self._lines.append(
+                (f"gpuperf: the traces of {_tests(len(failures))} were not written: {failures[0]}", True)
+            )
 
     def _write_html(self, run: Run, path: Path) -> bool:
         """``--gpuperf-html``: the report of this run, with the gate's verdicts when comparing; False if not written."""

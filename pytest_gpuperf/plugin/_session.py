@@ -568,6 +568,11 @@ class GpuperfSession:
         session ends as interrupted (exit 2) with one line, not a traceback and the "tests failed" exit 1."""
         from .._signals import interrupts_deferred
 
+        # pytest's progress line ends here, so that what is printed while saving starts a line of its own (torch's
+        # profiler on a full disk prints "ERROR: ... Failed to write to log file!" as it writes a trace).
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
         try:
             with interrupts_deferred("saving the results") as held:
                 self.gate.finish(session, run)

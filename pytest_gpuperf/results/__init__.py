@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         baseline_trace,
         baseline_traces_dir,
         save_baseline_traces,
-        trace_name,
+        trace_file,
         write_trace,
     )
 
@@ -143,7 +143,7 @@ __all__ = [
     "starved_message",
     "table_notes",
     "to_pytest_benchmark",
-    "trace_name",
+    "trace_file",
     "with_repeats",
     "write_trace",
 ]

@@ -7,7 +7,8 @@ old file or the new one, never half of one; a file that cannot be read is report
 Reading is bounded (``_jsonfile.read_json``: a regular file of at most 1 GiB) and a file of more than
 ``MAX_RECORDS`` records, or holding a record no measurement can have (``_impossible``), is refused.
 
-``locked(path)`` serialises the writers of one file across processes (see its docstring).
+``locked(path)`` serialises the writers of one file across processes (see its docstring). ``remove_ours`` deletes
+only files named as ours, and never through a symbolic link.
 
 Every output path (``--gpuperf-json``, ``--gpuperf-html``, ``report -o``, ``export -o``, ``ab --json``) replaces
 only a file this tool wrote, of the same kind: each output names its ``OutputKind``, whose ``recognise`` tells
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import gzip
 import json
 import math
@@ -62,6 +64,8 @@ __all__ = [
     "load_runs",
     "locked",
     "output_problem",
+    "real_folder",
+    "remove_ours",
     "save_baseline_file",
     "save_run",
 ]
@@ -115,8 +119,11 @@ class OutputKind:
 #: The most bytes read to recognise an existing output as ours; a bigger file is not replaced.
 RECOGNISE_LIMIT: Final = 256 * 2**20
 #: Our temporary files: ``.<name>.gpuperf-<pid>-<mkstemp's 8 characters>.tmp``, so that they can never be taken
-#: for another program's (``.x.<number>.y.tmp`` is someone else's) and a killed writer's can be told by its pid.
-_TEMPORARY: Final = re.compile(r"\..+\.gpuperf-(?P<pid>[0-9]+)-[a-z0-9_]{8}\.tmp")
+#: for another program's (``.x.<number>.y.tmp`` is someone else's) and a killed writer's can be told by its pid; and
+#: what an outside writer given one makes beside it under its name (kineto's ``<path>.tmp``, see ``atomic_export``).
+_TEMPORARY: Final = re.compile(r"\..+\.gpuperf-(?P<pid>[0-9]+)-[a-z0-9_]{8}\.tmp(?:\..+)?")
+#: errnos of a disk with no room left: its fix is room, not another writable place.
+_NO_ROOM: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def head_bytes(path: Path, limit: int) -> bytes | None:
@@ -211,8 +218,18 @@ def atomic_write_text(path: Path, text: str, *, new: bool = False, kind: OutputK
     except BaseException as exc:  # nothing half-written is left, whatever stopped the write (an interruption too)
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
-            raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+            raise _cannot_write(path, exc) from None
         raise
+
+
+def _cannot_write(path: Path, exc: OSError) -> ResultsError:
+    """``cannot write PATH: why; the fix``: room on a full disk, else a writable location."""
+    fix = (
+        "free some space on its disk, or choose another location"
+        if exc.errno in _NO_ROOM
+        else "choose a writable location"
+    )
+    return ResultsError(f"cannot write {path}: {exc.strerror or exc}; {fix}")
 
 
 def _temporary(path: Path) -> tuple[int, str]:
@@ -226,34 +243,60 @@ def _temporary(path: Path) -> tuple[int, str]:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.gpuperf-{os.getpid()}-", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a results file follows the umask like any other
     except OSError as exc:
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+        raise _cannot_write(path, exc) from None
     return fd, tmp
 
 
-def atomic_export(path: Path, export: Callable[[str], object], *, compress: bool = False) -> None:
+def atomic_export(
+    path: Path, export: Callable[[str], object], *, whole: Callable[[Path], str], compress: bool = False
+) -> None:
     """Write ``path`` atomically where another library writes the file to a path it is given (torch.profiler's
-    ``export_chrome_trace``): ``export`` fills a temporary file beside ``path``, which is gzipped (``compress``)
-    and renamed; a reader sees the whole file or none, and a killed writer's temporaries are removed as
-    ``atomic_write_text``'s are."""
+    ``export_chrome_trace``): ``export`` fills a temporary file beside ``path``; ``whole`` says what is wrong with
+    what it left there ("" when nothing), since such a writer may not report an error (torch's does not report a
+    full disk: it returns, its file empty or cut short); only a whole file is fsynced, gzipped (``compress``) and
+    renamed. A reader sees the whole file or none; what the writer made beside the temporary file under its name
+    goes with it, and a killed writer's temporaries are removed as ``atomic_write_text``'s are."""
     path = Path(path)
-    made: list[str] = []
+    made: list[Path] = []
     try:
-        fd, tmp = _temporary(path)
+        fd, name = _temporary(path)
+        tmp = Path(name)
         made.append(tmp)
         os.close(fd)
-        export(tmp)
+        export(name)
+        problem = whole(tmp)
+        if problem:
+            raise ResultsError(
+                f"cannot write {path}: its writer returned, but {problem}, as on a full disk (which it does not "
+                "report); free some space on its disk, or choose another location"
+            )
         if compress:
-            fd, packed = _temporary(path)
-            made.append(packed)
-            with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb") as gz:
-                shutil.copyfileobj(raw, gz)
-            tmp = packed
+            fd, name = _temporary(path)
+            made.append(Path(name))
+            with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out:
+                with gzip.GzipFile(fileobj=out, mode="wb") as gz:
+                    shutil.copyfileobj(raw, gz)
+                out.flush()
+                os.fsync(out.fileno())
+            tmp = Path(name)
+        else:
+            _fsync(tmp)
         os.replace(tmp, path)
     except OSError as exc:
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+        raise _cannot_write(path, exc) from None
     finally:
-        for name in made:
-            Path(name).unlink(missing_ok=True)
+        for made_here in made:  # and the outside writer's own temporaries beside it (kineto's <name>.tmp)
+            for leftover in made_here.parent.glob(f"{glob.escape(made_here.name)}*"):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def output_path_problem(path: Path, example: str) -> str | None:
@@ -282,16 +325,59 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     middle of a write); a live writer's are kept, and so is every file not named as ours (``_TEMPORARY``): another
     program's ``.x.123.y.tmp`` is its own business. Returns what was removed."""
     removed = []
-    for tmp in directory.glob(".*.gpuperf-*.tmp"):
-        match = _TEMPORARY.fullmatch(tmp.name)
-        if match is None or not tmp.is_file() or tmp.is_symlink():
-            continue
-        pid = int(match["pid"])
-        if pid != os.getpid() and not alive(pid):
+    for tmp in directory.glob(".*.gpuperf-*"):
+        if _stale(tmp.name) and tmp.is_file() and not tmp.is_symlink():
             with contextlib.suppress(OSError):
                 tmp.unlink()
                 removed.append(tmp)
     return removed
+
+
+def _stale(name: str) -> bool:
+    """Is ``name`` a temporary file of ours whose writer is gone?"""
+    match = _TEMPORARY.fullmatch(name)
+    return match is not None and int(match["pid"]) != os.getpid() and not alive(int(match["pid"]))
+
+
+def real_folder(top: Path, below: str) -> Path:
+    """The folder ``top/below``, where we delete and replace files; ResultsError when it, or a folder between, is a
+    symbolic link: ours never is, and through one we would change another program's files. ``top`` (a results
+    directory, or its baselines folder) may be one: it is where the user keeps them."""
+    folder = top
+    for part in Path(below).parts:
+        folder = folder / part
+        if folder.is_symlink():
+            raise ResultsError(
+                f"{folder} is a symbolic link, and a folder of ours never is, so it was not followed: nothing was "
+                f"deleted or written through it; remove it (rm {folder}) and run again"
+            )
+    return folder
+
+
+def remove_ours(top: Path, below: str, ours: Callable[[str], bool], *, rmdir: bool = False) -> list[str]:
+    """Delete the files of the folder ``top/below`` that ``ours`` says are named as our writer names them (and the
+    temporaries a dead writer of ours left), never following a symbolic link: one in the folder's way raises
+    ResultsError (``real_folder``), one in the folder is never ours. ``rmdir``: the folder goes too, once nothing
+    else is in it. Returns the names left in it, sorted (none where it does not exist)."""
+    folder = real_folder(top, below)
+    left: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) and (ours(entry.name) or _stale(entry.name)):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                else:
+                    left.append(entry.name)
+        if rmdir and not left:
+            folder.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno != errno.ENOTEMPTY:  # a file written since it was listed stays, and so does its folder
+            raise ResultsError(f"cannot delete in {folder}: {exc.strerror or exc}; check its permissions") from None
+        left = os.listdir(folder)
+    return sorted(left)
 
 
 def _publish_new(tmp: Path, path: Path) -> None:
@@ -325,17 +411,25 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, holder: str = "") -> It
     lock = path.with_name(path.name + ".lock")
     fd = _lock(lock, time.monotonic() + timeout, timeout)
     if fd is not None and holder:
-        os.ftruncate(fd, 0)
-        os.write(fd, holder.encode("utf-8", "replace"))
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, holder.encode("utf-8", "replace"))
+        except OSError as exc:  # a full disk: no lock is left behind, and the error is one line
+            _release(lock, fd)
+            raise _cannot_write(lock, exc) from None
     try:
         yield
     finally:
         if fd is not None:
-            # Remove the file while still holding it: a waiter that then gets the lock sees the
-            # file it opened is gone (see _lock) and locks a fresh one, so two never both hold.
-            with contextlib.suppress(OSError):
-                os.unlink(lock)
-            os.close(fd)
+            _release(lock, fd)
+
+
+def _release(lock: Path, fd: int) -> None:
+    # Remove the file while still holding it: a waiter that then gets the lock sees the
+    # file it opened is gone (see _lock) and locks a fresh one, so two never both hold.
+    with contextlib.suppress(OSError):
+        os.unlink(lock)
+    os.close(fd)
 
 
 def _lock(lock: Path, deadline: float, timeout: float) -> int | None:
@@ -372,7 +466,7 @@ def _open_lock(lock: Path) -> int:
                 f"{lock} is a symbolic link, and a lock file of ours never is, so it was not followed; "
                 f"remove it (rm {lock}) and run again"
             ) from None
-        raise ResultsError(f"cannot write {lock}: {exc.strerror or exc}; choose a writable location") from None
+        raise _cannot_write(lock, exc) from None
 
 
 def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:

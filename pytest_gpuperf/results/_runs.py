@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import json
 import re
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from ._files import ResultsError, load_runs
 from ._record import Run
 from ._store import ResultsDir, add_format_argument, add_results_dir_argument
 from ._table import peaks_of, results_table, table_notes
+from ._traces import remove_traces
 
 __all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
 
@@ -295,12 +295,16 @@ def prune_command(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     doomed = prunable(store, args.keep)
     verb = "would delete" if args.dry_run else "deleted"
+    said: set[str] = set()
     for path in doomed:
         if not args.dry_run:
+            # The run's traces go with it, first: a prune killed in between leaves a run file that the next
+            # prune deletes, never a traces folder whose run is gone, which no prune would ever delete.
+            note = _prune_traces(store, path.stem)
+            if note and note not in said:
+                said.add(note)
+                print(f"runs prune: {note}")
             try:
-                # The run's traces go with it, first: a prune killed in between leaves a run file that the next
-                # prune deletes, never a traces folder whose run is gone, which no prune would ever delete.
-                shutil.rmtree(store.traces_dir / path.stem, ignore_errors=True)
                 path.unlink()
             except FileNotFoundError:  # another prune got there first
                 continue
@@ -314,6 +318,19 @@ def prune_command(args: argparse.Namespace) -> int:
         f"baselines in {store.baselines_dir} were not touched"
     )
     return EXIT_OK
+
+
+def _prune_traces(store: ResultsDir, run_id: str) -> str:
+    """Delete run ``run_id``'s traces (only files named as our trace writer names them, never through a symbolic
+    link) and their folder once empty; what was kept and why, or ""."""
+    try:
+        left = remove_traces(store.root, f"{store.traces_dir.name}/{run_id}", rmdir=True)
+    except ResultsError as exc:  # a link in the way: said once, as it names no run when it is traces/ itself
+        return str(exc)
+    if not left:
+        return ""
+    names = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    return f"kept {store.traces_dir / run_id}: it holds files pytest-gpuperf did not write ({names})"
 
 
 def _count(n: int) -> str:

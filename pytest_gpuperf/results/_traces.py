@@ -8,40 +8,51 @@ a results file, so what a later comparison needs is written beside the results:
     baselines/<baseline>.traces/<name>.json.gz           the trace of each test of a saved baseline, gzipped
 
 ``<name>`` comes from the record's key (a test id) by ``trace_name``: letters, digits, ``.``, ``_`` and ``-``,
-never a path, with a short hash of the key so that two keys never share a file. A baseline keeps one trace per
-test, the newest save's (every run of a baseline is of the same code); a baseline replaced with
-``--gpuperf-replace`` loses the old traces with its old runs. Every file is written atomically.
+never a path, with a short hash of the key so that two keys never share a file; ``trace_file`` adds the ending.
+A baseline keeps one trace per test, the newest save's (every run of a baseline is of the same code); a baseline
+replaced with ``--gpuperf-replace`` loses the old traces with its old runs. Every file is written atomically, and
+published only when whole: torch's writer does not report a full disk (``atomic_export``). Only a file named as
+``trace_file`` names them is ever deleted (``remove_traces``), and never through a symbolic link.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from .._jsonfile import JsonFileError, read_json, size_of
 from ..measuring import WorkProfile
-from ._files import atomic_export
+from ._files import atomic_export, real_folder, remove_ours
 
 __all__ = [
     "TRACE_LEVELS",
     "baseline_trace",
     "baseline_traces_dir",
+    "remove_traces",
     "save_baseline_traces",
+    "trace_file",
     "trace_name",
     "write_trace",
 ]
 
 #: ``--gpuperf-trace`` and ``ab --trace``: the failing rows' traces, every row's, or none.
 TRACE_LEVELS: Final = ("failing", "all", "off")
-#: A baseline's traces are gzipped (Perfetto and chrome://tracing open ``.json.gz`` as they are).
-BASELINE_TRACE_SUFFIX: Final = ".json.gz"
+#: Each trace file's ending after its name: a run's two sides (``traces/<run id>/``, plain JSON) and a baseline's
+#: (gzipped: Perfetto and chrome://tracing open ``.json.gz`` as they are).
+TRACE_SUFFIXES: Final = {"base": ".base.json", "head": ".head.json", "baseline": ".json.gz"}
 #: Runs of anything but letters, digits, ``.``, ``_`` and ``-``, and runs of dots (no ``..`` even inside a name).
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")
 #: Characters of a name kept from the key; the hash after them tells keys apart.
 _NAME_CHARS: Final = 80
+#: Every name ``trace_file`` gives, and nothing else: ``trace_name``'s kept characters (a letter or digit first, no
+#: ``..``), its hash, an ending.
+_TRACE_FILE: Final = re.compile(
+    rf"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{{0,{_NAME_CHARS - 1}}}-[0-9a-f]{{8}}"
+    rf"(?:{'|'.join(re.escape(suffix) for suffix in TRACE_SUFFIXES.values())})"
+)
 
 
 def trace_name(key: str) -> str:
@@ -51,14 +62,44 @@ def trace_name(key: str) -> str:
     return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
+def trace_file(key: str, side: str) -> str:
+    """The file name of ``key``'s trace: ``side`` is ``base`` or ``head`` (a run's), or ``baseline``."""
+    return f"{trace_name(key)}{TRACE_SUFFIXES[side]}"
+
+
+def remove_traces(top: Path, below: str, *, rmdir: bool = False) -> list[str]:
+    """Delete the traces in the folder ``top/below`` (and, ``rmdir``, the folder once empty), only files named as
+    ``trace_file`` names them and never through a symbolic link (``results._files.remove_ours``); returns the names
+    of what else is in it."""
+    return remove_ours(top, below, lambda name: _TRACE_FILE.fullmatch(name) is not None, rmdir=rmdir)
+
+
 def write_trace(profile: WorkProfile | None, path: Path, *, compress: bool = False) -> bool:
     """Write ``profile``'s trace to ``path`` (atomically; gzipped when ``compress``); False where there is none to
-    write (no profile, or one read from a file). A trace that cannot be written raises ResultsError."""
+    write (no profile, or one read from a file). A trace that cannot be written, or that its writer left cut
+    short, raises ResultsError."""
     writer = None if profile is None else profile.write_trace
     if writer is None:
         return False
-    atomic_export(path, writer, compress=compress)
+    atomic_export(path, writer, whole=_whole_trace, compress=compress)
     return True
+
+
+def _whole_trace(path: Path) -> str:
+    """What is wrong with the Chrome JSON trace its writer left at ``path`` ("" when nothing): none, an empty file,
+    or one that is not one whole JSON value (cut short). Parsing it is sure, and a step's trace is small."""
+    size = size_of(path)
+    if not size:
+        return "left no file" if size is None else "left the file empty"
+    try:
+        read_json(path)
+    except JsonFileError as exc:
+        return (
+            f"left {size:,} bytes that are not whole JSON"
+            if exc.problem == "not json"
+            else f"left a file that {exc.detail}"
+        )
+    return ""
 
 
 def baseline_traces_dir(baseline: Path) -> Path:
@@ -69,7 +110,7 @@ def baseline_traces_dir(baseline: Path) -> Path:
 
 def baseline_trace(baseline: Path, key: str) -> Path | None:
     """The saved trace of ``key`` beside the baseline file ``baseline``, or None when it was saved without one."""
-    path = baseline_traces_dir(baseline) / f"{trace_name(key)}{BASELINE_TRACE_SUFFIX}"
+    path = baseline_traces_dir(baseline) / trace_file(key, "baseline")
     return path if path.is_file() else None
 
 
@@ -77,13 +118,12 @@ def save_baseline_traces(
     baseline: Path, profiles: Iterable[tuple[str, WorkProfile | None]], *, fresh: bool = False
 ) -> int:
     """Keep each key's trace beside the baseline file ``baseline`` (replacing that key's older one); ``fresh``: the
-    baseline was started afresh, so the traces of its old runs go first. Returns how many were written."""
-    folder = baseline_traces_dir(baseline)
-    if fresh and folder.is_dir():
-        for old in folder.glob(f"*{BASELINE_TRACE_SUFFIX}"):
-            with contextlib.suppress(OSError):
-                old.unlink()
+    baseline was started afresh, so the traces of its old runs go first (only the files named as ours). Returns how
+    many were written; ResultsError where the folder is a symbolic link (nothing is written or deleted through it)."""
+    folder = real_folder(baseline.parent, baseline_traces_dir(baseline).name)
+    if fresh:
+        remove_traces(baseline.parent, folder.name)
     written = 0
     for key, profile in profiles:
-        written += write_trace(profile, folder / f"{trace_name(key)}{BASELINE_TRACE_SUFFIX}", compress=True)
+        written += write_trace(profile, folder / trace_file(key, "baseline"), compress=True)
     return written

@@ -102,3 +102,26 @@ def test_a_bad_trace_value_is_refused(repo: Path, capsys: pytest.CaptureFixture[
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "argument --trace: invalid choice: 'some'" in err and "failing" in err and "off" in err
+
+
+def test_traces_their_writer_cut_short_are_not_published(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: on a full disk ``ab --trace`` published 0-byte traces (torch's export_chrome_trace does not report
+    ENOSPC). The stand-in: an export that returns, its file cut short."""
+    from torch.autograd.profiler import profile
+
+    def export_chrome_trace(self: object, path: str, *args: object, **kwargs: object) -> None:
+        Path(path).write_text('{"traceEvents": [')
+
+    monkeypatch.setattr(profile, "export_chrome_trace", export_chrome_trace)
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "HEAD", *FAST, "--trace", "all", "-q", "-k", "steady", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    found = re.findall(r"^trace of steady \[cpu\]: (.*)$", out, re.MULTILINE)
+    assert len(found) == 1 and "Traceback" not in out, out
+    assert re.fullmatch(
+        r"no base trace: could not be written: cannot write \S+\.base\.json: .*, no head trace: .*", found[0]
+    )
+    assert [p for p in (repo / ".gpuperf" / "traces").rglob("*") if p.is_file()] == []
+    assert json.loads(out_json.read_text())["results"][0]["traces"] == {"base": None, "head": None}

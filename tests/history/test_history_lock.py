@@ -6,6 +6,8 @@ the CLI in this process. Nothing is measured: the refusal comes before any commi
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
+from tests.full_disk import full_tmpfs
 
 _HOLD = """
 import sys, time
@@ -93,3 +96,34 @@ def test_a_link_planted_as_the_lock_is_refused_not_followed(
     err = capsys.readouterr().err
     assert "history.lock is a symbolic link, and a lock file of ours never is, so it was not followed" in err
     assert not target.exists()
+
+
+def _no_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in for a full disk: writing the lock's holder line raises ENOSPC, as on a full tmpfs."""
+    write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("history.lock"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "stand-in"])
+def test_a_full_disk_while_taking_the_lock_is_one_line_and_leaves_no_lock(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, disk: str
+) -> None:
+    """Issue 36: ``history record`` on a full disk gave a raw traceback (ENOSPC writing ``history.lock``) and left
+    an empty lock behind."""
+    with contextlib.ExitStack() as stack:
+        if disk == "tmpfs":
+            out = stack.enter_context(full_tmpfs(tmp_path / "disk")) / "out"
+        else:
+            out = tmp_path / "out"
+            _no_room(monkeypatch)
+        assert _history("record", "--last", "1", "--repo", str(repo), "--out", str(out)) == 2
+        captured = capsys.readouterr()
+        assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
+        assert f"cannot write {out / 'history.lock'}: No space left on device; free some space" in captured.err
+        assert not (out / "history.lock").exists()

@@ -7,10 +7,16 @@ machine's noise; ``bench/gate_power.py`` measures the gate against real noise.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+
+from tests.full_disk import full_tmpfs
 
 FAST = (
     "--gpuperf-device=cpu",
@@ -466,11 +472,36 @@ def test_unwritable_results_directory(steps: pytest.Pytester) -> None:
         ]
     )
     assert "passed" not in saving.stdout.str()
-    # Without a baseline to save, the tests run and the run's file is reported as not written.
+    # Without a baseline to save, the tests run, and a run that was not saved fails the session (issue 36).
     plain = steps.runpytest(*FAST, "--gpuperf-results-dir=afile/results")
-    assert plain.ret == pytest.ExitCode.OK
-    plain.stdout.fnmatch_lines(["gpuperf: could not save this run: results directory */afile/results is not *"])
+    assert plain.ret == pytest.ExitCode.INTERNAL_ERROR
+    plain.stdout.fnmatch_lines(["gpuperf: ERROR: this run was not saved: results directory */afile/results is not *"])
     assert (steps.path / "afile").read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "stand-in"])
+def test_a_run_not_saved_on_a_full_disk_fails_the_session(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, disk: str
+) -> None:
+    """Issue 36: a session that asked for no output file exited 0 after "could not save this run" on a full disk.
+    It exits 3, as for any output not written, its ERROR line on a line of its own."""
+    with contextlib.ExitStack() as stack:
+        if disk == "tmpfs":
+            results = stack.enter_context(full_tmpfs(tmp_path / "disk")) / "results"
+        else:
+            results = steps.path / ".gpuperf"
+
+            def full(fd: int) -> None:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+            monkeypatch.setattr(os, "fsync", full)
+        result = steps.runpytest(*FAST, f"--gpuperf-results-dir={results}")
+        assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+        result.stdout.fnmatch_lines(
+            ["gpuperf: ERROR: this run was not saved: cannot write */runs/*.json: No space left on device; free *"]
+        )
+        assert [line for line in result.outlines if "ERROR" in line and not line.startswith("gpuperf: ERROR")] == []
+        assert [p for p in (results / "runs").iterdir()] == []
 
 
 def test_bad_gate_options(steps: pytest.Pytester) -> None:

@@ -8,6 +8,7 @@ matmul, so that its profiled calls hold aten ops.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.full_disk import full_tmpfs
 
 FAST = (
     "--gpuperf-device=cpu",
@@ -195,3 +198,41 @@ def test_a_confirmation_run_writes_no_traces_whatever_the_ini_says(
     assert slower.ret == pytest.ExitCode.TESTS_FAILED
     slower.stdout.fnmatch_lines(["gpuperf: measured 1 test(s) that looked slower again (1 confirmation run(s) *"])
     assert "could not confirm" not in slower.stdout.str()
+
+
+# ---------------------------------------------------------------- issue 36: no write announced that did not happen
+
+
+def _cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in for a full disk under torch's export_chrome_trace: it returns as if all went well, its file cut
+    short (as kineto leaves one on ENOSPC, which it does not report)."""
+    from torch.autograd.profiler import profile
+
+    def export_chrome_trace(self: object, path: str, *args: object, **kwargs: object) -> None:
+        Path(path).write_text('{"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": 1')
+        print("ERROR: output_json.cpp:977] Failed to write to log file!")  # kineto's complaint, on the terminal
+
+    monkeypatch.setattr(profile, "export_chrome_trace", export_chrome_trace)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "stand-in"])
+def test_traces_not_written_are_neither_published_nor_announced(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, disk: str
+) -> None:
+    """Issue 36: on a full disk ``--gpuperf-trace=all`` published 0-byte traces and printed ``wrote the traces of 1
+    test``, exit 0."""
+    with contextlib.ExitStack() as stack:
+        if disk == "tmpfs":
+            results = stack.enter_context(full_tmpfs(tmp_path / "disk")) / "results"
+        else:
+            results = steps.path / ".gpuperf"
+            _cut_short(monkeypatch)
+        result = steps.runpytest(*FAST, "--gpuperf-trace=all", f"--gpuperf-results-dir={results}")
+        out = result.stdout.str()
+        assert "wrote the traces" not in out and "Traceback" not in out
+        assert [line for line in result.outlines if "%]" in line and not line.endswith("%]")] == []  # a line apart
+        result.stdout.fnmatch_lines(["gpuperf: the traces of 2 tests were not written: cannot write */traces/*"])
+        assert [p for p in (results / "traces").rglob("*") if p.is_file()] == []
+        # The run itself was saved where there was room (exit 0: a trace never changes the outcome), not on the full
+        # disk (exit 3: a run that was not saved fails the session).
+        assert result.ret == (pytest.ExitCode.INTERNAL_ERROR if disk == "tmpfs" else pytest.ExitCode.OK)

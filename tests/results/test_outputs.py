@@ -106,11 +106,13 @@ def test_writing_leaves_other_programs_temporary_files_alone(tmp_path: Path) -> 
         path.write_text("another program's work in progress")
     ours_dead = tmp_path / f".run.json.gpuperf-{dead}-ab12cd34.tmp"
     ours_dead.write_text("{half")
+    kinetos = tmp_path / f".trace.json.gpuperf-{dead}-ab12cd34.tmp.tmp"  # torch's own, beside one of ours (issue 36)
+    kinetos.write_text("{half")
     ours_live = tmp_path / f".run.json.gpuperf-{os.getppid()}-ef56gh78.tmp"
     ours_live.write_text("{")
     atomic_write_text(tmp_path / "run.json", "{}\n")
     assert all(path.exists() for path in foreign)
-    assert not ours_dead.exists() and ours_live.exists()
+    assert not ours_dead.exists() and not kinetos.exists() and ours_live.exists()
 
 
 def test_the_temporary_file_name_is_unmistakably_ours(tmp_path: Path) -> None:
@@ -121,7 +123,7 @@ def test_the_temporary_file_name_is_unmistakably_ours(tmp_path: Path) -> None:
 
     from pytest_gpuperf.results._files import atomic_export
 
-    atomic_export(tmp_path / "trace.json", spy)
+    atomic_export(tmp_path / "trace.json", spy, whole=lambda path: "")
     assert len(seen) == 1 and seen[0].startswith(f".trace.json.gpuperf-{os.getpid()}-")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -310,18 +309,59 @@ def test_a_prune_killed_while_deleting_traces_leaves_none_without_their_run(
     run file gone, so no later prune ever removed it. The traces go first, the run file last."""
     oldest = store.traces_dir / "20261120T010000.000000Z-aaaaaaaa"
     oldest.mkdir(parents=True)
-    for name in ("a.json.gz", "b.json.gz"):
+    for name in ("a-0123abcd.head.json", "b-0123abcd.base.json"):
         (oldest / name).write_text("{}")
-    rmtree = shutil.rmtree
+    unlink = os.unlink
 
-    def killed_inside(path: Path, ignore_errors: bool = False) -> None:
-        next(Path(path).iterdir()).unlink()  # one trace file gone, then the kill
+    def killed_inside(path: str) -> None:
+        unlink(path)  # one trace file gone, then the kill
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(shutil, "rmtree", killed_inside)
+    monkeypatch.setattr(os, "unlink", killed_inside)
     assert main(["runs", "prune", "--keep", "1"]) == 130  # interrupted
     stems = {p.stem for p in store.runs_dir.glob("*.json")}
     assert [d.name for d in store.traces_dir.iterdir() if d.name not in stems] == []  # no orphaned folder
-    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    assert len(list(oldest.iterdir())) == 1
+    monkeypatch.setattr(os, "unlink", unlink)
     assert main(["runs", "prune", "--keep", "1"]) == 0  # the next prune removes the rest
     assert not oldest.exists() and len(list(store.runs_dir.glob("*.json"))) == 1
+
+
+# ---------------------------------------------------------------- issue 36: no file we do not own is removed
+
+OLDEST = "20261120T010000.000000Z-aaaaaaaa"
+OURS = "test_x.py_test_0_cpu-0123abcd.head.json"  # a name our trace writer gives
+
+
+def test_prune_deletes_only_the_traces_our_writer_names(store: ResultsDir, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = store.traces_dir / OLDEST
+    folder.mkdir(parents=True)
+    (folder / OURS).write_text("{}")
+    (folder / "notes.txt").write_text("mine, not pytest-gpuperf's")
+    assert main(["runs", "prune", "--keep", "1"]) == 0
+    out = capsys.readouterr().out
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+    assert (folder / "notes.txt").read_text() == "mine, not pytest-gpuperf's"
+    assert f"runs prune: kept {folder}: it holds files pytest-gpuperf did not write (notes.txt)" in out
+    assert not (store.runs_dir / f"{OLDEST}.json").exists()
+
+
+@pytest.mark.parametrize("link", ["traces", f"traces/{OLDEST}"])
+def test_prune_never_deletes_through_a_symbolic_link(
+    store: ResultsDir, tmp_path: Path, capsys: pytest.CaptureFixture[str], link: str
+) -> None:
+    """Issue 36: with ``.gpuperf/traces`` a link to another program's folder, prune deleted a file there, in a
+    folder named like a pruned run. Nothing is deleted through a link, even a file named as ours."""
+    foreign = tmp_path / "elsewhere"
+    inside = foreign / OLDEST if link == "traces" else foreign
+    inside.mkdir(parents=True)
+    for name in ("foreign.txt", OURS):
+        (inside / name).write_text("another program's")
+    (store.root / link).parent.mkdir(parents=True, exist_ok=True)
+    (store.root / link).symlink_to(foreign)
+    assert main(["runs", "prune", "--keep", "1"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(p.name for p in inside.iterdir()) == sorted(["foreign.txt", OURS])
+    assert all(p.read_text() == "another program's" for p in inside.iterdir())
+    assert f"{store.root / link} is a symbolic link" in out and "Traceback" not in out
+    assert (store.root / link).is_symlink()

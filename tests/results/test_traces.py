@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,16 +17,21 @@ from pytest_gpuperf.results import (
     baseline_trace,
     baseline_traces_dir,
     save_baseline_traces,
-    trace_name,
     write_trace,
 )
-from pytest_gpuperf.results._files import atomic_export
+from pytest_gpuperf.results._traces import trace_name
+from tests.full_disk import full_tmpfs
 
 TRACE = {"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": 0, "dur": 1, "pid": 1, "tid": 1}]}
 
 
 def exporter(path: str) -> None:
     Path(path).write_text(json.dumps(TRACE))
+
+
+def atomic_export(path: Path, export: Callable[[str], object], *, compress: bool = False) -> None:
+    """``results._files.atomic_export`` as the traces use it: through ``write_trace``."""
+    write_trace(WorkProfile("full", 1, write_trace=export), path, compress=compress)
 
 
 @pytest.mark.parametrize("key", ["tests/a.py::test_x[a/../b c]", "../../etc/passwd", "..", ".hidden", "", "x" * 500])
@@ -77,3 +85,83 @@ def test_a_baseline_keeps_one_trace_per_test_and_a_fresh_one_drops_the_old(tmp_p
     assert found is not None and found.name.endswith(".json.gz") and baseline_trace(baseline, "c") is None
     assert save_baseline_traces(baseline, [("a", profile)], fresh=True) == 1
     assert baseline_trace(baseline, "a") is not None and baseline_trace(baseline, "b") is None
+
+
+# ---------------------------------------------------------------- issue 36: no write announced that did not happen
+
+
+@pytest.mark.parametrize("left", ["", '{"traceEvents": [{"name": "aten::mm", "ph": "X"'], ids=["empty", "cut short"])
+def test_an_export_its_writer_cut_short_is_not_published(tmp_path: Path, left: str) -> None:
+    """torch's export_chrome_trace does not report a full disk: it returns, leaving its file empty or cut short (and
+    its own ``<path>.tmp`` beside it). That file is never published, and nothing is left."""
+
+    def silent_failure(path: str) -> None:
+        Path(path).write_text(left)
+        Path(f"{path}.tmp").write_text(left)  # kineto writes <path>.tmp, then renames it; on ENOSPC it stays
+
+    for compress in (False, True):
+        with pytest.raises(ResultsError, match=r"cannot write .*x\.json: .*(empty|not whole JSON).*free some space"):
+            atomic_export(tmp_path / "x.json", silent_failure, compress=compress)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_is_fsynced_before_it_is_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk may show only at fsync: then nothing is published either."""
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    for compress in (False, True):
+        with pytest.raises(ResultsError, match=r"cannot write .*x\.json: No space left on device; free some space"):
+            atomic_export(tmp_path / "x.json", exporter, compress=compress)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_real_trace_on_a_full_disk_is_not_published(tmp_path: Path) -> None:
+    import torch
+
+    with full_tmpfs(tmp_path / "disk") as disk:
+        for compress in (False, True):
+            with torch.profiler.profile() as prof:  # a profile's trace is saved once
+                torch.ones(8, 8) @ torch.ones(8, 8)
+            with pytest.raises(ResultsError, match=r"cannot write .*x\.json: "):
+                atomic_export(disk / "x.json", prof.export_chrome_trace, compress=compress)
+            assert [p.name for p in disk.iterdir()] == ["filler"]
+
+
+# ---------------------------------------------------------------- issue 36: no file we do not own is removed
+
+
+def test_a_fresh_baseline_removes_only_its_own_traces(tmp_path: Path) -> None:
+    baseline = tmp_path / "baselines" / "main.json"
+    profile = WorkProfile("full", 1, write_trace=exporter)
+    save_baseline_traces(baseline, [("a", profile)])
+    folder = baseline_traces_dir(baseline)
+    for name in ("foreign-data.json.gz", "notes.txt", "x-0123456.json.gz"):  # not names our writer gives
+        (folder / name).write_bytes(b"someone else's")
+    assert save_baseline_traces(baseline, [("b", profile)], fresh=True) == 1
+    assert baseline_trace(baseline, "a") is None and baseline_trace(baseline, "b") is not None
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["foreign-data.json.gz", "notes.txt", "x-0123456.json.gz", f"{trace_name('b')}.json.gz"]
+    )
+    assert all((folder / n).read_bytes() == b"someone else's" for n in ("foreign-data.json.gz", "notes.txt"))
+
+
+def test_a_baseline_traces_folder_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    """Issue 36: ``--gpuperf-save=NAME --gpuperf-replace`` deleted every ``*.json.gz`` of another program's folder
+    that ``baselines/NAME.traces`` linked to. Nothing is deleted, or written, through the link."""
+    foreign = tmp_path / "elsewhere"
+    foreign.mkdir()
+    data = b"\x1f\x8b another program's"
+    (foreign / "foreign-data.json.gz").write_bytes(data)
+    (foreign / f"{trace_name('a')}.json.gz").write_bytes(data)  # even a name of ours
+    baseline = tmp_path / "baselines" / "main.json"
+    baseline.parent.mkdir()
+    baseline_traces_dir(baseline).symlink_to(foreign)
+    profile = WorkProfile("full", 1, write_trace=exporter)
+    for fresh in (True, False):
+        with pytest.raises(ResultsError, match=r"main\.traces is a symbolic link.*rm .*main\.traces"):
+            save_baseline_traces(baseline, [("a", profile)], fresh=fresh)
+    assert sorted(p.name for p in foreign.iterdir()) == sorted(["foreign-data.json.gz", f"{trace_name('a')}.json.gz"])
+    assert all(p.read_bytes() == data for p in foreign.iterdir())
