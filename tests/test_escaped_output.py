@@ -101,7 +101,7 @@ def test_an_error_naming_a_crafted_record_is_escaped(tmp_path: Path, capsys: pyt
     assert main(["compare", str(path), str(path)]) == 2
     err = capsys.readouterr().err
     _assert_safe(err)
-    assert "record test_x.py::test_evil[\\x1b[2J" in err
+    assert "record 1 (test_x.py::test_evil[\\x1b[2J" in err
 
 
 def test_the_session_gate_prints_no_control_code(pytester: pytest.Pytester) -> None:

@@ -83,14 +83,18 @@ def _baseline_with(tmp_path: Path, change: dict[str, Any], where: str = "measure
 @pytest.mark.parametrize(
     ("change", "where", "problem"),
     [
-        ({"iterations": 0}, "measurement", '"iterations": 0 (each sample times 1 call or more)'),
-        ({"iterations": -3}, "measurement", '"iterations": -3'),
-        ({"samples": []}, "measurement", "no samples"),
-        ({"samples": [1e-3, -1e-3]}, "measurement", "samples that are not positive finite times"),
-        ({"samples": [1e-3, math.nan]}, "measurement", "samples that are not positive finite times"),
-        ({"samples": [1e-3, 0.0]}, "round", "round 2's samples that are not positive finite times"),
-        ({"samples": []}, "round", "round 2's no samples"),
-        ({"work": {"FLOP": -1.0}}, "measurement", "a work amount FLOP of -1.0"),
+        (
+            {"iterations": 0},
+            "measurement",
+            "field 'measurement.iterations' must be a whole number from 1 to 2**53, not 0",
+        ),
+        ({"iterations": -3}, "measurement", "field 'measurement.iterations' must be a whole number from 1"),
+        ({"samples": []}, "measurement", "field 'measurement.samples' must be a list of 1 sample or more"),
+        ({"samples": [1e-3, -1e-3]}, "measurement", "field 'measurement.samples' must be positive finite times"),
+        ({"samples": [1e-3, math.nan]}, "measurement", "field 'measurement.samples' must be positive finite times"),
+        ({"samples": [1e-3, 0.0]}, "round", "field 'gate.rounds[1].samples' must be positive finite times"),
+        ({"samples": []}, "round", "field 'gate.rounds[1].samples' must be a list of 1 sample or more"),
+        ({"work": {"FLOP": -1.0}}, "measurement", "field 'measurement.work.FLOP' must be a finite amount, 0 or more"),
     ],
 )
 def test_a_record_no_measurement_can_have_is_refused_and_not_merged(
@@ -99,7 +103,7 @@ def test_a_record_no_measurement_can_have_is_refused_and_not_merged(
     store = _baseline_with(tmp_path, change, where)
     path = store.baseline_path("main")
     before = path.read_bytes()
-    with pytest.raises(ResultsError, match=r"main\.json is damaged: record test_x\.py::test_step\[cpu\] has ") as info:
+    with pytest.raises(ResultsError, match=r"main\.json: record 1 \(test_x\.py::test_step\[cpu\]\): field ") as info:
         load_runs(path)
     assert problem in str(info.value)
     with pytest.raises(StorageError, match="left as it is, so this run was not added"):

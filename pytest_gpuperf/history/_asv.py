@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._git import GitError, commit_time, git
-from ..results import Fingerprint, Record, Run, locked
+from ..results import Fingerprint, Record, Run, locked, output_path_problem
 from ._asv_files import (
     BENCHMARKS_API,
     COLUMNS,
@@ -70,6 +70,8 @@ __all__ = [
 ]
 
 _MACHINE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: An asv machine name names a directory: at most the bytes of one name in a path (``check_machine_name``).
+MACHINE_NAME_MAX: Final = 255
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,11 @@ def machine_name(given: str | None) -> str:
 
 
 def check_machine_name(name: str) -> str:
+    if len(name) > MACHINE_NAME_MAX:
+        raise AsvError(
+            f"asv machine name {name[:20]!r}... is {len(name)} characters, over the {MACHINE_NAME_MAX} that a "
+            "directory name may have; give a shorter one, for example --gpuperf-asv-machine=gpu-box-1"
+        )
     if not _MACHINE_NAME.match(name):
         raise AsvError(
             f"asv machine name {name!r} is not usable as a directory name; "
@@ -338,11 +345,11 @@ class AsvTarget:
 
     @classmethod
     def prepare(cls, directory: Path, machine: str | None, root: Path) -> AsvTarget:
-        if directory.exists() and not directory.is_dir():
-            raise AsvError(f"{directory} is a file; give the asv results directory (asv.conf.json's results_dir)")
-        existing = next(p for p in (directory, *directory.absolute().parents) if p.exists())
-        if not os.access(existing, os.W_OK):
-            raise AsvError(f"{existing} is not writable; choose a writable asv results directory")
+        problem = output_path_problem(
+            directory, "", directory="the asv results directory (asv.conf.json's results_dir)"
+        )
+        if problem:
+            raise AsvError(problem)
         name = machine_name(machine)
         return cls(directory, name, git_commit(root))
 

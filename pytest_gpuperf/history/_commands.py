@@ -99,7 +99,7 @@ def _measuring() -> argparse.ArgumentParser:
     )
     measure.add_argument(
         "--timeout",
-        type=values.argtype(values.positive_seconds),
+        type=values.argtype(values.commit_timeout),
         default=3600.0,
         help="seconds per commit (default: 3600)",
     )

@@ -44,7 +44,17 @@ from ._stats import (
 )
 from ._timing_checks import TIMING_CHECKS, TimingChecks, timing_flags
 from ._units import Quantity, UnitError, format_duration, parse_quantity
-from ._values import optional
+from ._values import (
+    MAX_COUNT,
+    FieldError,
+    stored,
+    stored_count,
+    stored_flag,
+    stored_map,
+    stored_number,
+    stored_numbers,
+    stored_text,
+)
 
 __all__ = ["BUILTIN_READINGS", "DRIFT_MIN", "DRIFT_P", "PERCENTILES", "Measurement", "NoDeviceWorkWarning"]
 
@@ -454,41 +464,62 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
-        w = data["warmup"]
+        """From a file, or a process that sent it: FieldError (``_values.stored``) names a field that no measurement
+        has (``iterations`` of 0, or past 2**53)."""
+        count, number, text, flag = stored_count(), stored_number, stored_text, stored_flag
         return cls(
-            name=str(data["name"]),
-            device=str(data["device"]),
-            device_name=str(data.get("device_name", "")),
-            samples=tuple(float(x) for x in data["samples"]),
-            iterations=int(data["iterations"]),
-            warmup=Warmup(
-                int(w["blocks"]),
-                int(w["calls"]),
-                float(w["seconds"]),
-                bool(w["steady"]),
-                tuple(float(x) for x in w.get("block_times", ())),
-                int(w.get("resizes", 0)),
-            ),
-            converged=bool(data["converged"]),
-            stop_reason=str(data.get("stop_reason", "")),
-            sampling_seconds=float(data.get("sampling_seconds", 0.0)),
-            target=float(data["target"]),
-            confidence=float(data.get("confidence", 0.95)),
-            work={str(k): float(v) for k, v in data.get("work", {}).items()},
-            threads=int(data.get("threads", 0)),
-            timer=str(data.get("timer", "")),
-            mode=str(data.get("mode", "warm")),
-            host_per_call=optional(data.get("host_per_call"), float),
-            single_calls=bool(data.get("single_calls", False)),
-            device_per_call=optional(data.get("device_per_call"), float),
-            short_leads=int(data.get("short_leads", 0)),
-            latency=bool(data.get("latency", False)),
-            over_time=str(data.get("over_time", "")),
-            readings={r.name: value for r in readings() if (value := r.decode(data)) is not None},
+            name=stored(data, "name", text),
+            device=stored(data, "device", text),
+            device_name=stored(data, "device_name", text, ""),
+            samples=stored(data, "samples", stored_numbers),
+            iterations=stored(data, "iterations", stored_count(1)),
+            warmup=stored(data, "warmup", _warmup),
+            converged=stored(data, "converged", flag),
+            stop_reason=stored(data, "stop_reason", text, ""),
+            sampling_seconds=stored(data, "sampling_seconds", number, 0.0),
+            target=stored(data, "target", number),
+            confidence=stored(data, "confidence", number, 0.95),
+            work=stored(data, "work", _WORK, {}),
+            threads=stored(data, "threads", count, 0),
+            timer=stored(data, "timer", text, ""),
+            mode=stored(data, "mode", text, "warm"),
+            host_per_call=stored(data, "host_per_call", number, None),
+            single_calls=stored(data, "single_calls", flag, False),
+            device_per_call=stored(data, "device_per_call", number, None),
+            short_leads=stored(data, "short_leads", count, 0),
+            latency=stored(data, "latency", flag, False),
+            over_time=stored(data, "over_time", text, ""),
+            readings={r.name: value for r in readings() if (value := _decoded(r, data)) is not None},
         )
 
     def __str__(self) -> str:
         return self.describe()
+
+
+#: A measurement's work amounts (they and its samples are checked for what no measurement has in ``results``).
+_WORK: Final = stored_map(stored_number, MAX_COUNT)
+
+
+def _warmup(data: object) -> Warmup:
+    count, number = stored_count(), stored_number
+    return Warmup(
+        stored(data, "blocks", count),
+        stored(data, "calls", count),
+        stored(data, "seconds", number),
+        stored(data, "steady", stored_flag),
+        stored(data, "block_times", stored_numbers, ()),
+        stored(data, "resizes", count, 0),
+    )
+
+
+def _decoded(reading: Reading[V], data: Mapping[str, Any]) -> V | None:
+    """``reading``'s value from a measurement's JSON; where its codec refuses it, FieldError names the reading."""
+    try:
+        return reading.decode(data)
+    except FieldError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        raise FieldError(reading.name, "is not what pytest-gpuperf writes there") from None
 
 
 def _bounds(

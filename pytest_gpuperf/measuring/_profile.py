@@ -25,7 +25,15 @@ from fractions import Fraction
 from typing import Any, Final
 
 from ._units import format_bytes
-from ._values import optional
+from ._values import (
+    MAX_AMOUNT,
+    stored,
+    stored_count,
+    stored_list,
+    stored_map,
+    stored_number,
+    stored_text,
+)
 
 __all__ = [
     "ALL_DEVICES",
@@ -56,6 +64,10 @@ SYNC_KINDS: Final = ("stream", "device", "event", "dtoh_copy")
 ALL_DEVICES: Final = "all"
 #: The count categories of a step's work (``category_of``), in the order they are shown.
 CATEGORIES: Final = ("ops", "kernels", "runtime", "syncs", "flops", "allocated", "copied", "compiles")
+#: The most names a profile read from a file holds in one list (its ops, kernels, runtime calls, Python calls):
+#: aten has a few thousand ops and a step's distinct kernels number in the hundreds, while comparing a profile costs
+#: about 0.1 ms a name (a million took 315 s and 1.7 GB).
+MAX_NAMES: Final = 10_000
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,12 @@ class OpStat:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OpStat:
-        return cls(str(data["name"]), int(data["count"]), optional(data.get("seconds"), float))
+        """From a file: FieldError (``_values.stored``) names a field that no profile holds."""
+        return cls(
+            stored(data, "name", stored_text),
+            stored(data, "count", stored_count()),
+            stored(data, "seconds", stored_number, None),
+        )
 
 
 @dataclass(frozen=True)
@@ -190,42 +207,56 @@ class WorkProfile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> WorkProfile | None:
+        """From a file (None where it holds none): every count a whole number of at most 2**53 (FLOPs and bytes
+        2**64), ``calls`` at least 1, each list of names at most ``MAX_NAMES``; FieldError (``_values.stored``)
+        names a field past its bound."""
         if not isinstance(data, Mapping):
             return None
-        compiled = data.get("compile")
         return cls(
-            level=str(data.get("level", "full")),
-            calls=int(data.get("calls", 0)),
-            ops=tuple(OpStat.from_dict(s) for s in data.get("ops", ())),
-            kernels=tuple(OpStat.from_dict(s) for s in data.get("kernels", ())),
-            runtime={str(k): int(v) for k, v in (data.get("runtime") or {}).items()},
-            syncs={str(k): int(v) for k, v in (data.get("syncs") or {}).items()},
-            flops=optional(data.get("flops"), int),
-            bytes_allocated=_allocated(data.get("bytes_allocated")),
-            bytes_copied={str(k): int(v) for k, v in (data.get("bytes_copied") or {}).items()},
-            compile=None
-            if not isinstance(compiled, Mapping)
-            else CompileCounters(
-                int(compiled.get("graph_breaks", 0)),
-                int(compiled.get("compiles", 0)),
-                optional(compiled.get("compile_seconds"), float),
-            ),
-            seconds=float(data.get("seconds", 0.0)),
-            budget=float(data.get("budget", 0.0)),
-            call_seconds=optional(data.get("call_seconds"), float),
-            outside_seconds=optional(data.get("outside_seconds"), float),
-            varying=tuple(str(k) for k in data.get("varying") or ()),
-            python=tuple(OpStat.from_dict(s) for s in data.get("python") or ()),
+            level=stored(data, "level", stored_text, "full"),
+            calls=stored(data, "calls", stored_count(1)),
+            ops=stored(data, "ops", _STATS, ()),
+            kernels=stored(data, "kernels", _STATS, ()),
+            runtime=stored(data, "runtime", _COUNTS, {}),
+            syncs=stored(data, "syncs", _COUNTS, {}),
+            flops=stored(data, "flops", _AMOUNT, None),
+            bytes_allocated=stored(data, "bytes_allocated", _allocated, None),
+            bytes_copied=stored(data, "bytes_copied", _AMOUNTS, {}),
+            compile=stored(data, "compile", _compiled, None),
+            seconds=stored(data, "seconds", stored_number, 0.0),
+            budget=stored(data, "budget", stored_number, 0.0),
+            call_seconds=stored(data, "call_seconds", stored_number, None),
+            outside_seconds=stored(data, "outside_seconds", stored_number, None),
+            varying=stored(data, "varying", _VARYING, ()),
+            python=stored(data, "python", _STATS, ()),
         )
 
 
-def _allocated(value: Any) -> dict[str, int] | None:
+_NAMES_WHY: Final = " names a profile holds (a step runs some hundreds); a profile of more was not measured"
+_AMOUNT: Final = stored_count(0, MAX_AMOUNT)
+_STATS: Final = stored_list(OpStat.from_dict, MAX_NAMES, _NAMES_WHY)
+_COUNTS: Final = stored_map(stored_count(), MAX_NAMES, _NAMES_WHY)
+_AMOUNTS: Final = stored_map(_AMOUNT, MAX_NAMES, _NAMES_WHY)
+#: A profile's ``varying``: keys of its counts, so at most as many as its lists hold.
+_VARYING: Final = stored_list(stored_text, len(CATEGORIES) * MAX_NAMES, _NAMES_WHY)
+
+
+def _allocated(value: object) -> dict[str, int] | None:
     """``bytes_allocated`` by device; a file written before the split holds one total (``ALL_DEVICES``)."""
     if value is None:
         return None
-    if isinstance(value, Mapping):
-        return {str(k): int(v) for k, v in value.items()}
-    return {ALL_DEVICES: int(value)}
+    return _AMOUNTS(value) if isinstance(value, Mapping) else {ALL_DEVICES: _AMOUNT(value)}
+
+
+def _compiled(value: object) -> CompileCounters | None:
+    """torch.compile's counters (None: dynamo was never loaded)."""
+    if not isinstance(value, Mapping):
+        return None
+    return CompileCounters(
+        stored(value, "graph_breaks", stored_count(), 0),
+        stored(value, "compiles", stored_count(), 0),
+        stored(value, "compile_seconds", stored_number, None),
+    )
 
 
 #: A key's prefix (before ``:``) or the whole key -> its category.

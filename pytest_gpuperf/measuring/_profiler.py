@@ -30,6 +30,7 @@ from ._profile import SYNC_KINDS, CompileCounters, OpStat, WorkComparison, WorkP
 from ._reading import After, Around, Reading
 from ._sampling import SamplingResult
 from ._stats import median
+from ._values import stored
 
 if TYPE_CHECKING:
     from ._measurement import Measurement
@@ -1000,7 +1001,7 @@ class _Profile(Reading[WorkProfile]):
         return value.to_dict()
 
     def decode(self, data: Mapping[str, Any]) -> WorkProfile | None:
-        return WorkProfile.from_dict(data.get("profile"))
+        return stored(data, "profile", WorkProfile.from_dict, None)
 
     def facts(self, m: Measurement) -> list[tuple[str, str]]:
         return [("work profile", EAGER_PROFILE)] if m.profile is not None and m.mode == "graph" else []

@@ -77,6 +77,8 @@ MAX_RESIZES: Final = 3
 TAIL_SHARE: Final = 0.1
 #: The most of ``max_time`` the warmup after the first call may take, so that samples get the rest.
 WARMUP_SHARE: Final = 0.5
+#: The most samples one measurement takes (``SamplingPlan.max_samples``).
+MAX_SAMPLES: Final = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ class SamplingPlan:
     min_block_time: float = 1e-3
     steady_blocks: int = 3
     steady_tolerance: float = 0.02
-    max_samples: int = 1_000_000
+    max_samples: int = MAX_SAMPLES
     #: A block never grows past this fraction of max_time, so slow steps still give samples.
     max_block_fraction: float = 0.05
     #: Every block is one call (``--gpuperf-per-call``): samples are single calls, not means of blocks.

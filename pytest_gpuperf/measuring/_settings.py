@@ -27,7 +27,7 @@ MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "min_time": values.positive_seconds,
     "max_time": values.positive_seconds,
     "warmup_time": values.positive_seconds,
-    "min_samples": values.positive_int,
+    "min_samples": values.min_samples,
     "threads": values.threads,
     "inconclusive": values.choice("warn", "fail"),
     "memory": values.on_off,

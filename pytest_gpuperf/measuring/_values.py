@@ -3,36 +3,82 @@
 Each parser takes what a user wrote (a string from the command line or an ini file,
 or a Python value from a marker) and returns the value, or raises SettingError whose
 message says what is wrong and how to write it; the caller prefixes where the value
-came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``). ``optional``
-converts a value read back from a file, which may be null.
+came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``). Every value has a
+bound (docs/options.md says each, and why): a count at most ``MAX_COUNT``, a session's rounds
+and confirmation runs at most ``MAX_ROUNDS`` and ``MAX_CONFIRM``, a time budget at most
+``MAX_SECONDS``, threads at most the machine's CPUs.
+
+The values read back from a file are read here too: ``stored`` reads one field, with the
+converters after it (``stored_count`` ...), raising FieldError that names the field and its
+bound; ``optional`` converts a value that may be null.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import os
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
+from ._sampling import MAX_SAMPLES
 from ._units import UnitError, parse_quantity
 
 __all__ = [
+    "MAX_AMOUNT",
+    "MAX_COMMIT_SECONDS",
+    "MAX_CONFIRM",
+    "MAX_COUNT",
+    "MAX_ROUNDS",
+    "MAX_SECONDS",
+    "FieldError",
+    "PastBound",
     "SettingError",
     "Threads",
     "argtype",
     "choice",
-    "count",
+    "commit_timeout",
+    "confirmations",
     "fraction",
     "given_path",
     "given_word",
+    "min_samples",
     "on_off",
     "optional",
     "positive_int",
     "positive_seconds",
     "quiet_wait",
+    "rounds",
+    "seconds",
+    "shown",
+    "stored",
+    "stored_count",
+    "stored_flag",
+    "stored_list",
+    "stored_map",
+    "stored_number",
+    "stored_numbers",
+    "stored_text",
     "threads",
+    "whole",
 ]
+
+#: The largest whole number any input may be (an option's count, a file's): 2**53, the last from which every whole
+#: number is exact in a double, JSON's number in most readers. No count of what a step does comes near it.
+MAX_COUNT: Final = 2**53
+#: The largest FLOPs or bytes of one call a file may hold: 2**64 (1.8e19), an hour of a GPU at 5 PFLOP/s.
+MAX_AMOUNT: Final = 2**64
+#: ``--gpuperf-rounds``: each round measures every test again, so a session of this many is already days long.
+MAX_ROUNDS: Final = 10_000
+#: ``--gpuperf-confirm``: each confirmation is a fresh pytest process per slower test.
+MAX_CONFIRM: Final = 100
+#: A time budget (``max_time``, ``warmup_time``, ``min_time``, ``quiet_wait``, ``ab --max-time``): an hour per
+#: measurement; a budget past it is a typo, and ``1e308`` overflowed the block size.
+MAX_SECONDS: Final = 3600.0
+#: ``history record --timeout``: a commit's whole test run.
+MAX_COMMIT_SECONDS: Final = 86_400.0
 
 #: ``auto``: one thread on a CPU device, torch's default on a GPU; ``torch``: torch's default everywhere.
 Threads: TypeAlias = int | Literal["auto", "torch"]
@@ -42,6 +88,10 @@ T = TypeVar("T")
 
 class SettingError(ValueError):
     """A value that cannot be used; the message says which and how to fix it."""
+
+
+class PastBound(SettingError):
+    """A value of the right kind, past its bound; the message says the bound, why, and what to give."""
 
 
 def optional(value: Any, convert: Callable[[Any], T]) -> T | None:
@@ -63,14 +113,27 @@ def argtype(parse: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-def positive_seconds(raw: object) -> float:
-    try:
-        seconds = parse_quantity(raw if isinstance(raw, (int, float, str)) else str(raw), kind="time").value
-    except UnitError as exc:
-        raise SettingError(f"{exc}; write a time such as 0.5, '500 ms' or '2 s'") from None
-    if not seconds > 0 or not math.isfinite(seconds):
-        raise SettingError("must be a positive time, such as 0.5, '500 ms' or '2 s'")
-    return seconds
+def seconds(most: float, why: str) -> Callable[[object], float]:
+    """A positive time of at most ``most`` seconds (a bare number is seconds); ``why`` follows the bound."""
+
+    def parse(raw: object) -> float:
+        try:
+            value = parse_quantity(raw if isinstance(raw, (int, float, str)) else str(raw), kind="time").value
+        except UnitError as exc:
+            raise SettingError(f"{exc}; write a time such as 0.5, '500 ms' or '2 s'") from None
+        if not value > 0 or math.isnan(value):
+            raise SettingError("must be a positive time, such as 0.5, '500 ms' or '2 s'")
+        if value > most:
+            raise PastBound(f"must be at most {most:g} s{why}; give a time of {most:g} s or less, such as '2 s'")
+        return value
+
+    return parse
+
+
+#: A measuring time budget: a positive time of at most ``MAX_SECONDS``.
+positive_seconds: Final = seconds(MAX_SECONDS, " (an hour, the bound on a measuring time budget)")
+#: ``history record --timeout``.
+commit_timeout: Final = seconds(MAX_COMMIT_SECONDS, " (a day, the bound on one commit's run)")
 
 
 def fraction(raw: object) -> float:
@@ -84,27 +147,50 @@ def fraction(raw: object) -> float:
     return value
 
 
+def _bound(most: int) -> str:
+    return {MAX_COUNT: "2**53", MAX_AMOUNT: "2**64"}.get(most, str(most))
+
+
+_DIGITS: Final = re.compile(r"[+]?[0-9_]+")
+
+
 def _whole(raw: object) -> int:
+    """The whole number written; one of more digits than Python converts (4,300) is past every bound, and reads as
+    ``MAX_COUNT + 1``."""
     if isinstance(raw, bool):
         raise SettingError("is not a whole number")
+    text = str(raw).strip()
     try:
-        return int(str(raw).strip())
+        return int(text)
     except ValueError:
+        if _DIGITS.fullmatch(text):
+            return MAX_COUNT + 1
         raise SettingError("is not a whole number") from None
 
 
-def positive_int(raw: object) -> int:
-    value = _whole(raw)
-    if value < 1:
-        raise SettingError("must be at least 1")
-    return value
+def whole(least: int, most: int = MAX_COUNT, why: str = "") -> Callable[[object], int]:
+    """A whole number from ``least`` to ``most``; ``why`` (" (a bound that keeps a session finite)") follows the
+    bound in the message."""
+    shown = _bound(most)
+
+    def parse(raw: object) -> int:
+        value = _whole(raw)
+        if value < least:
+            raise SettingError("must be at least 1" if least == 1 else f"must be {least} or more")
+        if value > most:
+            raise PastBound(f"must be at most {shown}{why}; give {shown} or less")
+        return value
+
+    return parse
 
 
-def count(raw: object) -> int:
-    value = _whole(raw)
-    if value < 0:
-        raise SettingError("must be 0 or more")
-    return value
+positive_int: Final = whole(1, MAX_COUNT, " (the bound on every count)")
+#: ``--gpuperf-rounds``.
+rounds: Final = whole(1, MAX_ROUNDS, " (each round measures every test again: a bound that keeps a session finite)")
+#: ``--gpuperf-confirm``.
+confirmations: Final = whole(0, MAX_CONFIRM, " (fresh runs of each slower test: a bound that keeps a session finite)")
+#: ``min_samples``: at most the sampling loop's cap on samples, which a minimum above it could never meet.
+min_samples: Final = whole(1, MAX_SAMPLES, " (the sampling loop's cap on samples, which a minimum cannot pass)")
 
 
 def threads(raw: object) -> Threads:
@@ -122,6 +208,12 @@ def threads(raw: object) -> Threads:
         ) from None
     if value < 1:
         raise SettingError("must be at least 1, or auto or torch")
+    cpus = os.cpu_count() or 1
+    if value > cpus:
+        raise PastBound(
+            f"must be at most {cpus}, this machine's CPU count (more threads than CPUs time only their contention); "
+            f"give {cpus} or less, or auto"
+        )
     return value
 
 
@@ -185,5 +277,149 @@ def quiet_wait(raw: object) -> float | None:
         return 0.0
     try:
         return positive_seconds(raw)
+    except PastBound:
+        raise
     except SettingError:
         raise SettingError("must be auto, off, or a time such as 10 or '30 s'") from None
+
+
+# ---------------------------------------------------------------- values read back from a file
+
+
+class FieldError(ValueError):
+    """A value read back from a file that no file of ours holds: ``field`` names it from where it was read
+    (``measurement.profile.ops[2].count``; list items counted from 1), ``must`` says what it must be."""
+
+    def __init__(self, field: str, must: str) -> None:
+        super().__init__(f"field {field!r} {must}" if field else must)
+        self.field, self.must = field, must
+
+    def inside(self, outer: str) -> FieldError:
+        """This error, its field named from ``outer`` (a key, or ``[N]``)."""
+        if not self.field:
+            return FieldError(outer, self.must)
+        return FieldError(outer + (self.field if self.field.startswith("[") else "." + self.field), self.must)
+
+
+_REQUIRED: Final = object()
+
+
+def shown(value: object) -> str:
+    """``value`` as a message shows it: short, JSON's words, a long number by its digits, a string escaped."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        try:
+            text = str(value)
+        except ValueError:  # past the 4,300 digits Python converts (a JSON file cannot hold one)
+            return "a number of over 4300 digits"
+        digits = len(text.lstrip("-"))
+        return text if digits <= 20 else f"{text[:12]}... ({digits} digits)"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:30]) + "..."
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    return "an object" if isinstance(value, Mapping) else type(value).__name__
+
+
+def stored(data: object, key: str, convert: Callable[[Any], T], default: Any = _REQUIRED) -> T:
+    """``convert(data[key])``, or ``default`` where ``data`` (an object read from a file) has no ``key``, or holds
+    null there.
+
+    The one reader of a field of a file: FieldError names the field (from ``key``, through every ``stored`` it is
+    read under) where it is missing, is not an object where one is read, or ``convert`` refuses it (a
+    FieldError of its own, or a KeyError, TypeError or ValueError from a converter such as ``str``).
+    """
+    if type(data) is not dict and not isinstance(data, Mapping):  # JSON's objects are dicts: the quick test first
+        raise FieldError("", f"must be an object, not {shown(data)}")
+    raw = data.get(key)
+    if raw is None and default is not _REQUIRED:
+        value: T = default
+        return value
+    if key not in data:
+        raise FieldError(key, "is missing")
+    try:
+        return convert(raw)
+    except FieldError as exc:
+        raise exc.inside(key) from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        raise FieldError(key, f"is {shown(raw)}, not a value pytest-gpuperf writes there") from None
+
+
+def stored_text(value: object) -> str:
+    if not isinstance(value, str):
+        raise FieldError("", f"must be a string, not {shown(value)}")
+    return value
+
+
+def stored_number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FieldError("", f"must be a number, not {shown(value)}")
+    return float(value)
+
+
+def stored_numbers(value: object) -> tuple[float, ...]:
+    """A list of numbers (samples: a file holds hundreds of thousands, read at one check each)."""
+    if not isinstance(value, list):
+        raise FieldError("", f"must be a list, not {shown(value)}")
+    if not all(type(x) is float or type(x) is int for x in value):
+        i, item = next((i, x) for i, x in enumerate(value, 1) if type(x) is not float and type(x) is not int)
+        raise FieldError(f"[{i}]", f"must be a number, not {shown(item)}")
+    return tuple(map(float, value))
+
+
+def stored_flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise FieldError("", f"must be true or false, not {shown(value)}")
+    return value
+
+
+def stored_count(least: int = 0, most: int = MAX_COUNT) -> Callable[[object], int]:
+    """A whole number from ``least`` to ``most`` (a float that is one, as other tools may write it, too)."""
+    bound = _bound(most)
+
+    def convert(value: object) -> int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise FieldError("", f"must be a whole number from {least} to {bound}, not {shown(value)}")
+        return value
+
+    return convert
+
+
+def stored_list(convert: Callable[[Any], T], most: int, why: str = "") -> Callable[[object], tuple[T, ...]]:
+    """A list of at most ``most`` items (``why`` says why the bound), each read by ``convert``; an item's
+    FieldError names it by its place, from 1."""
+
+    def read(value: object) -> tuple[T, ...]:
+        if not isinstance(value, list):
+            raise FieldError("", f"must be a list, not {shown(value)}")
+        if len(value) > most:
+            raise FieldError("", f"holds {len(value)} entries, over the {most}{why}")
+        out = []
+        for i, item in enumerate(value, 1):
+            try:
+                out.append(convert(item))
+            except FieldError as exc:
+                raise exc.inside(f"[{i}]") from None
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+                raise FieldError(f"[{i}]", f"is {shown(item)}, not a value pytest-gpuperf writes there") from None
+        return tuple(out)
+
+    return read
+
+
+def stored_map(convert: Callable[[Any], T], most: int, why: str = "") -> Callable[[object], dict[str, T]]:
+    """An object of at most ``most`` keys, each value read by ``convert`` (its FieldError names the key)."""
+
+    def read(value: object) -> dict[str, T]:
+        if not isinstance(value, Mapping):
+            raise FieldError("", f"must be an object, not {shown(value)}")
+        if len(value) > most:
+            raise FieldError("", f"holds {len(value)} entries, over the {most}{why}")
+        return {str(key): stored(value, key, convert) for key in value}
+
+    return read

@@ -337,7 +337,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "confirm",
         "4",
-        values.count,
+        values.confirmations,
         "when comparing, measure the tests whose records look slower again, in a fresh process, up to N times "
         "before judging them (default: 4; 0: judge this session's measurements alone)",
         "N",
@@ -346,7 +346,7 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "rounds",
         "1",
-        values.positive_int,
+        values.rounds,
         "measure every test N times in this session: the first as usual, the other N-1 rounds after all tests, "
         "spaced in time; a baseline's rounds count inside its run (default: 1)",
         "N",

@@ -46,6 +46,7 @@ from ._record import (
     READABLE_VERSIONS,
     SCHEMA,
     UNRELEASED_VERSIONS,
+    DamagedRecord,
     Record,
     Run,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "load_run",
     "load_runs",
     "locked",
+    "output_path_problem",
     "output_problem",
     "real_folder",
     "remove_ours",
@@ -76,6 +78,9 @@ LOCK_TIMEOUT: Final = 60.0
 #: The most records a file may hold, all its runs together: a 135 MB baseline (the largest seen in use) holds about
 #: 60,000, read in 4 s; 250,000 takes some 20 s. More is not a file this tool wrote (a million took 100 s and 5.5 GB).
 MAX_RECORDS: Final = 250_000
+#: The most bytes one name in a path (a file's or a folder's) may have: 255 on the file systems in use (ext4, XFS,
+#: btrfs, ZFS, APFS; NTFS counts 255 UTF-16 units), so that a longer one can be neither found nor created.
+NAME_MAX: Final = 255
 #: flock errors that mean "this file system cannot lock" (some network file systems), not "held".
 _CANNOT_LOCK: Final = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL})
 
@@ -299,18 +304,39 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def output_path_problem(path: Path, example: str) -> str | None:
+def name_problem(path: Path) -> str | None:
+    """Why ``path`` can name no file: one of its names is over ``NAME_MAX`` bytes (None where none is)."""
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            shown = part if len(part) <= 24 else part[:20] + "..."
+            return f"{shown!r} is {size} bytes, over the {NAME_MAX} bytes a file name may have; give a shorter name"
+    return None
+
+
+def output_path_problem(path: Path, example: str, *, directory: str = "") -> str | None:
     """Why a file cannot be written at ``path`` (told before any work is done), or None; ``example`` is the
-    file name the fix suggests when ``path`` is a directory. Callers add their option's name."""
-    if path.is_dir():
-        return f"that is a directory; give a file path such as {path / example}"
-    existing = path.absolute().parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is a file, not a directory; choose another location"
-    if not os.access(existing, os.W_OK):
-        return f"{existing} is not a writable directory; choose a writable location"
+    file name the fix suggests when ``path`` is a directory. With ``directory`` (what it is for: "the asv results
+    directory"), ``path`` is a directory to write in, and a file there is refused. Callers add their option's name.
+    Every output path is checked here: its names are bounded (``name_problem``), and so is the whole path."""
+    problem = name_problem(path)
+    if problem:
+        return problem
+    try:
+        if directory and path.exists() and not path.is_dir():
+            return f"{path} is a file; give {directory}"
+        if not directory and path.is_dir():
+            return f"that is a directory; give a file path such as {path / example}"
+        existing = path.absolute() if directory else path.absolute().parent
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is a file, not a directory; choose another location"
+        if not os.access(existing, os.W_OK):
+            return f"{existing} is not a writable directory; choose a writable location"
+    except OSError as exc:  # a path longer than the system takes (ENAMETOOLONG), or one it cannot look at
+        fix = "give a shorter path" if exc.errno == errno.ENAMETOOLONG else "choose another location"
+        return f"{exc.strerror or exc}; {fix}"
     return None
 
 
@@ -529,7 +555,7 @@ def load_runs(path: Path) -> list[Run]:
             run = from_pytest_benchmark(path, data)
         except PytestBenchmarkError as exc:
             raise ResultsError(f"{path} is a pytest-benchmark file, but {exc}") from None
-        _check_records(path, run)
+        _check_records(path, run, "")
         return [run]
     if isinstance(data, dict) and data.get("schema") == BASELINE_SCHEMA:
         _check_schema(path, data, BASELINE_SCHEMA, (BASELINE_SCHEMA_VERSION,))
@@ -539,7 +565,7 @@ def load_runs(path: Path) -> list[Run]:
         for i, run in enumerate(runs):
             _check_schema(path, run, SCHEMA, READABLE_VERSIONS, where=f"run {i + 1} of ")
         _check_count(path, runs)
-        return [_parse_run(path, run) for run in runs]
+        return [_parse_run(path, run, f"run {i}, " if len(runs) > 1 else "") for i, run in enumerate(runs, 1)]
     _check_schema(path, data, SCHEMA, READABLE_VERSIONS)
     _check_count(path, [data])
     return [_parse_run(path, data)]
@@ -616,41 +642,52 @@ def _too_many(path: Path, count: int) -> NoReturn:
     )
 
 
-def _parse_run(path: Path, data: Mapping[str, Any]) -> Run:
+def _parse_run(path: Path, data: Mapping[str, Any], where: str = "") -> Run:
+    """The run in ``data`` (``where``: "run 2, " of a baseline of several), read through the types' own codecs
+    (``Run.from_dict``: every field's type and bound, ``measuring.values.stored``), then checked for what no
+    measurement can have (``_impossible``): the one check of a results file, which every reader goes through
+    (``load_run``, ``load_runs``: a baseline's load and merge, ``compare``, ``runs``, ``report``, ``export``)."""
     try:
         run = Run.from_dict(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ResultsError(f"{path} is damaged: a record lacks or mangles {exc}; re-record it") from None
-    _check_records(path, run)
+    except DamagedRecord as exc:
+        raise ResultsError(_damaged(path, f"{where}record {exc.number}", exc.test, str(exc.problem))) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # values.FieldError: a field of the run's own
+        raise ResultsError(_damaged(path, where.removesuffix(", "), "", str(exc))) from None
+    _check_records(path, run, where)
     return run
 
 
-def _check_records(path: Path, run: Run) -> None:
+def _damaged(path: Path, where: str, test: str, problem: str) -> str:
+    """``<file>: record N (<test>): field 'X' must be ...; the file is left as it is``, escaped (it holds the file's
+    text)."""
+    place = f"{where}{f' ({test})' if test else ''}: " if where else ""
+    return printable(
+        f"{path}: {place}{problem}; the file is left as it is: re-record it, or restore the file from a copy"
+    )
+
+
+def _check_records(path: Path, run: Run, where: str) -> None:
     """Refuse a run holding a value no measurement can have (issue 23: ``"iterations": 0`` was merged into a
-    baseline); the error names the file and the record."""
-    for record in run.records:
+    baseline); the error names the file, the record and the field."""
+    for number, record in enumerate(run.records, 1):
         problem = _impossible(record)
         if problem:
-            raise ResultsError(
-                f"{path} is damaged: record {printable(record.key)} has {problem}; it was left as it is: re-record "
-                "it, or restore the file from a copy"
-            )
+            raise ResultsError(_damaged(path, f"{where}record {number}", record.test, problem))
 
 
 def _impossible(record: Record) -> str:
-    """What in ``record`` no measurement can have, or ""."""
+    """What in ``record`` no measurement can have (its field and what it must be), or ""; its types and bounds
+    were checked as it was read (``Record.from_dict``)."""
     measurement = record.measurement
-    if measurement.iterations < 1:
-        return f'"iterations": {measurement.iterations} (each sample times 1 call or more)'
-    rounds = [("", measurement.samples)]
-    rounds += [(f"round {i + 2}'s ", r.samples) for i, r in enumerate(record.evidence.rounds)]
-    rounds += [(f"confirmation run {i + 1}'s ", r.rounds[0].samples) for i, r in enumerate(record.evidence.runs)]
+    rounds = [("measurement.samples", measurement.samples)]
+    rounds += [(f"gate.rounds[{i}].samples", r.samples) for i, r in enumerate(record.evidence.rounds, 1)]
+    rounds += [(f"gate.runs[{i}].samples", r.rounds[0].samples) for i, r in enumerate(record.evidence.runs, 1)]
     for where, samples in rounds:
         if not samples:
-            return f"{where}no samples"
+            return f"field {where!r} must be a list of 1 sample or more, not an empty one"
         if not all(math.isfinite(x) and x > 0 for x in samples):
-            return f"{where}samples that are not positive finite times (NaN, infinite, zero or negative)"
+            return f"field {where!r} must be positive finite times, and holds NaN, infinite, zero or negative ones"
     for name, amount in measurement.work.items():
         if not (math.isfinite(amount) and amount >= 0):
-            return f"a work amount {name} of {amount} (work done is a finite amount, 0 or more)"
+            return f"field {f'measurement.work.{name}'!r} must be a finite amount, 0 or more, not {amount}"
     return ""

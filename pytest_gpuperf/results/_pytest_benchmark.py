@@ -342,8 +342,8 @@ def _record(bench: Any, index: int, path: Path) -> Record:
         # written by to_pytest_benchmark: the record itself, its samples from stats.data
         try:
             return Record.from_dict({**ours, "measurement": {**ours["measurement"], "samples": list(samples)}})
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise PytestBenchmarkError(f'benchmark {key}: its "gpuperf" record lacks or mangles {exc}') from None
+        except ValueError as exc:  # measuring.values.FieldError: its field, and what it must be
+            raise PytestBenchmarkError(f'benchmark {key}: its "gpuperf" record\'s {exc}') from None
     metadata: dict[str, Any] = {"source": SOURCE}
     for name in ("group", "extra_info"):
         if bench.get(name):

@@ -32,11 +32,12 @@ Schema history (bump the version and say why here; files are read and written in
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ..measuring import Check, ClockSummary, Load, Measurement, optional
+from ..measuring import Check, ClockSummary, Load, Measurement, values
 from ._fingerprint import Fingerprint, GitState
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "UNRELEASED_VERSIONS",
+    "DamagedRecord",
     "Evidence",
     "Record",
     "Rerun",
@@ -88,11 +90,12 @@ class Round:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Round:
+        stored = values.stored
         return cls(
-            tuple(float(x) for x in data.get("samples") or ()),
-            Load.from_dict(data.get("load")),
-            optional(data.get("quiet_wait_s"), float),
-            ClockSummary.from_dict(data.get("clocks")),
+            stored(data, "samples", values.stored_numbers, ()),
+            stored(data, "load", Load.from_dict, None),
+            stored(data, "quiet_wait_s", values.stored_number, None),
+            stored(data, "clocks", ClockSummary.from_dict, None),
         )
 
 
@@ -108,7 +111,7 @@ class Rerun:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Rerun:
-        return cls((Round.from_dict(data), *(Round.from_dict(r) for r in data.get("rounds") or ())))
+        return cls((Round.from_dict(data), *values.stored(data, "rounds", _ROUNDS, ())))
 
 
 @dataclass(frozen=True)
@@ -153,11 +156,16 @@ class Evidence:
         return cls(
             tolerance=number("tolerance"),
             noise_floor=number("noise_floor"),
-            load=Load.from_dict(data.get("load")),
+            load=values.stored(data, "load", Load.from_dict, None),
             quiet_wait_s=number("quiet_wait_s"),
-            rounds=tuple(Round.from_dict(r) for r in data.get("rounds") or ()),
-            runs=tuple(Rerun.from_dict(r) for r in data.get("runs") or ()),
+            rounds=values.stored(data, "rounds", _ROUNDS, ()),
+            runs=values.stored(data, "runs", _RERUNS, ()),
         )
+
+
+#: A record's rounds and its confirmation runs (each list at most the rounds a session takes).
+_ROUNDS: Final = values.stored_list(Round.from_dict, values.MAX_ROUNDS)
+_RERUNS: Final = values.stored_list(Rerun.from_dict, values.MAX_ROUNDS)
 
 
 @dataclass(frozen=True)
@@ -203,14 +211,18 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
+        """From a file, or a process that sent it; FieldError (``measuring.values.stored``) names a field that no
+        record of ours has."""
+        stored, text = values.stored, values.stored_text
+        stored(data, "key", text, "")  # derived from the test and the measurement's name, but a string
         return cls(
-            test=str(data["test"]),
-            device=str(data["device"]),
-            measurement=Measurement.from_dict(data["measurement"]),
-            params={str(k): str(v) for k, v in data.get("params", {}).items()},
-            metadata=dict(data.get("metadata", {})),
-            checks=tuple(Check(**c) for c in data.get("checks", [])),
-            evidence=Evidence.from_dict(data.get("gate") or {}),
+            test=stored(data, "test", text),
+            device=stored(data, "device", text),
+            measurement=stored(data, "measurement", Measurement.from_dict),
+            params=stored(data, "params", lambda v: {str(k): str(p) for k, p in v.items()}, {}),
+            metadata=stored(data, "metadata", dict, {}),
+            checks=stored(data, "checks", lambda v: tuple(Check(**c) for c in v), ()),
+            evidence=stored(data, "gate", Evidence.from_dict, Evidence()),
         )
 
 
@@ -269,13 +281,18 @@ class Run:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Run:
+        """From a file, or a process that sent it: FieldError (``measuring.values.stored``) names a field of the run
+        that none of ours has, and DamagedRecord a record's."""
+        stored = values.stored
         return cls(
-            created=str(data.get("created", "")),
-            fingerprint=Fingerprint.from_dict(dict(data.get("fingerprint", {}))),
-            settings=dict(data.get("settings", {})),
-            records=[Record.from_dict(r) for r in data.get("records", [])],
-            devices=dict(data.get("devices", {})),
-            interrupted=bool(data.get("interrupted", False)),
+            created=stored(data, "created", _created, ""),
+            fingerprint=stored(
+                data, "fingerprint", lambda v: Fingerprint.from_dict(dict(v)), Fingerprint.from_dict({})
+            ),
+            settings=stored(data, "settings", dict, {}),
+            records=_records(data.get("records")),
+            devices=stored(data, "devices", dict, {}),
+            interrupted=stored(data, "interrupted", values.stored_flag, False),
             notes=_notes(data.get("notes")),
             failures=_failures(data.get("failures")),
         )
@@ -284,6 +301,47 @@ class Run:
     def git(self) -> GitState:
         """The fingerprint's git state; empty outside git, and in files that did not record it."""
         return self.fingerprint.git if self.fingerprint.git is not None else GitState()
+
+
+class DamagedRecord(ValueError):
+    """A record of a run that none of ours can be: the ``number``-th (from 1), of test ``test`` ("" where that is
+    unreadable too), and what is wrong (``problem``: its field and what it must be)."""
+
+    def __init__(self, number: int, test: str, problem: values.FieldError) -> None:
+        super().__init__(f"record {number}{f' ({test})' if test else ''}: {problem}")
+        self.number, self.test, self.problem = number, test, problem
+
+
+def _records(items: object) -> list[Record]:
+    """A run's records from its file; DamagedRecord names the first that no record of ours can be."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise values.FieldError("records", f"must be a list, not {values.shown(items)}")
+    out = []
+    for number, item in enumerate(items, 1):
+        try:
+            out.append(Record.from_dict(item))
+        except values.FieldError as exc:
+            test = item.get("test") if isinstance(item, Mapping) else None
+            raise DamagedRecord(number, test if isinstance(test, str) else "", exc) from None
+    return out
+
+
+def _created(value: object) -> str:
+    """When the run was saved: an ISO 8601 time (``2026-11-22T03:00:00+00:00``), or "" where it was not said."""
+    if isinstance(value, str):
+        try:
+            if value:  # Python before 3.11 reads no "Z"
+                dt.datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+            return value
+        except ValueError:
+            pass
+    raise values.FieldError(
+        "",
+        "must be the time the run was saved, as an ISO 8601 string such as '2026-11-22T03:00:00+00:00', "
+        f"not {values.shown(value)}",
+    )
 
 
 def _notes(data: Any) -> tuple[tuple[str, str], ...]:

@@ -49,6 +49,7 @@ from ._files import (
     atomic_write_text,
     load_runs,
     locked,
+    name_problem,
     remove_stale_temporaries,
     save_baseline_file,
     save_run,
@@ -105,7 +106,10 @@ def add_format_argument(parser: argparse.ArgumentParser) -> None:
 
 #: What a results directory this package creates holds as ``.gitignore``: git ignores all of it.
 GITIGNORE: Final = "# Created by pytest-gpuperf automatically.\n*\n"
-_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: The most characters of a baseline name (ASCII: as many bytes); its file adds ``.json``, and a name says which
+#: commit or branch it holds.
+NAME_MAX_CHARS: Final = 100
+_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class StorageError(ResultsError):
@@ -133,12 +137,26 @@ class ReplaceRefused(StorageError):
 def check_name(raw: str) -> str:
     """A baseline name: letters, digits, ``.``, ``_`` and ``-``, not a path. Raises ValueError with the fix."""
     name = raw.strip()
+    if len(name) > NAME_MAX_CHARS:
+        raise ValueError(
+            f"{name[:20]!r}... is {len(name)} characters, over the {NAME_MAX_CHARS} a baseline name may have; "
+            "give a shorter name, such as main or pr-123"
+        )
     if not _NAME.match(name) or name.endswith(".json"):
         raise ValueError(
             f"{raw!r} is not a baseline name: use letters, digits, '.', '_' and '-' (such as main or pr-123); "
             "to compare with a file, give its path to --gpuperf-compare"
         )
     return name
+
+
+def _there(path: Path, *, file: bool = False) -> bool:
+    """Does ``path`` exist (as a file, with ``file``)? False where the system cannot look: a name or a whole path
+    longer than it takes (``baseline_path`` of a 252-character name is 257 bytes)."""
+    try:
+        return path.is_file() if file else path.exists()
+    except OSError:
+        return False
 
 
 def _code(fingerprint: Fingerprint) -> tuple[str, str] | None:
@@ -338,10 +356,13 @@ class ResultsDir:
         is a file; else a baseline of that name; else the run of that id, or the one run whose id starts so (the
         ids ``pytest-gpuperf runs`` prints). UnknownRef lists the candidates of an ambiguous start, or what
         there is."""
+        problem = name_problem(Path(ref))
+        if problem:
+            raise StorageError(problem)
         candidate = Path(ref) if Path(ref).is_absolute() else (cwd or Path.cwd()) / ref
-        if "/" in ref or os.sep in ref or ref.endswith(".json") or candidate.is_file():
+        if "/" in ref or os.sep in ref or ref.endswith(".json") or _there(candidate, file=True):
             return Found("file", ref, candidate)
-        if ref and self.baseline_path(ref).exists():
+        if ref and _there(self.baseline_path(ref)):
             return Found("baseline", ref, self.baseline_path(ref))
         ids = self.run_ids()
         matches = [i for i in ids if i == ref] or [i for i in ids if ref and i.startswith(ref)]

@@ -81,7 +81,7 @@ def test_a_baseline_with_nan_samples_is_bad_input_not_a_crash(
     write(results / "head.json", 10e-3)
     assert main(["compare", "damaged.json", "head.json"]) == 2
     err = capsys.readouterr().err
-    assert "damaged.json is damaged: record test_x.py::test_step[cpu] has samples that are not positive finite" in err
+    assert "damaged.json: record 1 (test_x.py::test_step[cpu]): field 'measurement.samples' must be positive" in err
 
 
 def test_comparing_a_file_with_itself_warns(results: Path, capsys: pytest.CaptureFixture[str]) -> None:

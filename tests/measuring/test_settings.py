@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_gpuperf.measuring import MeasureSettings, SettingError
@@ -9,7 +11,8 @@ from pytest_gpuperf.measuring._values import threads
 
 
 @pytest.mark.parametrize(("raw", "value"), [("auto", "auto"), ("AUTO", "auto"), ("torch", "torch"), ("3", 3), (2, 2)])
-def test_threads_take_a_count_auto_or_torch(raw: object, value: object) -> None:
+def test_threads_take_a_count_auto_or_torch(raw: object, value: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # a count is at most the machine's CPUs
     assert threads(raw) == value
 
 
@@ -23,7 +26,10 @@ def test_other_thread_words_are_refused_with_the_vocabulary(raw: str, message: s
     ("setting", "kind", "count"),
     [("auto", "cpu", 1), ("auto", "cuda", None), ("auto", "mps", None), ("torch", "cpu", None), (4, "cuda", 4)],
 )
-def test_auto_is_one_thread_on_a_cpu_and_torchs_default_on_a_gpu(setting: object, kind: str, count: int | None) -> None:
+def test_auto_is_one_thread_on_a_cpu_and_torchs_default_on_a_gpu(
+    setting: object, kind: str, count: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     assert MeasureSettings().with_values({"threads": setting}).threads_for(kind) == count
 
 
