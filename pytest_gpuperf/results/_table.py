@@ -104,7 +104,8 @@ def row_flags(record: Record) -> list[Flag]:
     out += [Flag(text, _code(text)) for text in texts]
     for check in record.checks:
         if check.outcome != "pass":
-            out.append(Flag(f"{check.what} {check.outcome}", f"check {check.outcome}"))
+            text = f"{check.what} {check.outcome}"  # "throughput fail"; a long "what" is spelt out under the table
+            out.append(Flag(text, text if " " not in check.what else f"check {check.outcome}"))
     return out
 
 
@@ -298,7 +299,9 @@ def _narrowed(columns: list[tuple[str, list[list[str]]]], tablefmt: str, width: 
 
 def _width(shaped: Mapping[str, list[list[str]]]) -> int:
     """The width of the stacked table of ``shaped`` (``_render``: no padding, two spaces between columns)."""
-    widths = [max(len(h), *(len(printable(line)) for parts in cells for line in parts)) for h, cells in shaped.items()]
+    widths = [
+        max([len(h), *(len(printable(line)) for parts in cells for line in parts)]) for h, cells in shaped.items()
+    ]
     return sum(widths) + 2 * (len(widths) - 1)
 
 

@@ -113,3 +113,28 @@ def test_not_converged_is_flagged_only_where_the_rows_interval_does_not_say_it()
     assert not any("test_wide" in line or "test_few" in line for line in legend[5:])
     # The HTML report's flags keep every one (``flags``).
     assert all("not converged" in flags(r) for r in (wide, few, narrow))
+
+
+LONG_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("shape", ["a_rather_long_parameter_id-with-parts"])
+def test_a_measurement_with_a_long_name_and_two_kinds_of_work(gpuperf, shape):
+    gpuperf.measure(lambda: sum(range(100)), flops=1e3, samples=8, name="the_forward_pass")
+    gpuperf.note("a note longer than the terminal is wide, " * 4)
+"""
+
+
+def test_the_session_fits_its_results_to_columns(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_long=LONG_TESTS)
+    args = ("-p", "no:randomly", "--gpuperf-device=cpu", "--gpuperf-max-time=0.1", "--gpuperf-warmup-time=0.01")
+    monkeypatch.setenv("COLUMNS", "70")
+    lines = pytester.runpytest(*args).stdout.lines
+    start = next(i for i, line in enumerate(lines) if "gpuperf results" in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("gpuperf: saved"))  # a path, left whole
+    results = lines[start:end]
+    assert max(len(line) for line in results) <= 70, "\n".join(results)
+    assert any(line.startswith("test_a_") for line in results)  # its name wrapped
+    monkeypatch.delenv("COLUMNS")  # and to a pipe or a file (pytester's), one line a row, as wide as it is
+    lines = pytester.runpytest(*args).stdout.lines
+    assert any(line.startswith("test_a_measurement_with_a_long_name_and_two_kinds_of_work[") for line in lines), lines
