@@ -288,13 +288,22 @@ def _narrowed(columns: list[tuple[str, list[list[str]]]], tablefmt: str, width: 
     cells_of = dict(columns)
     shaped = {h: _shape(cells, limits.get(h), h) for h, cells in columns}
     while _width(shaped) > width:
-        wide = {h: max((len(line) for parts in shaped[h] for line in parts), default=1) for h in floors}
+        wide = {h: _column(shaped[h]) for h in floors}
         narrower = {h: _shape(cells_of[h], wide[h] - 1, h) for h in floors if wide[h] > floors[h]}
+        for h, shape in list(narrower.items()):
+            if _column(shape) >= wide[h]:  # a word as wide as the column, comma and all: it is at its narrowest
+                floors[h] = wide[h]
+                del narrower[h]
         if not narrower:
             break
         header = min(narrower, key=lambda h: (_lines({**shaped, h: narrower[h]}), -wide[h]))
         shaped[header] = narrower[header]
     return _render(list(shaped.items()), tablefmt, stacked=True)
+
+
+def _column(cells: Sequence[Sequence[str]]) -> int:
+    """The width of a column's widest line."""
+    return max((len(line) for parts in cells for line in parts), default=1)
 
 
 def _width(shaped: Mapping[str, list[list[str]]]) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from pytest_gpuperf.measuring._judge import Check
 from pytest_gpuperf.measuring._timing_checks import TIMING_CHECKS, Counted, Drain, TimingChecks
 from pytest_gpuperf.results import Ceiling, Evidence, Record, flags, results_table, row_flags, table_lines
 from tests.synthetic import BUSY, make_measurement, samples_around
+
+STARVED = {**BUSY, "background_cores": 1.75, "own_cores": 0.25, "waited_cores": 0.75}
 
 LONG = "suites/test_a_module_of_models.py::TestTransformerTraining::test_training_step_throughput_of_a_model"
 
@@ -32,10 +35,9 @@ def flagged() -> list[Record]:
     """Rows with every flag the table has, and long names with long parameter ids."""
     throttled = ClockSummary.of([ClockReading(1500, 2619, 80, 500.0, 0x8)] * 41, 1980)
     drain = TimingChecks(Drain(41, 2e-3, 2.0, 3e-3), Counted(3, 0))
-    starved = {**BUSY, "background_cores": 1.75, "own_cores": 0.25, "waited_cores": 0.75}
     unsteady = Warmup(3, 3, 0.01, False, (1e-3,) * 3)
     rising = tuple(1e-3 * (1 + 0.2 * i / 40) for i in range(41))
-    base = record(f"{LONG}[cpu-transformer_wide-bfloat16-batch=4096]", load=starved, threads=1)
+    base = record(f"{LONG}[cpu-transformer_wide-bfloat16-batch=4096]", load=STARVED, threads=1)
     rows = [
         dataclasses.replace(
             base,
@@ -87,6 +89,18 @@ def test_without_a_width_the_table_is_one_line_a_row_with_short_flags() -> None:
     assert len(lines) == 2 + len(records)
     assert lines[2].endswith("starved, device work after end event, throttled")
     assert "(0.25 of 1 core)" not in lines[2]
+
+
+def test_a_table_that_cannot_be_as_narrow_as_asked_stops_at_its_narrowest() -> None:
+    # "starved," with its comma is a letter wider than the flags' longest word: the narrowing went round for ever.
+    records = [record("t.py::test_a[cpu]", load=STARVED, threads=1, mode="cold")]
+    tables: list[str] = []
+    thread = threading.Thread(target=lambda: tables.append(results_table(records, width=40)), daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert tables, "results_table(width=40) did not return"
+    header, _, first, second, _ = tables[0].splitlines()
+    assert header.split()[-1] == "flags" and first.endswith("  starved,") and second.endswith("  cold")
 
 
 def test_p99_is_a_column_only_where_samples_are_single_calls_by_request() -> None:
