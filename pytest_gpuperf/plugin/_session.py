@@ -518,9 +518,8 @@ class GpuperfSession:
         from ._summary import speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        writer = self.config.get_terminal_writer()
-        # The writer's own stream (pytester's inner runs write to a buffer); its width is pytest's, COLUMNS too.
-        width = writer.fullwidth if terminal_width(getattr(writer, "_file", None)) else None
+        # pytest's own width (COLUMNS too) where its output is a terminal (pytester's inner runs write to a buffer).
+        width = self.config.get_terminal_writer().fullwidth if terminal_width(bool(terminalreporter.isatty)) else None
         for line in table_lines(records, ceilings(records, self.book.reference_peaks), width=width):
             terminalreporter.write_line(line)
         book = self.book

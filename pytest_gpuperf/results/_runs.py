@@ -176,7 +176,7 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
     about = f"saved {_date(run.created)}, commit {_commit(run)}, {records}{state}"
     lines = [head, about]
     if run.records:
-        lines += table_lines(run.records, peaks_of(run), width=terminal_width(sys.stdout), tablefmt=tablefmt)
+        lines += table_lines(run.records, peaks_of(run), width=terminal_width(sys.stdout.isatty()), tablefmt=tablefmt)
     return lines
 
 

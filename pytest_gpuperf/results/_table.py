@@ -287,31 +287,28 @@ def _narrowed(columns: list[tuple[str, list[list[str]]]], tablefmt: str, width: 
     }
     cells_of = dict(columns)
     shaped = {h: _shape(cells, limits.get(h), h) for h, cells in columns}
-    while _width(shaped) > width:
-        wide = {h: _column(shaped[h]) for h in floors}
-        narrower = {h: _shape(cells_of[h], wide[h] - 1, h) for h in floors if wide[h] > floors[h]}
-        for h, shape in list(narrower.items()):
-            if _column(shape) >= wide[h]:  # a word as wide as the column, comma and all: it is at its narrowest
-                floors[h] = wide[h]
-                del narrower[h]
-        if not narrower:
+    wide = {h: _column(cells) for h, cells in shaped.items()}
+    # Each column's next narrower shape, kept until it is taken: one wrapping per column and width.
+    candidates: dict[str, list[list[str]]] = {}
+    # The width of the stacked table (``_render``: no padding, two spaces between columns).
+    while sum(max(len(h), w) for h, w in wide.items()) + 2 * (len(wide) - 1) > width:
+        for h in [h for h in floors if h not in candidates]:
+            shape = _shape(cells_of[h], wide[h] - 1, h) if wide[h] > floors[h] else None
+            if shape is not None and _column(shape) < wide[h]:
+                candidates[h] = shape
+            else:  # at its narrowest: a word as wide as the column, comma and all, stays whole
+                del floors[h]
+        if not candidates:
             break
-        header = min(narrower, key=lambda h: (_lines({**shaped, h: narrower[h]}), -wide[h]))
-        shaped[header] = narrower[header]
+        header = min(candidates, key=lambda h: (_lines({**shaped, h: candidates[h]}), -wide[h]))
+        shaped[header] = candidates.pop(header)
+        wide[header] = _column(shaped[header])
     return _render(list(shaped.items()), tablefmt, stacked=True)
 
 
 def _column(cells: Sequence[Sequence[str]]) -> int:
-    """The width of a column's widest line."""
+    """The width of a column's widest line (before ``printable``, which widens only a name with control codes)."""
     return max((len(line) for parts in cells for line in parts), default=1)
-
-
-def _width(shaped: Mapping[str, list[list[str]]]) -> int:
-    """The width of the stacked table of ``shaped`` (``_render``: no padding, two spaces between columns)."""
-    widths = [
-        max([len(h), *(len(printable(line)) for parts in cells for line in parts)]) for h, cells in shaped.items()
-    ]
-    return sum(widths) + 2 * (len(widths) - 1)
 
 
 def _lines(shaped: Mapping[str, list[list[str]]]) -> int:
@@ -390,11 +387,10 @@ def table_lines(
     return lines + [wrapped for line in under for wrapped in wrap_line(line, width)]
 
 
-def terminal_width(stream: object) -> int | None:
-    """The width to fit the results to: ``COLUMNS`` where set, else the terminal's where ``stream`` is one; None
-    for output to a file or a pipe, which keeps its rows whole."""
-    isatty = getattr(stream, "isatty", None)
-    if "COLUMNS" not in os.environ and not (callable(isatty) and isatty()):
+def terminal_width(tty: bool) -> int | None:
+    """The width to fit the results to: ``COLUMNS`` where set, else the terminal's where the output is one
+    (``tty``); None for output to a file or a pipe, which keeps its rows whole."""
+    if "COLUMNS" not in os.environ and not tty:
         return None
     return shutil.get_terminal_size().columns
 
