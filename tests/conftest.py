@@ -109,6 +109,17 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner runs write to a pipe or a buffer, which keeps the results table one line a row (``terminal_width``),
+    unless a test sets COLUMNS. pytest's capture plugin imports readline, which puts the terminal's COLUMNS (80
+    without one) in the C environment of the process, where Python's ``os.environ`` does not see it, and so in
+    every process it starts: pytest-xdist's workers, whose inner runs then fitted their tables to 80 columns."""
+    # Set first, so that deleting it unsets it in the C environment too, where a subprocess.run would find it.
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("COLUMNS")
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Move what this process holds now (torch, the package, every collected test) out of the garbage collector's
     reach: each measurement collects before it samples, a full collection (as on a GPU) walked it all, and the

@@ -515,13 +515,13 @@ class GpuperfSession:
             terminalreporter.write_line(self._json_note)
         if not records or not self.is_reporter:
             return
-        from ..results import ceilings, results_table, table_notes
+        from ..results import ceilings, table_lines, terminal_width, wrap_line
         from ._summary import speedup_lines, speedup_table
 
         terminalreporter.write_sep("=", "gpuperf results")
-        peaks = ceilings(records, self.book.reference_peaks)
-        terminalreporter.write_line(results_table(records, peaks=peaks))
-        for line in table_notes(records, peaks):
+        # pytest's own width (COLUMNS too) where its output is a terminal (pytester's inner runs write to a buffer).
+        width = self.config.get_terminal_writer().fullwidth if terminal_width(bool(terminalreporter.isatty)) else None
+        for line in table_lines(records, ceilings(records, self.book.reference_peaks), width=width):
             terminalreporter.write_line(line)
         book = self.book
         devices = [slot.id for slot in self.slots if slot.available]
@@ -533,8 +533,9 @@ class GpuperfSession:
                 terminalreporter.write_line(line)
         if self.book.notes:
             terminalreporter.write_sep("-", "gpuperf notes")
-            for nodeid, text in self.book.notes:  # a test's own text: printable (``_escape.py``)
-                terminalreporter.write_line(printable(f"{nodeid}: {text}"))
+            for nodeid, text in self.book.notes:  # a test's own text: printable, wrapped too
+                for line in wrap_line(printable(f"{nodeid}: {text}"), width):
+                    terminalreporter.write_line(printable(line))
         if self.settings.json and self._json_written is not None:
             terminalreporter.write_line(f"gpuperf: wrote {self._json_written} records to {self.settings.json}")
         if self._asv_note:

@@ -33,7 +33,7 @@ from ..measuring import counted
 from ._files import ResultsError, load_runs
 from ._record import Run
 from ._store import ResultsDir, add_format_argument, add_results_dir_argument
-from ._table import peaks_of, results_table, table_notes
+from ._table import peaks_of, table_lines, terminal_width
 from ._traces import remove_traces
 
 __all__ = ["Entry", "add_parser", "entries", "prunable", "resolve"]
@@ -206,9 +206,7 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
     about = f"saved {_date(run.created)}, commit {_commit(run)}, {records}{state}"
     lines = [head, about]
     if run.records:
-        peaks = peaks_of(run)
-        lines += results_table(run.records, tablefmt=tablefmt, peaks=peaks).splitlines()
-        lines += table_notes(run.records, peaks)
+        lines += table_lines(run.records, peaks_of(run), width=terminal_width(sys.stdout.isatty()), tablefmt=tablefmt)
     return lines
 
 

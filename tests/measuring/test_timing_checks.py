@@ -37,7 +37,7 @@ from pytest_gpuperf.measuring._timing_checks import (
     why_uncounted,
 )
 from pytest_gpuperf.report import render
-from pytest_gpuperf.results import Record, flags, results_table, table_notes
+from pytest_gpuperf.results import Record, flag_legend, flags, results_table, table_notes
 from tests.synthetic import make_measurement, make_record, make_run, samples_around
 
 from .fake_gpu import FakeGpu, plain_loop, step
@@ -283,8 +283,12 @@ def flagged_record(test: str = "t.py::test_step[cpu]") -> Record:
 def test_the_table_and_the_report_show_the_flag_and_the_note() -> None:
     flagged, honest = flagged_record(), make_record(1e-3, test="t.py::test_b")
     lines = results_table([flagged, honest]).splitlines()
-    assert "device work after end event (2 ms/block, 200%)" in lines[2]
+    assert lines[2].endswith(" device work after end event")  # in full under the table
     assert "device work after end event" not in lines[3]
+    assert flag_legend([flagged, honest]) == [
+        "flags in full:",
+        "  test_step: device work after end event (2 ms/block, 200%)",
+    ]
     notes = table_notes([flagged, honest], {})
     assert notes == [
         "timing checks: 1 of 2 records flagged; their times may not be what a loop of the step pays "

@@ -78,7 +78,9 @@ def test_a_failing_claim_fails_the_test_and_lands_in_its_record(pytester: pytest
         [
             "E   *items/s of sum / items/s of mean at least 1.5 expected, but median 1.2, 95% CI [[]1.1, 1.3[]] "
             "from 30 paired rounds on cpu; the whole interval is on the wrong side",
-            "*test_paired::summed*cpu*items/s of sum / items/s of mean fail*",
+            "test_paired::summed *cpu*check fail",
+            "flags in full:",
+            "  test_paired::summed: *items/s of sum / items/s of mean fail",  # "starved (...); " first when busy
         ]
     )
     summed = _records(pytester)["test_pairs.py::test_paired[cpu]::summed"]

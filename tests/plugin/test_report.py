@@ -15,6 +15,7 @@ from pytest_gpuperf.results import (
     Ceiling,
     Record,
     ceilings,
+    flag_legend,
     flags,
     peaks_of,
     percent_of_peak,
@@ -115,7 +116,8 @@ def test_throttled_samples_are_flagged_with_their_count() -> None:
     clocks = ClockSummary.of([reading(1980)] * 18 + [reading(1980, 0x8)] * 3, 1980)
     record = dataclasses.replace(GPU_MM, measurement=GPU_MM.measurement.with_reading(CLOCKS, clocks))
     assert flags(record) == "throttled 3/21"
-    assert "throttled 3/21" in results_table([record])
+    assert results_table([record]).splitlines()[2].endswith(" throttled")  # spelt out under the table
+    assert flag_legend([record]) == ["flags in full:", "  test_mm: throttled 3/21"]
     powered = ClockSummary.of([reading(1980, 0x4)] * 21, 1980)  # power-capped at full clock: not throttled
     record = dataclasses.replace(GPU_MM, measurement=GPU_MM.measurement.with_reading(CLOCKS, powered))
     assert flags(record) == "" and flags(GPU_MM) == ""
