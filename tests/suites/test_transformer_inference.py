@@ -197,10 +197,11 @@ def test_each_assertion_of_the_two_files_can_fail(pytester: pytest.Pytester, mon
     result.assert_outcomes(failed=9)
     result.stdout.fnmatch_lines_random(
         [
-            "*test_transformer_train*throughput at least 1P tokens/s expected*",
-            "*speedup of fused over math at least 1e+06 expected*",
+            # "expected, but ..." or, where load left too few samples, "is inconclusive: ..." (failing too)
+            "*test_transformer_train*throughput at least 1P tokens/s *",
+            "*speedup of fused over math at least 1e+06 *",
             "*test_batch_one_latency?cpu-cnn?*p99 latency at most 1 ns*",
-            "*test_batch_throughput?cpu-cnn?*throughput at least 1P images/s expected*",
+            "*test_batch_throughput?cpu-cnn?*throughput at least 1P images/s *",
             "*mlp_wide int8: the output is*off fp32's*at most 0%*",
         ]
     )
