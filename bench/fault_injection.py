@@ -467,14 +467,14 @@ def check_interrupted_exit(trial: Trial, code: int, out: str, expected: int) -> 
 # ---------------------------------------------------------------- the pytest session's faults
 
 
-def session_project(scratch: Scratch, name: str) -> Path:
-    """A project of three measuring tests whose baseline ``base`` holds two runs."""
+def session_project(scratch: Scratch, name: str, *args: str) -> Path:
+    """A project of three measuring tests whose baseline ``base`` holds two runs (saved by sessions given ``args``)."""
     project = scratch.root / name
     project.mkdir()
     (project / "test_steps.py").write_text(textwrap.dedent(TESTS))
     (project / "conftest.py").write_text(CONFTEST)
     for _ in range(2):
-        code, out = run(scratch, project, pytest_argv("--gpuperf-save=base"))
+        code, out = run(scratch, project, pytest_argv(*args, "--gpuperf-save=base"))
         if code != 0:
             raise SystemExit(f"the setup session failed (exit {code}):\n{out}")
     return project
@@ -776,11 +776,10 @@ ANNOUNCED = re.compile(r"^gpuperf: (wrote|kept) the traces of [1-9]", re.MULTILI
 
 
 def trace_project(scratch: Scratch) -> Path:
-    """The session project, its baseline's traces kept beside it (one session with the work profile on)."""
-    project = session_project(scratch, "traces")
-    code, out = run(scratch, project, pytest_argv("--gpuperf-memory=on", "--gpuperf-save=base"))
-    if code != 0 or not trace_files(project):
-        raise SystemExit(f"the traced setup session failed (exit {code}), or kept no trace:\n{out}")
+    """The session project, its baseline's traces kept beside it (saved with the work profile on)."""
+    project = session_project(scratch, "traces", "--gpuperf-memory=on")
+    if not trace_files(project):
+        raise SystemExit("the traced setup sessions kept no trace")
     return project
 
 

@@ -182,7 +182,7 @@ def test_fault_injection_catches_every_planted_bug() -> None:
     aimed at it, and the script exits 0 only then (the full-disk trace case needs a tmpfs: root, mount allowed)."""
     done = run_bench("fault_injection.py", "--planted")
     out = done.stdout
-    rows = re.findall(r"^\| (.+?) +\| (.+?) +\| +(\d+) \| (.+?) +\| (.+?) +\|$", out, re.MULTILINE)[1:]
+    rows = re.findall(r"^\| (.+?) +\| (.+?) +\| +(\d+) \| (.+?) +\| (.+?) +\|$", out, re.MULTILINE)
     assert [row[0] for row in rows] == [
         "a baseline written in place, in two halves",
         "locked() takes no lock",
