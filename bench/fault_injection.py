@@ -648,7 +648,7 @@ def prune_project(scratch: Scratch, name: str, source: Path) -> Path:
         traces = project / ".gpuperf" / "traces" / stem
         traces.mkdir(parents=True)
         for t in range(3):
-            (traces / f"test_{t}.json.gz").write_bytes(b"x")
+            (traces / f"test_{t}.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))  # one that opens
     return project
 
 
@@ -1177,7 +1177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("failed trials' files kept in:\n  " + "\n  ".join(kept))
         elif scratch.keep is not None:
             shutil.rmtree(scratch.keep, ignore_errors=True)
-        print(f"seed {args.seed}; session length {faults.span:.1f} s; wall time {time.perf_counter() - started:.0f} s")
+        span = f"session length {faults.span:.1f} s; " if faults.span else ""
+        print(f"seed {args.seed}; {span}wall time {time.perf_counter() - started:.0f} s")
         return 1 if any(totals) else 0
 
 
