@@ -1,10 +1,10 @@
 """Faults a CI machine inflicts on pytest-gpuperf, injected for real: kills inside the writes and just after their
 publish step, sessions saving at once, a full disk; and the proof that it catches real bugs planted in the package.
 
-    python bench/fault_injection.py              # every fault, several trials each (some ten minutes)
+    python bench/fault_injection.py              # every fault, several trials each (7 to 9 minutes)
     python bench/fault_injection.py --quick      # one or two trials of each (a smoke run)
     python bench/fault_injection.py --planted    # each of BUGS planted in a copy of the package: exit 0 only if
-                                                 # every one is caught (a few minutes)
+                                                 # every one is caught (1 to 2 minutes)
 
 Every trial runs real processes (pytest sessions, ``pytest-gpuperf`` commands) in a scratch project
 whose baseline ``base`` already holds runs, so that a lost update or a damaged merge shows. A kill
