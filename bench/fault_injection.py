@@ -1,31 +1,43 @@
-"""Faults a CI machine inflicts on pytest-gpuperf, injected for real: kills inside the writes, a full disk.
+"""Faults a CI machine inflicts on pytest-gpuperf, injected for real: kills inside the writes and just after their
+publish step, sessions saving at once, a full disk; and the proof that it catches real bugs planted in the package.
 
-    python bench/fault_injection.py              # every fault, several trials each (a few minutes)
+    python bench/fault_injection.py              # every fault, several trials each (7 to 9 minutes)
     python bench/fault_injection.py --quick      # one or two trials of each (a smoke run)
+    python bench/fault_injection.py --planted    # each of BUGS planted in a copy of the package: exit 0 only if
+                                                 # every one is caught (1 to 2 minutes)
 
 Every trial runs real processes (pytest sessions, ``pytest-gpuperf`` commands) in a scratch project
 whose baseline ``base`` already holds runs, so that a lost update or a damaged merge shows. A kill
 meant for a write lands inside it: a ``sitecustomize`` put on ``PYTHONPATH`` (the idea of the
 SLOW_WRITES conftest of tests/plugin/test_output_files.py, reaching the CLI commands too) slows the
 ``fsync`` of the file named by ``GPUPERF_FAULT_SLOW``, notes each such call in a flag file, and the
-script signals the process once the flag names the file. A full disk is a small tmpfs when this
-runs as root, else an ``fsync`` that raises ENOSPC (``GPUPERF_FAULT_ENOSPC``).
+script signals the process once the flag names the file. The publish step has a kill point of its own
+(``GPUPERF_FAULT_SLOW_PUBLISH``): the moment just after the target itself was given new content, renamed
+(``os.replace``) or linked (``os.link``) into place, or opened for writing in place, so that damage done
+after the temporary's fsync is under a kill too. ``SESSIONS`` sessions save to one baseline at once: the
+project's conftest holds each, its tests done, at a barrier until all have come. A full disk is a small
+tmpfs when this runs as root, else an ``fsync`` that raises ENOSPC (``GPUPERF_FAULT_ENOSPC``); the traces'
+full disk is a tmpfs only (torch writes a trace from C++, which no Python stand-in reaches).
 
 After each trial the script checks what a user would:
 
 - **corrupt**: every JSON file of the project (runs, baselines, ``--gpuperf-json``, ``ab --json``,
-  asv results) loads;
+  asv results, every trace: ``traces/<run id>/*.json`` and ``baselines/*.traces/*.json.gz``) loads;
 - **lost**: a session that saved ("now holds") has its run in the baseline, and a session stopped
   while measuring has its run file, marked ``"interrupted": true``;
 - **baseline**: the baseline, which held runs, is byte-identical or extended by exactly this
-  session's run (the oldest dropped past 10 runs), nothing else;
+  session's run (or these sessions' runs, in any order; the oldest dropped past 10 runs), nothing else;
 - **litter**: no temporary or lock file, stale worktree or orphaned trace folder remains (after a
   SIGKILL: once the next normal command of that kind has run, which is what cleans them);
 - **exit**: SIGTERM and SIGINT end a session with exit 2 (a CLI command with 130), without a
-  traceback; a full disk gives an error line naming it, no traceback, and a non-zero exit.
+  traceback; a full disk gives an error line naming it, no traceback, a non-zero exit, and no line
+  announcing traces.
 
 It prints one table; a trial that fails a check has its project copied aside (the path is printed)
-and the script exits 1.
+and the script exits 1. ``--planted`` plants each of ``BUGS`` by a source patch in its own copy of the
+package, which the trials import (``PYTHONPATH``), runs the fault aimed at it until a trial finds a
+problem (at most ``--trials``), prints a table (bug, fault, trials, caught) and exits 0 only if every
+bug was caught. A catch says something only where the normal run passes the same fault.
 """
 
 from __future__ import annotations
@@ -33,9 +45,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import gzip
+import importlib.util
 import json
+import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -104,6 +120,45 @@ if _SLOW_UNLINK:
 
     os.unlink = unlink
     os.remove = unlink
+
+# "<the path's end>=<seconds>": the publish step slowed, just after a target whose path ends so (or, for a part
+# ending in "/", lies in that folder) was given new content: renamed or linked into place, or opened for writing in
+# place. A temporary beside it (a hidden name) never counts.
+_PUBLISH = os.environ.get("GPUPERF_FAULT_SLOW_PUBLISH", "")
+
+if _PUBLISH:
+    import builtins
+    import io
+
+    _part, _, _seconds = _PUBLISH.rpartition("=")
+
+    def _published(target):
+        if not isinstance(target, (str, bytes, os.PathLike)):
+            return  # a file descriptor
+        name = os.path.abspath(os.fsdecode(target))
+        mine = name.endswith(_part) or (_part.endswith("/") and _part in name)
+        if mine and not os.path.basename(name).startswith("."):
+            _note("publish", name)
+            time.sleep(float(_seconds))
+
+    def _after(real):
+        def publish(src, dst, *args, **kwargs):
+            result = real(src, dst, *args, **kwargs)
+            _published(dst)
+            return result
+
+        return publish
+
+    os.replace, os.rename, os.link = _after(os.replace), _after(os.rename), _after(os.link)
+    _open = builtins.open
+
+    def open(file, mode="r", *args, **kwargs):
+        f = _open(file, mode, *args, **kwargs)
+        if any(c in mode for c in "wax+"):
+            _published(file)  # opened (and truncated) in place
+        return f
+
+    builtins.open = io.open = open
 """
 
 TESTS = """
@@ -131,6 +186,28 @@ def test_c(gpuperf):
     gpuperf.measure(lambda: spin(400e-6))
 """
 
+#: The session project's conftest: with ``GPUPERF_FAULT_BARRIER`` ("<folder>=<sessions>") each session waits, once
+#: its tests are done and before pytest-gpuperf saves (its sessionfinish is trylast), until that many have come, then
+#: writes the moment it went on: the saves start together, as the sessions of one CI matrix can.
+CONFTEST = """
+import os
+import time
+from pathlib import Path
+
+
+def pytest_sessionfinish(session):
+    spec = os.environ.get("GPUPERF_FAULT_BARRIER")
+    if not spec:
+        return
+    folder, _, sessions = spec.rpartition("=")
+    mine = Path(folder) / str(os.getpid())
+    mine.touch()
+    deadline = time.monotonic() + 120
+    while len(os.listdir(folder)) < int(sessions) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    mine.write_text(repr(time.time()))
+"""
+
 FAST = (
     "--gpuperf-device=cpu",
     "--gpuperf-min-time=0.05",
@@ -156,6 +233,8 @@ WORKLOADS = {"nap": Workload("nap", build)}
 #: Slow enough that a signal sent once the flag names the file lands inside the write on a loaded machine.
 SLOW_SECONDS = 1.5
 MAX_RUNS = 10  # results/_store.py's MAX_RUNS: a baseline keeps its newest 10 runs
+#: Sessions saving to one baseline at once: as many as it keeps, so that each one's run must be found there.
+SESSIONS = MAX_RUNS
 
 
 @dataclass
@@ -171,6 +250,7 @@ class Row:
     litter: int = 0
     exit: int = 0  # wrong exit status, a traceback, or a missing message
     kept: list[str] = field(default_factory=list)
+    skipped: str = ""  # why its trials could not run here
 
     def failed(self) -> int:
         return self.lost + self.corrupt + self.baseline + self.litter + self.exit
@@ -179,7 +259,7 @@ class Row:
 class Trial:
     """One trial's problems, counted into its row; a failed trial's project is copied aside."""
 
-    def __init__(self, row: Row, project: Path, keep: Path) -> None:
+    def __init__(self, row: Row, project: Path, keep: Path | None) -> None:
         self.row, self.project, self.keep, self.problems = row, project, keep, list[str]()
         row.trials += 1
 
@@ -194,7 +274,10 @@ class Trial:
     def close(self, output: str = "") -> None:
         if not self.problems:
             return
-        where = self.keep / f"{self.row.fault.replace(' ', '-').replace('/', '')}-{self.row.trials}"
+        if self.keep is None:  # a planted bug's trial: the problems are what was wanted
+            print(f"  {self.row.fault} trial {self.row.trials}: {'; '.join(self.problems)}", file=sys.stderr)
+            return
+        where = self.keep / f"{re.sub(r'[^A-Za-z0-9.]+', '-', self.row.fault).strip('-')}-{self.row.trials}"
         shutil.copytree(self.project, where, symlinks=True, dirs_exist_ok=True)
         (where / "FAULT-INJECTION-PROBLEMS.txt").write_text("\n".join(self.problems) + "\n\n" + output)
         self.row.kept.append(str(where))
@@ -206,18 +289,20 @@ class Trial:
 
 
 class Scratch:
-    """The scratch area: the injection module, a flag file, and a copy kept of each failed trial."""
+    """The scratch area: the injection module, a flag file, and a copy kept of each failed trial (none where
+    ``package``, a folder holding a planted copy of ``pytest_gpuperf``, is what the processes import)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path, package: Path | None = None) -> None:
+        self.root, self.package = root, package
         self.inject = root / "inject"
-        self.inject.mkdir()
+        self.inject.mkdir(parents=True)
         (self.inject / "sitecustomize.py").write_text(INJECT)
-        self.keep = Path(tempfile.mkdtemp(prefix="gpuperf-faults-failed-"))
+        self.keep = None if package else Path(tempfile.mkdtemp(prefix="gpuperf-faults-failed-"))
 
     def env(self, project: Path, **faults: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUPERF_FAULT", "PYTEST_ADDOPTS"))}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.inject), env.get("PYTHONPATH", "")]))
+        paths = [str(self.inject), str(self.package or ""), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         env["GPUPERF_FAULT_FLAG"] = str(project / "flag")
         env["GPUPERF_FAULT_MEASURING"] = str(project / "measuring")
         env["TMPDIR"] = str(project / "scratch")  # ab's and history's worktrees: a stale one shows
@@ -285,20 +370,29 @@ def signal_group(proc: subprocess.Popen[str], signum: int) -> None:
 
 
 def load(path: Path) -> Any:
+    """The JSON in ``path`` (gunzipped for a ``.gz``), or None where it does not load."""
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        data = path.read_bytes()
+        return json.loads(gzip.decompress(data) if path.name.endswith(".gz") else data)
+    except (OSError, EOFError, ValueError):  # gzip's BadGzipFile is an OSError; a cut stream an EOFError
         return None
 
 
 def corrupt_files(project: Path) -> list[str]:
+    """Every JSON file of the project that does not load as an object: runs, baselines, outputs, asv results, and
+    every trace (``traces/<run id>/*.json``, ``baselines/<name>.traces/*.json.gz``)."""
     bad = []
-    for path in project.rglob("*.json"):
+    for path in [*project.rglob("*.json"), *project.rglob("*.json.gz")]:
         if "scratch" in path.relative_to(project).parts or path.name == "asv.conf.json":
             continue
         if path.is_file() and not isinstance(load(path), dict):
             bad.append(str(path.relative_to(project)))
     return bad
+
+
+def trace_files(project: Path) -> list[Path]:
+    gpuperf = project / ".gpuperf"
+    return sorted([*gpuperf.glob("traces/*/*.json"), *gpuperf.glob("baselines/*.traces/*.json.gz")])
 
 
 def litter(project: Path) -> list[str]:
@@ -311,7 +405,11 @@ def litter(project: Path) -> list[str]:
     found += [f"stale worktree {p.name}" for p in scratch.iterdir()] if scratch.is_dir() else []
     runs, traces = project / ".gpuperf" / "runs", project / ".gpuperf" / "traces"
     if traces.is_dir():
-        found += [f"orphaned traces/{d.name}" for d in traces.iterdir() if not (runs / f"{d.name}.json").exists()]
+        found += [
+            f"orphaned traces/{d.name}"
+            for d in traces.iterdir()
+            if d.is_dir() and not (runs / f"{d.name}.json").exists()
+        ]
     return found
 
 
@@ -326,8 +424,18 @@ def baseline_state(project: Path, name: str = "base") -> tuple[bytes, Any]:
     return data, json.loads(data)
 
 
+def extended(before: Sequence[Any], after: Any, new: Sequence[Any]) -> bool:
+    """Is ``after`` the runs ``before`` followed by the runs ``new`` in some order (each saved once, by whichever
+    session took the lock first), the oldest dropped past ``MAX_RUNS``?"""
+    if not isinstance(after, list) or len(after) != min(MAX_RUNS, len(before) + len(new)) or len(new) > MAX_RUNS:
+        return False
+    kept = len(after) - len(new)  # the old runs still there, the newest of them
+    text = [json.dumps(run, sort_keys=True) for run in (*after[kept:], *new)]
+    return after[:kept] == list(before[len(before) - kept :]) and sorted(text[: len(new)]) == sorted(text[len(new) :])
+
+
 def check_baseline(trial: Trial, project: Path, before: tuple[bytes, Any], new: Sequence[Any]) -> str:
-    """``identical``, ``extended`` (by exactly the runs ``new``, in either order) or ``wrong`` (counted)."""
+    """``identical``, ``extended`` (by exactly the runs ``new``, in any order) or ``wrong`` (counted)."""
     path = project / ".gpuperf" / "baselines" / "base.json"
     try:
         after = path.read_bytes()
@@ -337,9 +445,7 @@ def check_baseline(trial: Trial, project: Path, before: tuple[bytes, Any], new: 
     if after == before[0]:
         return "identical"
     data = load(path)
-    runs = before[1]["runs"]
-    expected = [(runs + list(order))[-MAX_RUNS:] for order in (new, list(reversed(new)))] if new else []
-    ok = isinstance(data, dict) and data.get("runs") in expected
+    ok = isinstance(data, dict) and bool(new) and extended(before[1]["runs"], data.get("runs"), new)
     ok = ok and {k: v for k, v in data.items() if k != "runs"} == {k: v for k, v in before[1].items() if k != "runs"}
     trial.check(ok, "baseline", f"changed, but not by exactly this session's run ({len(new)} new run files)")
     return "extended" if ok else "wrong"
@@ -361,13 +467,14 @@ def check_interrupted_exit(trial: Trial, code: int, out: str, expected: int) -> 
 # ---------------------------------------------------------------- the pytest session's faults
 
 
-def session_project(scratch: Scratch, name: str) -> Path:
-    """A project of three measuring tests whose baseline ``base`` holds two runs."""
+def session_project(scratch: Scratch, name: str, *args: str) -> Path:
+    """A project of three measuring tests whose baseline ``base`` holds two runs (saved by sessions given ``args``)."""
     project = scratch.root / name
     project.mkdir()
     (project / "test_steps.py").write_text(textwrap.dedent(TESTS))
+    (project / "conftest.py").write_text(CONFTEST)
     for _ in range(2):
-        code, out = run(scratch, project, pytest_argv("--gpuperf-save=base"))
+        code, out = run(scratch, project, pytest_argv(*args, "--gpuperf-save=base"))
         if code != 0:
             raise SystemExit(f"the setup session failed (exit {code}):\n{out}")
     return project
@@ -377,19 +484,25 @@ def session_fault(
     scratch: Scratch, project: Path, row: Row, signals: Sequence[int], where: str, rng: random.Random, span: float
 ) -> None:
     """One session saving to ``base`` (and ``--gpuperf-json``), sent ``signals`` at ``where``: ``write`` (inside the
-    baseline's write), ``json`` (inside the --gpuperf-json write), ``measuring``, or ``random`` (any moment)."""
+    baseline's write, at its temporary file's fsync), ``json`` (inside the --gpuperf-json write), ``publish`` (just
+    after the baseline's publish: renamed into place, or opened for writing in place), ``run file`` (just after the
+    run file's, linked into place), ``trace`` (just after the first of the baseline's traces, the work profile on),
+    ``measuring``, or ``random`` (any moment)."""
     trial = Trial(row, project, scratch.keep)
     before, runs_before, json_before = baseline_state(project), run_files(project), load(project / "out.json")
+    seconds = SLOW_SECONDS * 2 if len(signals) > 1 else SLOW_SECONDS
     slow = {"write": "baselines/.base.json", "json": "/.out.json"}.get(where)
-    faults = {"slow": f"{slow}={SLOW_SECONDS * 2 if len(signals) > 1 else SLOW_SECONDS}"} if slow else {}
-    proc = start(scratch, project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"), **faults)
+    publish = {"publish": "/baselines/base.json", "run file": "/.gpuperf/runs/", "trace": "/base.traces/"}.get(where)
+    faults = {"slow": f"{slow}={seconds}"} if slow else {"slow_publish": f"{publish}={seconds}"} if publish else {}
+    traced = ("--gpuperf-memory=on",) if where == "trace" else ()  # the work profile rides on the memory probe
+    proc = start(scratch, project, pytest_argv(*traced, "--gpuperf-save=base", "--gpuperf-json=out.json"), **faults)
     if where == "random":
         time.sleep(rng.uniform(0.1, span))
         landed = proc.poll() is None
     elif where == "measuring":
         landed = wait_for(project, "measuring", "", proc)
     else:
-        landed = wait_for(project, "flag", str(slow), proc)
+        landed = wait_for(project, "flag", f"publish {project}" if publish else str(slow), proc)
     for i, signum in enumerate(signals):
         if i:
             time.sleep(0.3)
@@ -420,8 +533,14 @@ def session_fault(
             trial.check(load(project / "out.json") == json_before, "exit", "--gpuperf-json was written after all")
         check_common(trial, project)
     else:
-        if where == "write":
-            trial.check(outcome == "identical", "baseline", "a SIGKILL inside the write changed the baseline")
+        corrupt = corrupt_files(project)  # before the next session, which may write the same files again
+        trial.check(not corrupt, "corrupt", ", ".join(corrupt))
+        if where in ("write", "run file"):
+            trial.check(outcome == "identical", "baseline", f"a SIGKILL at the {where} changed the baseline")
+        if where == "run file":
+            trial.check(len(new_files) == 1, "lost", "the run file linked into place is not there")
+        if where in ("publish", "trace"):
+            trial.check(outcome == "extended", "baseline", f"a SIGKILL after the {where} left the baseline unsaved")
         if where == "json":
             trial.check(load(project / "out.json") == json_before, "corrupt", "--gpuperf-json changed mid-write")
         code, after = run(scratch, project, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
@@ -431,18 +550,31 @@ def session_fault(
     trial.close(out)
 
 
-def pairs(scratch: Scratch, project: Path, row: Row) -> None:
-    """Two sessions saving to ``base`` at once: both runs in it, each once."""
+def at_once(scratch: Scratch, project: Path, row: Row) -> None:
+    """``SESSIONS`` sessions started together, saving to ``base`` behind a barrier (the project's conftest): each
+    says it saved, and the baseline holds every run, each once."""
     trial = Trial(row, project, scratch.keep)
     before, runs_before = baseline_state(project), run_files(project)
-    procs = [start(scratch, project, pytest_argv("--gpuperf-save=base")) for _ in range(2)]
+    barrier = Path(tempfile.mkdtemp(prefix="barrier-", dir=scratch.root))
+    argv = pytest_argv("--gpuperf-save=base")
+    procs = [start(scratch, project, argv, barrier=f"{barrier}={SESSIONS}") for _ in range(SESSIONS)]
     outs = [finish(p) for p in procs]
+    went_on = [load(path) for path in barrier.iterdir()]
+    shutil.rmtree(barrier)
+    met = len(went_on) == SESSIONS and all(isinstance(t, float) for t in went_on)
+    trial.check(met, "exit", f"{len(went_on)} of {SESSIONS} sessions came to the barrier")
+    if met:
+        trial.outcome(f"went on within {math.ceil((max(went_on) - min(went_on)) * 100) * 10} ms")
     new_runs = [load(p) for p in sorted(run_files(project) - runs_before)]
-    for proc in procs:
+    for proc, out in zip(procs, outs, strict=True):
         trial.check(proc.returncode == 0, "exit", f"exit {proc.returncode}")
+        trial.check("now holds" in out, "exit", "a session did not say it saved")
     outcome = check_baseline(trial, project, before, new_runs)
     trial.outcome(f"baseline {outcome}")
-    trial.check(outcome == "extended" and len(new_runs) == 2, "lost", "a run is missing from the baseline")
+    held = load(project / ".gpuperf" / "baselines" / "base.json")
+    held_runs = {json.dumps(r, sort_keys=True) for r in held.get("runs", [])} if isinstance(held, dict) else set()
+    lost = SESSIONS - sum(json.dumps(r, sort_keys=True) in held_runs for r in new_runs)
+    trial.check(lost == 0 and len(new_runs) == SESSIONS, "lost", f"{lost} of {SESSIONS} runs missing from the baseline")
     check_common(trial, project)
     trial.close("\n".join(outs))
 
@@ -516,7 +648,7 @@ def prune_project(scratch: Scratch, name: str, source: Path) -> Path:
         traces = project / ".gpuperf" / "traces" / stem
         traces.mkdir(parents=True)
         for t in range(3):
-            (traces / f"test_{t}.json.gz").write_bytes(b"x")
+            (traces / f"test_{t}.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))  # one that opens
     return project
 
 
@@ -605,31 +737,86 @@ def lock_free(path: Path) -> bool:
 
 
 @contextlib.contextmanager
+def tmpfs(where: Path, size: str, allowed: bool) -> Iterator[bool]:
+    """A tmpfs of ``size`` mounted on the folder ``where`` for the ``with`` block, the files it held copied onto it
+    (they show again once it is unmounted); False where it cannot be (``allowed`` False, not root, mount refused)."""
+    files = {p.relative_to(where): p.read_bytes() for p in where.rglob("*") if p.is_file()}
+    argv = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]
+    mounted = allowed and os.geteuid() == 0 and subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    try:
+        if mounted:
+            for name, data in files.items():
+                (where / name).parent.mkdir(parents=True, exist_ok=True)
+                (where / name).write_bytes(data)
+        yield mounted
+    finally:
+        if mounted and subprocess.run(["umount", str(where)], capture_output=True, check=False).returncode:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@contextlib.contextmanager
 def full_disk(scratch: Scratch, mount: bool) -> Iterator[tuple[Path, dict[str, str], str]]:
     """A directory on a full file system (an 8 MB tmpfs, filled, when this runs as root and may mount), else one
     whose every fsync fails with ENOSPC; yields it, the faults for ``start``, and which it is."""
     where = scratch.root / "disk"
     where.mkdir()
-    mounted = (
-        mount
-        and os.geteuid() == 0
-        and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)], capture_output=True, check=False
-        ).returncode
-        == 0
-    )
-    try:
+    with tmpfs(where, "8m", mount) as mounted:
         kind = "a full 8 MB tmpfs" if mounted else "ENOSPC from fsync"
         yield where, ({} if mounted else {"enospc": str(where)}), kind
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def fill(where: Path) -> None:
     with contextlib.suppress(OSError), open(where / "filler", "wb", buffering=0) as f:
         while True:
             f.write(b"\0" * 4096)
+
+
+#: Lines saying that traces were written, which a full disk must not be followed by.
+ANNOUNCED = re.compile(r"^gpuperf: (wrote|kept) the traces of [1-9]", re.MULTILINE)
+
+
+def trace_project(scratch: Scratch) -> Path:
+    """The session project, its baseline's traces kept beside it (saved with the work profile on)."""
+    project = session_project(scratch, "traces", "--gpuperf-memory=on")
+    if not trace_files(project):
+        raise SystemExit("the traced setup sessions kept no trace")
+    return project
+
+
+def trace_disk_fault(scratch: Scratch, project: Path, row: Row, mount: bool) -> None:
+    """The traces' folders on a full disk (full tmpfs mounts on ``traces/`` and ``baselines/base.traces/``, the old
+    traces copied onto them): a session saving to ``base`` with the work profile on (its gzipped traces beside the
+    baseline), then one with ``--gpuperf-trace=all`` (plain JSON, exported by torch, in ``traces/<run id>/``). Each
+    names the full disk, announces no trace, publishes none (every trace opens, the old ones byte-identical) and
+    leaves nothing on the full disk; the baseline is extended by the saving session's run alone."""
+    traces, kept = project / ".gpuperf" / "traces", project / ".gpuperf" / "baselines" / "base.traces"
+    traces.mkdir(exist_ok=True)
+    with tmpfs(traces, "1m", mount) as one, tmpfs(kept, "1m", mount) as other:
+        if not (one and other):
+            row.skipped = "needs root and mount -t tmpfs (torch writes a trace from C++, out of a stand-in's reach)"
+            return
+        trial = Trial(row, project, scratch.keep)
+        fill(traces)
+        fill(kept)
+        old = {path: path.read_bytes() for path in trace_files(project)}
+        outs = []
+        for args in (("--gpuperf-save=base",), ("--gpuperf-trace=all",)):
+            before, runs_before = baseline_state(project), run_files(project)
+            code, out = run(scratch, project, pytest_argv("--gpuperf-memory=on", *args))
+            outs.append(f"--- {' '.join(args)}: exit {code}\n{out}")
+            new_runs = [load(p) for p in sorted(run_files(project) - runs_before)]
+            outcome = check_baseline(trial, project, before, new_runs if "--gpuperf-save=base" in args else [])
+            trial.check(outcome == ("extended" if "--gpuperf-save=base" in args else "identical"), "baseline", outcome)
+            trial.check("Traceback" not in out, "exit", "a traceback was printed")
+            trial.check("No space left on device" in out, "exit", f"{args[0]}: no line names the full disk")
+            trial.check(not ANNOUNCED.search(out), "exit", f"{args[0]}: traces announced on a full disk")
+            changed = [str(p.relative_to(project)) for p, data in old.items() if p.read_bytes() != data]
+            trial.check(not changed, "corrupt", f"old traces changed: {', '.join(changed)}")
+            check_common(trial, project)  # every trace opens; nothing left on the full disk
+        trial.outcome("checked on 2 full tmpfs mounts")
+        for folder in (traces, kept):
+            (folder / "filler").unlink()
+        trial.close("\n".join(outs))
 
 
 def disk_faults(scratch: Scratch, rows: dict[str, Row], ab: tuple[Path, list[str]] | None, mount: bool) -> None:
@@ -670,6 +857,257 @@ def disk_faults(scratch: Scratch, rows: dict[str, Row], ab: tuple[Path, list[str
         (where / "filler").unlink(missing_ok=True)
 
 
+# ---------------------------------------------------------------- the plan
+
+#: The faults that catch the planted bugs (``BUGS``), by name.
+BASELINE_PUBLISH = "SIGKILL just after the baseline's publish"
+TRACE_PUBLISH = "SIGKILL just after a trace's publish"
+AT_ONCE = f"{SESSIONS} sessions saving at once (a barrier before the save)"
+TRACE_DISK = "full disk (full tmpfs mounts on the traces' folders): traces"
+
+Plan = list[tuple[str, Callable[[Row], None], int]]
+
+
+class Faults:
+    """Every fault: its name, its trial and how many trials a full run makes; the projects made when first used."""
+
+    def __init__(self, scratch: Scratch, rng: random.Random, mount: bool) -> None:
+        self.scratch, self.rng, self.mount = scratch, rng, mount
+        self.span = 0.0  # one whole session, to aim the random kills inside it
+        self.counter = iter(range(10**6))
+        self._session: Path | None = None
+        self._traces: Path | None = None
+        self._report: Path | None = None
+        self.ab: tuple[Path, list[str]] | None = None
+
+    def session(self) -> Path:
+        self._session = self._session or session_project(self.scratch, "session")
+        return self._session
+
+    def timed_session(self) -> float:
+        """How long one whole session of the session project takes (timed once)."""
+        if not self.span:
+            t0 = time.perf_counter()
+            run(self.scratch, self.session(), pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
+            self.span = time.perf_counter() - t0
+        return self.span
+
+    def ab_project(self) -> tuple[Path, list[str]]:
+        self.ab = self.ab or ab_project(self.scratch)
+        return self.ab
+
+    def plan(self) -> Plan:
+        scratch, rng = self.scratch, self.rng
+        kill, term, intr = signal.SIGKILL, signal.SIGTERM, signal.SIGINT
+
+        def sess(signals: Sequence[int], where: str) -> Callable[[Row], None]:
+            def one(row: Row) -> None:
+                span = self.timed_session() if where == "random" else 0.0
+                session_fault(scratch, self.session(), row, signals, where, rng, span)
+
+            return one
+
+        def report(signum: int) -> Callable[[Row], None]:
+            def one(row: Row) -> None:
+                self._report = self._report or report_project(scratch)
+                argv = cli_argv("report", "base", "-o", "page.html")
+                kill_cli_write(scratch, self._report, row, argv, "page.html", signum, argv)
+
+            return one
+
+        def ab(signum: int) -> Callable[[Row], None]:
+            def one(row: Row) -> None:
+                project, argv = self.ab_project()
+                kill_cli_write(scratch, project, row, argv, "ab.json", signum, argv)
+
+            return one
+
+        def prune(signum: int) -> Callable[[Row], None]:
+            return lambda row: prune_fault(scratch, row, signum, rng, next(self.counter), self.session())
+
+        def history(signum: int) -> Callable[[Row], None]:
+            return lambda row: history_fault(scratch, row, signum, next(self.counter))
+
+        def trace_disk(row: Row) -> None:
+            self._traces = self._traces or trace_project(scratch)
+            trace_disk_fault(scratch, self._traces, row, self.mount)
+
+        return [
+            ("SIGKILL at a random moment", sess([kill], "random"), 10),
+            ("SIGKILL inside the baseline write", sess([kill], "write"), 5),
+            ("SIGKILL inside the --gpuperf-json write", sess([kill], "json"), 3),
+            (BASELINE_PUBLISH, sess([kill], "publish"), 3),
+            ("SIGKILL just after the run file's publish", sess([kill], "run file"), 2),
+            (TRACE_PUBLISH, sess([kill], "trace"), 2),
+            ("SIGTERM inside the baseline write", sess([term], "write"), 4),
+            ("SIGINT inside the baseline write", sess([intr], "write"), 4),
+            ("SIGTERM just after the baseline's publish", sess([term], "publish"), 2),
+            ("two SIGTERMs inside the baseline write", sess([term, term], "write"), 2),
+            ("SIGTERM while measuring", sess([term], "measuring"), 3),
+            ("SIGINT while measuring", sess([intr], "measuring"), 3),
+            (AT_ONCE, lambda row: at_once(scratch, self.session(), row), 2),
+            ("report -o: SIGKILL inside the write", report(kill), 2),
+            ("report -o: SIGTERM inside the write", report(term), 2),
+            ("ab --json: SIGKILL inside the write", ab(kill), 2),
+            ("ab --json: SIGTERM inside the write", ab(term), 2),
+            ("runs prune: SIGKILL", prune(kill), 3),
+            ("runs prune: SIGTERM", prune(term), 2),
+            ("history record: SIGKILL", history(kill), 2),
+            ("history record: SIGTERM", history(term), 1),
+            (TRACE_DISK, trace_disk, 1),
+        ]
+
+
+# ---------------------------------------------------------------- planted bugs
+
+
+@dataclass(frozen=True)
+class Bug:
+    """A real bug planted in a copy of the package: ``code``, appended to ``module``, redefines its ``replaces``
+    (every module that imports the name, at its import, gets the new one); ``fault`` is the one that must catch it."""
+
+    name: str
+    module: str
+    replaces: str
+    code: str
+    fault: str
+
+
+BUGS = (
+    Bug(
+        "a baseline written in place, in two halves",
+        "results/_files.py",
+        "save_baseline_file",
+        """
+_planted = save_baseline_file
+
+
+def save_baseline_file(path, name, runs):
+    staged = path.with_name(f".planted-{path.name}")  # the text the real function writes, then put in place by hand
+    _planted(staged, name, runs)
+    text = staged.read_text(encoding="utf-8")
+    staged.unlink()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text[: len(text) // 2])
+        f.flush()
+        f.write(text[len(text) // 2 :])
+""",
+        BASELINE_PUBLISH,
+    ),
+    Bug(
+        "locked() takes no lock",
+        "results/_files.py",
+        "locked",
+        """
+@contextlib.contextmanager
+def locked(path, *, timeout=LOCK_TIMEOUT, holder=""):
+    yield
+""",
+        AT_ONCE,
+    ),
+    Bug(
+        "a trace published unchecked (whatever torch left in the file, empty on a full disk)",
+        "results/_files.py",
+        "atomic_export",
+        """
+def atomic_export(path, export, *, compress=False):
+    path = Path(path)
+    made = []
+    try:
+        fd, tmp = _temporary(path)
+        made.append(tmp)
+        os.close(fd)
+        export(tmp)
+        if compress:
+            fd, packed = _temporary(path)
+            made.append(packed)
+            with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb") as gz:
+                shutil.copyfileobj(raw, gz)
+            tmp = packed
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        for name in made:
+            Path(name).unlink(missing_ok=True)
+""",
+        TRACE_DISK,
+    ),
+    Bug(
+        "a trace written in place (exported beside it, then copied into it)",
+        "results/_files.py",
+        "atomic_export",
+        """
+def atomic_export(path, export, *, compress=False):
+    path = Path(path)
+    fd, tmp = _temporary(path)
+    os.close(fd)
+    try:
+        export(tmp)
+        with open(tmp, "rb") as raw, (gzip.open(path, "wb") if compress else open(path, "wb")) as out:
+            shutil.copyfileobj(raw, out)
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+""",
+        TRACE_PUBLISH,
+    ),
+)
+
+
+def plant(bug: Bug, root: Path) -> Path:
+    """A copy of the package under ``root`` (the folder to put on PYTHONPATH) with ``bug`` planted."""
+    spec = importlib.util.find_spec("pytest_gpuperf")  # not imported: only where it is
+    if spec is None or spec.origin is None:
+        raise SystemExit("pytest_gpuperf is not installed: nothing to plant a bug in")
+    package = root / "pytest_gpuperf"
+    shutil.copytree(Path(spec.origin).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    module = package / bug.module
+    source = module.read_text(encoding="utf-8")
+    if not re.search(rf"^(def|class) {bug.replaces}\b", source, re.MULTILINE):
+        raise SystemExit(f"cannot plant {bug.name!r}: {bug.module} defines no {bug.replaces} any more")
+    module.write_text(f"{source}\n\n# PLANTED by bench/fault_injection.py --planted: {bug.name}\n{bug.code}")
+    return root
+
+
+def imported_from(scratch: Scratch, project: Path) -> str:
+    """Where the processes a trial starts import pytest_gpuperf from."""
+    argv = [sys.executable, "-c", "import pytest_gpuperf.results._files as f; print(f.__file__)"]
+    done = subprocess.run(argv, cwd=project, env=scratch.env(project), capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def run_planted(args: argparse.Namespace) -> int:
+    """Each of ``BUGS`` planted in its own copy of the package, its fault run against that copy (up to
+    ``args.trials`` trials, until one finds a problem): exit 0 only when every bug is caught."""
+    started = time.perf_counter()
+    table, caught = [], 0
+    for bug in BUGS:
+        with tempfile.TemporaryDirectory(prefix="gpuperf-planted-") as tmp:
+            root = Path(tmp)
+            scratch = Scratch(root / "scratch", package=plant(bug, root / "package"))
+            (root / "probe").mkdir()
+            where = imported_from(scratch, root / "probe")
+            if not where.startswith(str(root / "package")):
+                raise SystemExit(f"the trials would not import the planted copy but {where or 'nothing'}")
+            faults = Faults(scratch, random.Random(args.seed), not args.no_mount)
+            trial = next(trial for name, trial, _ in faults.plan() if name == bug.fault)
+            row = Row(bug.fault)
+            while row.trials < args.trials and not row.failed() and not row.skipped:
+                trial(row)
+            found = ", ".join(f"{c} {getattr(row, c)}" for c in ("lost", "corrupt", "baseline", "litter", "exit"))
+            verdict = f"not tried: {row.skipped}" if row.skipped else "yes" if row.failed() else "NO"
+            caught += verdict == "yes"
+            table.append([bug.name, bug.fault, row.trials, found, verdict])
+            print(f"  {bug.name}: {verdict}", file=sys.stderr, flush=True)
+    headers = ["planted bug", "caught by", "trials", "problems found", "caught"]
+    print(tabulate(table, headers=headers, tablefmt="github"))
+    wall = time.perf_counter() - started
+    print(f"\n{caught} of {len(BUGS)} planted bugs caught; seed {args.seed}; wall time {wall:.0f} s")
+    return 0 if caught == len(BUGS) else 1
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -677,84 +1115,44 @@ def wanted(name: str, args: argparse.Namespace) -> bool:
     return not any(s in name for s in args.skip) and (not args.only or any(s in name for s in args.only))
 
 
-Plan = list[tuple[str, Callable[[Row], None], int]]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one trial of each fault (a smoke run)")
+    parser.add_argument("--planted", action="store_true", help="plant each of BUGS in a copy of the package: exit 0 "
+                        "only if every one is caught")  # fmt: skip
+    parser.add_argument("--trials", type=int, default=3, help="--planted: the most trials of a bug's fault (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", action="append", default=[], help="skip the faults whose name contains this")
     parser.add_argument("--only", action="append", default=[], help="only the faults whose name contains this")
     parser.add_argument("--no-mount", action="store_true", help="a full disk by ENOSPC from fsync, even as root")
     args = parser.parse_args(argv)
-    rng = random.Random(args.seed)
+    if args.planted:
+        return run_planted(args)
     started = time.perf_counter()
     times = (lambda full: 1) if args.quick else (lambda full: full)
     with tempfile.TemporaryDirectory(prefix="gpuperf-faults-") as tmp:
         scratch = Scratch(Path(tmp))
-        session = session_project(scratch, "session")
-        t0 = time.perf_counter()
-        run(scratch, session, pytest_argv("--gpuperf-save=base", "--gpuperf-json=out.json"))
-        span = time.perf_counter() - t0  # one whole session, to aim the random kills inside it
-        kill, term, intr = signal.SIGKILL, signal.SIGTERM, signal.SIGINT
-        report = ab = None
-
-        def sess(signals: Sequence[int], where: str) -> Callable[[Row], None]:
-            return lambda row: session_fault(scratch, session, row, signals, where, rng, span)
-
-        def cli(what: str, signum: int) -> Callable[[Row], None]:
-            def one(row: Row) -> None:
-                nonlocal report, ab
-                if what == "report":
-                    report = report or report_project(scratch)
-                    argv = cli_argv("report", "base", "-o", "page.html")
-                    kill_cli_write(scratch, report, row, argv, "page.html", signum, argv)
-                else:
-                    ab = ab or ab_project(scratch)
-                    kill_cli_write(scratch, ab[0], row, ab[1], "ab.json", signum, ab[1])
-
-            return one
-
-        counter = iter(range(10**6))
-        plan: Plan = [
-            ("SIGKILL at a random moment", sess([kill], "random"), 10),
-            ("SIGKILL inside the baseline write", sess([kill], "write"), 5),
-            ("SIGKILL inside the --gpuperf-json write", sess([kill], "json"), 3),
-            ("SIGTERM inside the baseline write", sess([term], "write"), 4),
-            ("SIGINT inside the baseline write", sess([intr], "write"), 4),
-            ("two SIGTERMs inside the baseline write", sess([term, term], "write"), 2),
-            ("SIGTERM while measuring", sess([term], "measuring"), 3),
-            ("SIGINT while measuring", sess([intr], "measuring"), 3),
-            ("concurrent pairs", lambda row: pairs(scratch, session, row), 3),
-            ("report -o: SIGKILL inside the write", cli("report", kill), 2),
-            ("report -o: SIGTERM inside the write", cli("report", term), 2),
-            ("ab --json: SIGKILL inside the write", cli("ab", kill), 2),
-            ("ab --json: SIGTERM inside the write", cli("ab", term), 2),
-            ("runs prune: SIGKILL", lambda row: prune_fault(scratch, row, kill, rng, next(counter), session), 3),
-            ("runs prune: SIGTERM", lambda row: prune_fault(scratch, row, term, rng, next(counter), session), 2),
-            ("history record: SIGKILL", lambda row: history_fault(scratch, row, kill, next(counter)), 2),
-            ("history record: SIGTERM", lambda row: history_fault(scratch, row, term, next(counter)), 1),
-        ]
+        faults = Faults(scratch, random.Random(args.seed), not args.no_mount)
         rows: list[Row] = []
-        for name, trial, count in plan:
+        for name, trial, count in faults.plan():
             if not wanted(name, args):
                 continue
             row = Row(name)
             rows.append(row)
             for _ in range(times(count)):
-                trial(row)
-            print(f"  {name}: {row.trials} trials, {row.failed()} problems", file=sys.stderr, flush=True)
+                if not row.skipped:
+                    trial(row)
+            said = f"skipped: {row.skipped}" if row.skipped else f"{row.trials} trials, {row.failed()} problems"
+            print(f"  {name}: {said}", file=sys.stderr, flush=True)
         disk_rows: dict[str, Row] = {}
         if wanted("full disk", args):
-            ab = ab or ab_project(scratch)
-            disk_faults(scratch, disk_rows, ab, not args.no_mount)
+            disk_faults(scratch, disk_rows, faults.ab_project(), not args.no_mount)
         rows += disk_rows.values()
         table = [
             [
                 r.fault,
                 r.trials,
-                ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())),
+                f"skipped: {r.skipped}" if r.skipped else ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())),
                 r.lost,
                 r.corrupt,
                 r.baseline,
@@ -771,12 +1169,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"baselines neither byte-identical nor correctly extended {totals[2]}, litter {totals[3]}, "
             f"wrong exit or message {totals[4]}"
         )
+        failing = [r.fault for r in rows if r.failed()]
+        if failing:
+            print("faults with problems (this package fails them):\n  " + "\n  ".join(failing))
         kept = [k for r in rows for k in r.kept]
         if kept:
             print("failed trials' files kept in:\n  " + "\n  ".join(kept))
-        else:
+        elif scratch.keep is not None:
             shutil.rmtree(scratch.keep, ignore_errors=True)
-        print(f"seed {args.seed}; session length {span:.1f} s; wall time {time.perf_counter() - started:.0f} s")
+        span = f"session length {faults.span:.1f} s; " if faults.span else ""
+        print(f"seed {args.seed}; {span}wall time {time.perf_counter() - started:.0f} s")
         return 1 if any(totals) else 0
 
 
