@@ -648,7 +648,8 @@ def prune_project(scratch: Scratch, name: str, source: Path) -> Path:
         traces = project / ".gpuperf" / "traces" / stem
         traces.mkdir(parents=True)
         for t in range(3):
-            (traces / f"test_{t}.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))  # one that opens
+            # named as our trace writer names a run's traces (``results.trace_file``): prune removes no other name
+            (traces / f"test_{t}-{t:08x}.head.json").write_text('{"traceEvents": []}')  # one that opens
     return project
 
 
