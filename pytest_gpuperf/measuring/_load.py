@@ -252,11 +252,21 @@ class Monitor:
             self._record()
 
     def start(self) -> None:
+        """Start watching (anew). RuntimeError where the thread does not start (the machine refused a new thread):
+        the monitor is then left stopped, and the next start is clean."""
         self.stop()
         self._stop.clear()
         self._record()
-        self._thread = threading.Thread(target=self._loop, name="gpuperf-load-monitor", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._loop, name="gpuperf-load-monitor", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:
+            why = f"could not start the load monitor's thread: {exc} (the machine refused a new thread)"
+        else:
+            self._thread = thread  # kept once started: a thread that never started is never joined
+            return
+        self.stop()
+        raise RuntimeError(why)
 
     def stop(self) -> None:
         if self._thread is not None:

@@ -459,7 +459,14 @@ class GpuperfSession:
             needed = self._needed_cores(item)
             self._waited, _ = wait_for_quiet(needed, timeout, on_busy=lambda load: self._say_wait(load, needed))
         self._monitor = self._monitor or Monitor()
-        self._monitor.start()
+        try:
+            self._monitor.start()
+        except RuntimeError as exc:
+            why = str(exc)
+        else:
+            why = ""
+        if why:  # this test's alone, one line, outside the except block (not chained)
+            pytest.fail(f"gpuperf: {why}; this test's measurement failed, the next starts clean", pytrace=False)
         try:
             return (yield)
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,27 @@ def test_monitor_thread_starts_and_stops() -> None:
     finally:
         monitor.stop()
     assert monitor.load_over(1.0) is None  # stopped: nothing kept
+
+
+def test_a_monitor_whose_thread_was_refused_says_so_and_starts_clean_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: a thread kept before it started was joined by the next test's stop, which failed every later test."""
+    real_start = threading.Thread.start
+
+    def refused(thread: threading.Thread) -> None:
+        monkeypatch.setattr(threading.Thread, "start", real_start)  # the machine refuses once
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    monitor = Monitor(interval=0.01)
+    with pytest.raises(RuntimeError, match=r"^could not start the load monitor's thread: can't start new thread "):
+        monitor.start()
+    assert monitor.load_over(0.0) is None  # left stopped: nothing kept
+    monitor.stop()  # the next test's stop, then its start
+    monitor.start()
+    try:
+        assert monitor._thread is not None and monitor._thread.is_alive()
+    finally:
+        monitor.stop()
 
 
 def test_the_run_queue_wait_is_per_second_of_the_span_and_kept_in_the_json() -> None:
