@@ -224,8 +224,9 @@ class AllocatorProbe:
             # The profiler's own warnings are no business of the test (and fail it under
             # filterwarnings=error); the test's code runs outside this block.
             warnings.simplefilter("ignore")
-            self._profile = profile(use_kineto=True, use_cpu=True, profile_memory=True, with_stack=self.trace_python)
-            self._profile.__enter__()
+            window = profile(use_kineto=True, use_cpu=True, profile_memory=True, with_stack=self.trace_python)
+            window.__enter__()
+        self._profile = window  # kept once started: a window that never started is never stopped (another's would)
 
     def _stop(self) -> None:
         if self._profile is None:
@@ -283,15 +284,23 @@ def profiler_noise_filtered() -> Iterator[None]:
     torch's profiler writes from C++, under Python's ``sys.stderr``, so only redirecting
     the descriptor keeps its lines out of a terminal or a captured test's output.
     """
+    held = None
     try:
         _flush_stderr()
         saved = os.dup(2)
     except OSError:  # no descriptor 2 to redirect (a closed stderr)
+        pass
+    else:
+        try:
+            held = tempfile.TemporaryFile()  # noqa: SIM115 - entered below, once it is made
+        except OSError:  # nowhere to hold the lines (a full or missing temporary directory): they pass as they come
+            os.close(saved)
+    if held is None:
         yield
         return
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
+    with held:
         try:
+            os.dup2(held.fileno(), 2)
             yield
         finally:
             _flush_stderr()

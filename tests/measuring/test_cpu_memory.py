@@ -173,3 +173,60 @@ def test_the_profilers_own_lines_are_kept_off_stderr(capfd: pytest.CaptureFixtur
         for _ in probe.calls():
             torch.ones(10)
     assert capfd.readouterr().err == ""
+
+
+# ---------------------------------------------------------------- a start that fails (issue 37, item 3)
+
+
+def test_a_profiler_window_that_fails_to_start_is_never_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's second window refused (a profiler of the test's own, a thread the machine refused): the start's
+    error is the one raised, and no stop is sent to a profiler that never started (it would end another's session)."""
+    import torch.autograd.profiler
+
+    exited: list[int] = []
+
+    class Profile:
+        made = 0
+
+        def __init__(self, **kwargs: object) -> None:
+            Profile.made += 1
+            self.number = Profile.made
+            self.kineto_results = None
+
+        def __enter__(self) -> None:
+            if self.number == 2:
+                raise RuntimeError("Profiler is already enabled on this thread.")
+
+        def __exit__(self, *exc: object) -> None:
+            exited.append(self.number)
+
+    monkeypatch.setattr(torch.autograd.profiler, "profile", Profile)
+    monkeypatch.setattr("pytest_gpuperf.measuring._cpu_memory._cpu_allocations", lambda results: [])
+
+    def probe_all() -> None:
+        with CpuBackend().track_memory() as probe:
+            for _ in probe.calls():
+                pass
+
+    with pytest.raises(RuntimeError, match=r"^Profiler is already enabled on this thread\.$"):
+        probe_all()
+    assert exited == [1]
+
+
+def test_a_temporary_for_the_profilers_lines_that_cannot_be_made_leaves_stderr_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A full or missing temporary directory: the block runs with its lines unfiltered, and no descriptor is left
+    open (one a test, until the process has none)."""
+    import errno
+    import tempfile
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    before = sorted(os.listdir("/proc/self/fd"))
+    with profiler_noise_filtered():
+        os.write(2, b"the test's own line\n")
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert capfd.readouterr().err == "the test's own line\n"
