@@ -224,7 +224,7 @@ class AllocatorProbe:
             # The profiler's own warnings are no business of the test (and fail it under
             # filterwarnings=error); the test's code runs outside this block.
             warnings.simplefilter("ignore")
-            window = profile(use_kineto=True, use_cpu=True, profile_memory=True, with_stack=self.trace_python)
+            window: Any = profile(use_kineto=True, use_cpu=True, profile_memory=True, with_stack=self.trace_python)
             window.__enter__()
         self._profile = window  # kept once started: a window that never started is never stopped (another's would)
 
