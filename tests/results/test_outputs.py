@@ -127,6 +127,41 @@ def test_the_temporary_file_name_is_unmistakably_ours(tmp_path: Path) -> None:
     assert len(seen) == 1 and seen[0].startswith(f".trace.json.gpuperf-{os.getpid()}-")
 
 
+def test_every_temporary_of_an_export_and_torchs_beside_it_goes_with_a_dead_writer_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``atomic_export(..., compress=True)`` can leave when its process dies: its two temporaries (the trace,
+    then the gzipped copy), and beside each torch's own: kineto's ``export_chrome_trace(path)`` writes ``<path>.tmp``
+    and renames it (strace, torch 2.13), ``.<name>.gpuperf-<pid>-<8>.tmp.tmp`` (one was seen on a full tmpfs)."""
+    from pytest_gpuperf.results import _files
+
+    made: list[str] = []
+    real = _files._temporary
+
+    def recorded(path: Path) -> tuple[int, str]:
+        fd, name = real(path)
+        made.append(Path(name).name)
+        return fd, name
+
+    monkeypatch.setattr(_files, "_temporary", recorded)
+    _files.atomic_export(tmp_path / "trace.json", lambda name: Path(name).write_text("{}"), whole=lambda path: "")
+    _files.atomic_export(
+        tmp_path / "trace.json.gz", lambda name: Path(name).write_text("{}"), whole=lambda path: "", compress=True
+    )
+    assert len(made) == 3 and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    dead, live = dead_pid(), os.getppid()
+    left = {
+        pid: [
+            tmp_path / (name.replace(f"-{os.getpid()}-", f"-{pid}-", 1) + end) for name in made for end in ("", ".tmp")
+        ]
+        for pid in (dead, live)
+    }
+    for path in left[dead] + left[live]:
+        path.write_text("{half")
+    assert sorted(_files.remove_stale_temporaries(tmp_path)) == sorted(left[dead])
+    assert all(path.exists() for path in left[live])
+
+
 @pytest.mark.parametrize("dangling", [True, False])
 def test_the_lock_file_is_never_opened_through_a_symbolic_link(tmp_path: Path, dangling: bool) -> None:
     results, outside = tmp_path / "results", tmp_path / "outside"
