@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring import OpStat, SettingError, WorkProfile
+from pytest_gpuperf.measuring import FixedBudget, OpStat, SettingError, WorkProfile
 from pytest_gpuperf.plugin._options import BY_FIELD
 from pytest_gpuperf.results import (
     RESULTS_OUTPUT,
@@ -116,6 +116,65 @@ def test_the_command_line_refuses_a_value_past_its_bound(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "give" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argument", "why"),
+    [
+        ("rounds", "each round is a sample kept: the sampling loop's cap on samples"),
+        ("warmup_rounds", "untimed rounds: as many as the rounds may be"),
+        ("iterations", "a million calls of a one-nanosecond step already fill the 1 ms block the sampler times"),
+    ],
+)
+def test_a_fixed_budget_past_its_bound_is_refused_naming_the_argument(argument: str, why: str) -> None:
+    """``benchmark.pedantic(rounds=10**12)`` ran until killed: a fixed budget is kept exactly, at no cap."""
+    FixedBudget(**{"rounds": 1, argument: 1_000_000}, caller="benchmark.pedantic")  # the bound itself is a value
+    with pytest.raises(ValueError, match=r"^benchmark") as info:
+        FixedBudget(**{"rounds": 1, argument: 1_000_001}, caller="benchmark.pedantic")
+    assert str(info.value) == (
+        f"benchmark.pedantic({argument}=1000001): must be at most 1000000 ({why}); give 1000000 or less"
+    )
+
+
+def test_a_pedantic_budget_past_its_bound_fails_its_test_before_it_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "CALLS = []\n\n"
+        "def test_x(benchmark):\n"
+        "    benchmark.pedantic(CALLS.append, args=(1,), iterations=1_000_001)\n\n"
+        "def test_y():\n"
+        "    assert CALLS == []\n"
+    )
+    result = pytester.runpytest(
+        "--gpuperf-device=cpu", "-p", "no:benchmark", "-p", "no:randomly", "-p", "no:cacheprovider"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        ["E * ValueError: benchmark.pedantic(iterations=1000001): must be at most 1000000 (*); give 1000000 or less"]
+    )
+    assert "_sampling.py" not in result.stdout.str(), "the test's call, not the budget's inner frames"
+
+
+@pytest.mark.parametrize(
+    ("keep", "why"),
+    [
+        ("-1", "is not a whole number of 0 or more; give how many of the newest runs to keep, such as 20"),
+        ("all", "is not a whole number of 0 or more; give how many of the newest runs to keep, such as 20"),
+        ("2.5", "is not a whole number of 0 or more; give how many of the newest runs to keep, such as 20"),
+        (str(2**53 + 1), "': must be at most 2**53 (the bound on every count); give 2**53 or less"),
+        ("9" * 5000, "': must be at most 2**53 (the bound on every count); give 2**53 or less"),
+    ],
+)
+def test_prune_refuses_a_keep_past_its_bound_in_one_line(
+    keep: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "prune", "--keep", keep, "--results-dir", str(tmp_path)])
+    assert info.value.code == 2
+    *usage, error = capsys.readouterr().err.splitlines()  # argparse's usage, then the one line of the error
+    assert usage[0].startswith("usage: ") and "error" not in "".join(usage)
+    assert error.startswith("pytest-gpuperf runs prune: error: argument --keep: '") and error.endswith(why)
 
 
 # ---------------------------------------------------------------- names: the one output-path check

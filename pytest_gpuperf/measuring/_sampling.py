@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeVar
 
 from ._stats import median, median_ci, min_samples_for
+from ._values import MAX_SAMPLES, SettingError, budget_iterations, budget_rounds, budget_warmup_rounds
 
 __all__ = [
     "CiStopRule",
@@ -77,8 +78,6 @@ MAX_RESIZES: Final = 3
 TAIL_SHARE: Final = 0.1
 #: The most of ``max_time`` the warmup after the first call may take, so that samples get the rest.
 WARMUP_SHARE: Final = 0.5
-#: The most samples one measurement takes (``SamplingPlan.max_samples``).
-MAX_SAMPLES: Final = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,8 @@ class FixedBudget:
     not kept as samples, then ``rounds`` samples, every block of ``iterations`` calls.
 
     ``caller`` names it in the stop reason (``benchmark.pedantic's fixed budget: ...``).
-    ValueError, with pytest-benchmark's messages, for a count that is not a positive int.
+    ValueError, with pytest-benchmark's messages, for a count that is not a positive int, and naming the count
+    (``benchmark.pedantic(rounds=...)``) for one past its bound (``_values.budget_rounds`` ...).
     """
 
     rounds: int
@@ -102,6 +102,16 @@ class FixedBudget:
             raise ValueError("Must have positive int for `rounds`.")
         if not _count(self.warmup_rounds, least=0):
             raise ValueError("Must have positive int for `warmup_rounds`.")
+        for name, parse in (
+            ("rounds", budget_rounds),
+            ("warmup_rounds", budget_warmup_rounds),
+            ("iterations", budget_iterations),
+        ):
+            value = getattr(self, name)
+            try:
+                parse(value)
+            except SettingError as exc:
+                raise ValueError(f"{self.caller}({name}={value}): {exc}") from None
 
     def __str__(self) -> str:
         return f"{self.caller}'s fixed budget: {self.rounds} rounds x {self.iterations} iterations"

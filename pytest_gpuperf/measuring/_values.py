@@ -5,8 +5,8 @@ or a Python value from a marker) and returns the value, or raises SettingError w
 message says what is wrong and how to write it; the caller prefixes where the value
 came from (``--gpuperf-target=2``, ``ini gpuperf_target``, ``--tolerance``). Every value has a
 bound (docs/options.md says each, and why): a count at most ``MAX_COUNT``, a session's rounds
-and confirmation runs at most ``MAX_ROUNDS`` and ``MAX_CONFIRM``, a time budget at most
-``MAX_SECONDS``, threads at most the machine's CPUs.
+and confirmation runs at most ``MAX_ROUNDS`` and ``MAX_CONFIRM``, a fixed budget's counts at most
+``MAX_SAMPLES``, a time budget at most ``MAX_SECONDS``, threads at most the machine's CPUs.
 
 The values read back from a file are read here too: ``stored`` reads one field, with the
 converters after it (``stored_count`` ...), raising FieldError that names the field and its
@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
-from ._sampling import MAX_SAMPLES
 from ._units import UnitError, parse_quantity
 
 __all__ = [
@@ -32,12 +31,16 @@ __all__ = [
     "MAX_CONFIRM",
     "MAX_COUNT",
     "MAX_ROUNDS",
+    "MAX_SAMPLES",
     "MAX_SECONDS",
     "FieldError",
     "PastBound",
     "SettingError",
     "Threads",
     "argtype",
+    "budget_iterations",
+    "budget_rounds",
+    "budget_warmup_rounds",
     "choice",
     "commit_timeout",
     "confirmations",
@@ -74,6 +77,8 @@ MAX_AMOUNT: Final = 2**64
 MAX_ROUNDS: Final = 10_000
 #: ``--gpuperf-confirm``: each confirmation is a fresh pytest process per slower test.
 MAX_CONFIRM: Final = 100
+#: The most samples one measurement takes (``SamplingPlan.max_samples``); a fixed budget's counts too.
+MAX_SAMPLES: Final = 1_000_000
 #: A time budget (``max_time``, ``warmup_time``, ``min_time``, ``quiet_wait``, ``ab --max-time``): an hour per
 #: measurement; a budget past it is a typo, and ``1e308`` overflowed the block size.
 MAX_SECONDS: Final = 3600.0
@@ -191,6 +196,14 @@ rounds: Final = whole(1, MAX_ROUNDS, " (each round measures every test again: a 
 confirmations: Final = whole(0, MAX_CONFIRM, " (fresh runs of each slower test: a bound that keeps a session finite)")
 #: ``min_samples``: at most the sampling loop's cap on samples, which a minimum above it could never meet.
 min_samples: Final = whole(1, MAX_SAMPLES, " (the sampling loop's cap on samples, which a minimum cannot pass)")
+#: A fixed budget's counts (``benchmark.pedantic``'s), kept exactly and at no cap: its rounds are samples kept,
+budget_rounds: Final = whole(1, MAX_SAMPLES, " (each round is a sample kept: the sampling loop's cap on samples)")
+#: its untimed rounds as many,
+budget_warmup_rounds: Final = whole(0, MAX_SAMPLES, " (untimed rounds: as many as the rounds may be)")
+#: and a round's calls never need more to be timed (``min_block_time`` is 1 ms on a CPU).
+budget_iterations: Final = whole(
+    1, MAX_SAMPLES, " (a million calls of a one-nanosecond step already fill the 1 ms block the sampler times)"
+)
 
 
 def threads(raw: object) -> Threads:

@@ -387,6 +387,11 @@ class BenchmarkFixture:
         ``warmup_rounds`` untimed rounds; ``setup`` runs before each round, outside the time."""
         from ..measuring import FixedBudget, FixedCall, Subject, measure_fixed
 
+        __tracebackhide__ = True
+        try:  # first, as pytest-benchmark's: a bad budget is refused untimed too
+            budget = FixedBudget(rounds, iterations, warmup_rounds, caller="benchmark.pedantic")
+        except ValueError as exc:  # raised here: the test's call, not the budget's inner frames
+            raise ValueError(str(exc)) from None
         call = FixedCall(target, args, kwargs, setup, teardown)
         if self.disabled:  # --gpuperf-measuring=untimed: one round of one call, its setup and teardown around it
             with self._using("benchmark.pedantic(...)"):
@@ -400,7 +405,7 @@ class BenchmarkFixture:
                 call,
                 self._backend,
                 self._settings,
-                FixedBudget(rounds, iterations, warmup_rounds, caller="benchmark.pedantic"),
+                budget,
                 Subject(self.fullname, self._slot.id, observer=self._observer()),
             )
         self._done(measurement)

@@ -29,7 +29,7 @@ from typing import Any, Final
 from tabulate import tabulate
 
 from .._jsonfile import size_of
-from ..measuring import counted
+from ..measuring import counted, values
 from ._files import ResultsError, load_runs
 from ._record import Run
 from ._store import ResultsDir, add_format_argument, add_results_dir_argument
@@ -213,16 +213,19 @@ def show(entry: Entry, *, tablefmt: str = "simple") -> list[str]:
 # ---------------------------------------------------------------- the command
 
 
+#: ``--keep``'s count: 0 or more, at most the bound on every count.
+_KEEP: Final = values.whole(0, values.MAX_COUNT, " (the bound on every count)")
+
+
 def _keep(raw: str) -> int:
     try:
-        keep = int(raw)
-    except ValueError:
+        return _KEEP(raw)
+    except values.PastBound as exc:
+        raise argparse.ArgumentTypeError(f"{raw!r}: {exc}") from None
+    except values.SettingError:
         raise argparse.ArgumentTypeError(
-            f"{raw!r} is not a whole number; give how many runs to keep, e.g. 20"
+            f"{raw!r} is not a whole number of 0 or more; give how many of the newest runs to keep, such as 20"
         ) from None
-    if keep < 0:
-        raise argparse.ArgumentTypeError(f"{keep} is negative; give how many of the newest runs to keep (0 or more)")
-    return keep
 
 
 def add_parser(commands: Any) -> None:

@@ -240,7 +240,9 @@ def test_prune_deletes_a_runs_traces_with_it(store: ResultsDir) -> None:
     assert not oldest.exists() and (newest / "test_x-01234567.head.json").is_file()
 
 
-@pytest.mark.parametrize(("keep", "why"), [("-1", "-1 is negative"), ("all", "'all' is not a whole number")])
+@pytest.mark.parametrize(
+    ("keep", "why"), [("-1", "'-1' is not a whole number"), ("all", "'all' is not a whole number")]
+)
 def test_prune_refuses_a_bad_count(store: ResultsDir, capsys: pytest.CaptureFixture[str], keep: str, why: str) -> None:
     with pytest.raises(SystemExit) as info:
         main(["runs", "prune", "--keep", keep])
