@@ -8,10 +8,10 @@ Writes, in a scratch directory (``--scratch``, default a temporary one, removed)
 ``--records`` synthetic records (``--samples`` samples each, spread +-20% in no order) and a baseline of ``--runs``
 runs of the same records, with this checkout's writer (the file format is the same on main). Then runs
 ``python -m pytest_gpuperf.cli report RUN BASELINE -o page.html`` in a fresh process on the code in ``--code``
-(first on PYTHONPATH; default: this checkout) under ``/usr/bin/time``-like accounting (``resource.getrusage`` of the
-child: its CPU time and peak RSS) and prints one line: records, baseline runs, wall and CPU time, peak RSS, page
-size. To see main's
-behaviour: ``git archive main pytest_gpuperf | tar -x -C /tmp/main && python bench/report_scale.py --code /tmp/main``.
+(first on PYTHONPATH; default: this checkout), reaped as ``bench/scale.py`` reaps its processes (``run_measured``:
+``os.wait4``, the child's CPU time and peak RSS), and prints one line: records, baseline runs, wall and CPU time,
+peak RSS, page size. To see main's behaviour:
+``git archive main pytest_gpuperf | tar -x -C /tmp/main && python bench/report_scale.py --code /tmp/main``.
 No speed is asserted; the figures are this machine's.
 """
 
@@ -21,16 +21,15 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from scale import run_measured  # noqa: E402
 
 from pytest_gpuperf.results import Record, Run, save_baseline_file  # noqa: E402
 from tests.synthetic import make_measurement, make_record, make_run  # noqa: E402
@@ -73,18 +72,11 @@ def main() -> int:
         page = scratch / "page.html"
         env = {**os.environ, "PYTHONPATH": str(args.code.resolve())}
         command = [sys.executable, "-m", "pytest_gpuperf.cli", "report", str(head), str(base), "-o", str(page)]
-        start = time.perf_counter()
-        done = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - start
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
-        if done.returncode != 0:
-            print(done.stdout + done.stderr, file=sys.stderr)
-            return 1
+        cost, _ = run_measured(command, scratch, env)
         size = page.stat().st_size
         print(
             f"records {args.records}, baseline runs {args.runs}, samples {args.samples}: "
-            f"{wall:.1f} s ({cpu:.1f} s CPU), peak RSS {peak_kib / 1024:.0f} MiB, page {size / 1e6:.1f} MB "
+            f"{cost.wall:.1f} s ({cost.cpu:.1f} s CPU), peak RSS {cost.rss / 2**20:.0f} MiB, page {size / 1e6:.1f} MB "
             f"(inputs: run {head.stat().st_size / 1e6:.1f} MB, baseline {base.stat().st_size / 1e6:.1f} MB)"
         )
     finally:

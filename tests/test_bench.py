@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -172,3 +173,45 @@ def test_fault_injection_catches_every_planted_bug() -> None:
         assert done.returncode == 1 and "3 of 4 planted bugs caught" in out
         pytest.skip("the full-disk trace case needs a tmpfs mount (root): " + untried[0][0])
     assert done.returncode == 0 and "4 of 4 planted bugs caught" in out, out + done.stderr
+
+
+def test_scale_measures_every_figure_and_judges_every_target(tmp_path: Path) -> None:
+    """``bench/scale.py`` at two tiny sizes: both sessions and the three commands, every row of the table with a
+    figure per N and its growth, the JSON's figures positive and the sizes growing with N, each growth exponent the
+    one its figures give, and the exit status that says whether every target was met (no speed is judged)."""
+    figures_file = tmp_path / "scale.json"
+    done = run_bench("scale.py", "--tests", "6,12", "--json", str(figures_file), "--workdir", str(tmp_path / "work"))
+    out = done.stdout
+    verdicts = re.findall(r"^(met|MISSED): (.+)$", out, re.MULTILINE)
+    assert len(verdicts) >= 20, out + done.stderr
+    assert done.returncode == (0 if all(v == "met" for v, _ in verdicts) else 1), out + done.stderr
+    assert f"{sum(v == 'met' for v, _ in verdicts)} of {len(verdicts)} targets met" in out
+    assert "session options: --gpuperf-max-time=0.02 " in out and "load average (1 min) around the processes" in out
+    assert re.search(r"^\| figure +\| unit +\| N=6 +\| N=12 +\| growth 6->12 +\|$", out, re.MULTILINE), out
+    labels = ["session `--gpuperf-save`: wall", "session `--gpuperf-compare`: after the last test (the gate)"]
+    labels += ["baseline file (1 run)", "`pytest-gpuperf report RUN scale`: peak RSS", "`pytest-gpuperf runs`: wall"]
+    labels += ["`pytest-gpuperf compare scale RUN`: CPU", "traces beside the baseline"]
+    growth = {}
+    for label in labels:
+        row = re.search(rf"^\| {re.escape(label)} +\| \w+ +\| [\d.]+ +\| [\d.]+ +\| (-?[\d.]+) +\|$", out, re.M)
+        assert row, label + "\n" + out
+        growth[label] = float(row.group(1))
+    per_record = r"^\| session `--gpuperf-(save|compare)`: peak RSS per record above N=6 +\| KiB +\| - +\| -?[\d.]+ +\|"
+    assert len(re.findall(per_record, out, re.MULTILINE)) == 2, out
+    assert re.search(r"^N=12: gpuperf gate: (passed|FAILED)", out, re.MULTILINE), out
+
+    data = json.loads(figures_file.read_text())
+    small, large = (point["figures"] for point in data["points"])
+    assert [point["tests"] for point in data["points"]] == [6, 12]
+    assert small["records"] == 6 and large["records"] == 12
+    for key in ("save.wall", "save.cpu", "save.rss", "save.before", "save.after", "gate.wall", "gate.after"):
+        assert small[key] > 0 and large[key] > 0, key
+    for key in ("runs.wall", "report.wall", "report.rss", "compare.wall", "compare.rss"):
+        assert large[key] > 0, key
+    for key in ("size.run", "size.baseline", "size.baseline_traces", "size.page"):  # more records, more bytes
+        assert large[key] > small[key] > 0, key
+    assert large["gate.after"] < large["gate.wall"] and large["save.before"] < large["save.wall"]
+    # the table's growth is log(f(12) / f(6)) / log(2), to its three decimals
+    expected = math.log(large["size.baseline"] / small["size.baseline"]) / math.log(2)
+    assert growth["baseline file (1 run)"] == pytest.approx(expected, abs=0.0011)
+    assert len(data["targets"]) == len(verdicts)
