@@ -87,17 +87,6 @@ def test_the_budget_bounds_the_calls_profiled() -> None:
     assert profile.seconds <= profile.budget
 
 
-def test_one_call_is_profiled_even_when_it_costs_more_than_the_budget() -> None:
-    now = [0.0]
-
-    def step() -> None:
-        now[0] += 1.0
-
-    profile = profile_step(step, level="full", step_seconds=1.0, budget=0.01, on_cuda=False, clock=lambda: now[0])
-    assert profile is not None and profile.calls == 1
-    assert profile.seconds == pytest.approx(2.0) and profile.seconds > profile.budget  # said, not hidden
-
-
 def test_copies_between_host_and_another_device_are_counted_by_direction() -> None:
     """The meta device stands in for a GPU: a copy to it leaves the host (the stand-in moves no bytes, but the
     counter reads the source's size, as it would for a copy to CUDA)."""
@@ -400,7 +389,8 @@ def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_
         calls.append(1)
         return (a @ a) @ a
 
-    result = SamplingResult((1e-4,) * 5, 1, Warmup(1, 1, 1e-4, True, (1e-4,)), True, "test", 5e-4)
+    # measured for 1 s: a budget of 30 ms, which both windows fit
+    result = SamplingResult((1e-4,) * 5, 1, Warmup(1, 1, 1e-4, True, (1e-4,)), True, "test", 1.0)
     counts = {}
     for level in ("off", "full"):
         calls.clear()
