@@ -228,7 +228,7 @@ LEFT = "; the file is left as it is"
         ),
         (
             _set("measurement", "profile", "left_out", value=["ops", "time"]),
-            RECORD + r"field 'measurement\.profile\.left_out\[2\]' must be one of ops, kernels, runtime, .*, not 'time'",
+            RECORD + r"field 'measurement\.profile\.left_out\[2\]' must be one of ops, kernels, .*, not 'time'",
         ),
         (
             _set("measurement", "profile", "runtime", value={"cudaLaunchKernel": -2}),

@@ -619,6 +619,31 @@ def _first_call_range() -> None:
         pass
 
 
+#: What the profile's start-up took in this process, once it ran (``_start_up``).
+_STARTED: list[float] = []
+
+
+def _start_up(clock: Callable[[], float]) -> float:
+    """The profile's start-up in this process, run by its first profile and not held against that profile's budget
+    (it is the process's, as torch's import is): the first call range (its op looked up), the counting mode's
+    imports (``torch.utils.flop_counter``) and, where no profiler runs yet, torch's profiler's first start. 13 ms
+    (3, 6.4 and 3.8 ms) measured 2026-12-02 on the 2-vCPU development machine at load average 3.5, against 1.4 ms
+    the next time (``bench/evidence/work-profile.md``). Its seconds the first time, 0 after."""
+    if _STARTED:
+        return 0.0
+    import torch
+    from torch.autograd.profiler import profile
+
+    start = clock()
+    _first_call_range()
+    _WorkCounter()
+    if not torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
+        with profile(use_kineto=True, profile_memory=True):
+            pass
+    _STARTED.append(clock() - start)
+    return _STARTED[0]
+
+
 class _PythonCalls:
     """Counts the Python calls a step makes (functions and built-ins: what Python's tracer records), through
     ``sys.setprofile``, leaving out what the counting mode's own ``__torch_dispatch__`` runs (that code runs in
@@ -746,13 +771,16 @@ class ProbeCalls:
         python: bool = False,
         budget: float = math.inf,
         traced_calls: int = 2,
+        step_seconds: float = 0.0,
     ) -> None:
         #: whether the measured calls run under Python's tracer too (level ``full``: ``WorkProfile.python``); asked
         #: for, it is kept after the settle call only where the tracer's cost over the ``traced_calls`` measured
-        #: calls fits ``budget`` (``tracer_cost`` of the Python calls counted there)
+        #: calls fits what the settle call left of ``budget`` (its time beyond ``step_seconds``, the measured time
+        #: of a call; ``tracer_cost`` of the Python calls counted there)
         self.python = python
         self.budget = budget
         self.traced_calls = traced_calls
+        self.step_seconds = step_seconds
         #: the Python calls of the settle call, where counted
         #: the measured calls' wall time, in seconds
         self.call_times: list[float] = []
@@ -763,14 +791,17 @@ class ProbeCalls:
         #: the measured calls' profilers, and the events each recorded, set by ``peak_memory`` from the probe
         self.windows: list[Any] = []
         self.events: list[int] = []
-        #: what the counting mode added to the settle call, as far as it can be told (its time over the step's)
+        #: the settle call's time (the counting mode's cost is its time beyond a step's), and the profile's start-up
+        #: in this process before it (``_start_up``: not held against the budget)
         self.settle_seconds = 0.0
+        self.started = 0.0
         self._clock = clock
 
     def settle(self, fn: Callable[[], object]) -> None:
         """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
         probe needs the call, and the profile then has no FLOPs). Decides whether the measured calls run under
         Python's tracer (``python``)."""
+        self.started = _start_up(self._clock)
         start = self._clock()
         limit = self.budget / (self.traced_calls * TRACER_SECONDS_PER_CALL) if self.python else None
         self.flops, self.copied, self.python_calls = _counting_pass(fn, python_limit=limit)
@@ -778,7 +809,8 @@ class ProbeCalls:
             fn()  # the counters failed on the step, not the step: run it as it is
         self.counted = True
         self.settle_seconds = self._clock() - start
-        self.python = self.python and tracer_cost(self.python_calls, self.traced_calls) <= self.budget
+        left = self.budget - max(self.settle_seconds - self.step_seconds, 0.0)
+        self.python = self.python and tracer_cost(self.python_calls, self.traced_calls) <= left
 
     def call_range(self) -> _TimedRange:
         return _TimedRange(self.call_times, self._clock)
@@ -812,27 +844,30 @@ def profile_of_probe(
 ) -> WorkProfile | None:
     """The work profile read from the memory probe's calls (``ProbeCalls``), or None where the probe took no
     window (then ``profile_step`` profiles calls of its own). ``seconds`` is what the profile added: the reading,
-    the counting mode's time on the settle call beyond a step's, and the tracer's on the measured calls. Of what that
-    left of the budget, the reading of both windows' events (``READ_COST``, by the events the probe counted) takes
-    what fits: both, the first alone, or none (the counting call's figures only, or no profile)."""
+    the counting mode's time on the settle call beyond a step's, and the tracer's on the measured calls. The reading
+    of the windows' events (``READ_COST``, by the events the probe counted) takes what fits: both where they fit
+    what is left of the budget, the first alone where it fits what the tracer left of it, or none (the counting
+    call's figures only, or no profile)."""
     if level == "off" or not probe.counted or not probe.windows:
         return None
     start = clock()
     # Python's tracer slows the measured calls, which the probe would otherwise run under its profiler alone:
     # their time beyond a timed call's is counted, the profiler's share of it too (an upper bound)
     traced = sum(max(t - step_seconds, 0.0) for t in probe.call_times) if probe.python else 0.0
-    paid = max(probe.settle_seconds - step_seconds, 0.0) + traced
+    paid = max(probe.settle_seconds - step_seconds, 0.0) + traced  # the start-up (``probe.started``) is not held
     events = probe.events if len(probe.events) == len(probe.windows) else [0] * len(probe.windows)
+    # The floor, one window's reading, may take what the plan left it (the budget less the tracer's cost, decided on
+    # the settle call: the counting mode's cost there is paid unestimated); a second window only what is left.
     left = budget - paid
+    floor = max(left, budget - (tracer_cost(probe.python_calls, len(probe.windows)) if probe.python else 0.0))
+    allowed = [floor] + [left] * (len(probe.windows) - 1)  # to read the first 1, 2 windows
     read = len(probe.windows)
-    while read and READ_COST.estimate(sum(events[:read])) > left:
+    while read and READ_COST.estimate(sum(events[:read])) > allowed[read - 1]:
         read -= 1
-    over = (
-        f"reading {_events(sum(events[: read + 1]))} would take about "
-        f"{format_duration(READ_COST.estimate(sum(events[: read + 1])))}, over the {_left(left, budget)}"
-    )
+    over = _over(read + 1, sum(events[: read + 1]), allowed[min(read, len(allowed) - 1)], budget)
     if not read:
-        return _unread(level, probe.flops, probe.copied, compiled, paid + clock() - start, budget, over)
+        seconds = paid + probe.started + clock() - start
+        return _unread(level, probe.flops, probe.copied, compiled, seconds, budget, over)
     results = [_raw_events(window) for window in probe.windows[:read]]
     if any(listed is None for listed in results):
         return None
@@ -846,7 +881,7 @@ def profile_of_probe(
         flops=probe.flops,
         copied=probe.copied,
         compiled=compiled,
-        seconds=clock() - start + paid,
+        seconds=clock() - start + paid + probe.started,
         budget=budget,
         on_cuda=False,
         write_trace=probe.windows[read - 1].export_chrome_trace,
@@ -895,6 +930,8 @@ def profile_step(
             f"{format_duration(budget)} budget"
         )
         return _unread(level, None, {}, compiled, clock() - start, budget, over)
+    started = _start_up(clock)  # before ``start``: not held against the budget
+    start = clock()
     reduced = (
         ""
         if counting
@@ -909,8 +946,6 @@ def profile_step(
         flops, copied, python_calls = _counting_pass(
             fn, python_limit=budget / TRACER_SECONDS_PER_CALL if python_tracing(level) else None
         )
-    else:
-        _first_call_range()
     if on_cuda:
         # Kineto keeps every device activity that starts in its window: the counting call's queued kernels would
         # run on into it (those that still do are no call's, ``read_events``).
@@ -929,9 +964,10 @@ def profile_step(
     each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
     reading = READ_COST.estimate(len(listed))
     left = budget - (clock() - start)
-    if reading > left:
-        over = f"{_events(len(listed))} would take about {format_duration(reading)}, over the {_left(left, budget)}"
-        return _unread(level, flops, copied, compiled, clock() - start, budget, f"its profiled call's {over}")
+    floor = max(left, budget - (step_seconds if counting else 0.0) - one_call)  # what the floor's calls were let cost
+    if reading > floor:
+        seconds = clock() - start + started
+        return _unread(level, flops, copied, compiled, seconds, budget, _over(1, len(listed), floor, budget))
     calls = 1
     if level == "full" and max_calls > 1:
         # more calls in a second session: each costs a call and its events' reading, the session the profiler's
@@ -953,7 +989,7 @@ def profile_step(
         flops=flops,
         copied=copied,
         compiled=compiled,
-        seconds=clock() - start,
+        seconds=clock() - start + started,
         budget=budget,
         on_cuda=on_cuda,
         write_trace=prof.export_chrome_trace,
@@ -991,14 +1027,15 @@ def _profiled(fn: Callable[[], object], calls: int, *, on_cuda: bool, traced: bo
     return prof
 
 
-def _events(count: int) -> str:
-    return f"its {count:,} events" if count != 1 else "its 1 event"
-
-
-def _left(left: float, budget: float) -> str:
-    if left >= budget:
-        return f"{format_duration(budget)} budget"
-    return f"{format_duration(max(left, 0.0))} left of the {format_duration(budget)} budget"
+def _over(calls: int, events: int, left: float, budget: float) -> str:
+    """``reading 2 calls' 1,200 events would take about 12.3 ms, over the 5 ms left of the 25 ms budget``."""
+    of = f"{format_duration(budget)} budget"
+    where = of if left >= budget else f"{format_duration(max(left, 0.0))} left of the {of}"
+    whose = "1 call's" if calls == 1 else f"{calls} calls'"
+    return (
+        f"reading {whose} {events:,} events would take about {format_duration(READ_COST.estimate(events))}, over "
+        f"the {where}"
+    )
 
 
 def _unread(
@@ -1165,7 +1202,9 @@ class _Profile(Reading[WorkProfile]):
         if after.settings.profile == "off" or after.skip:
             return False
         level = after.settings.profile
-        after.rider = ProbeCalls(python=python_tracing(level), budget=profile_budget(after.result, after.share_of))
+        step = median(after.result.samples) if after.result.samples else 0.0
+        budget = profile_budget(after.result, after.share_of)
+        after.rider = ProbeCalls(python=python_tracing(level), budget=budget, step_seconds=step)
         return True
 
     def after(self, after: After, sensor: object) -> WorkProfile | None:

@@ -103,7 +103,7 @@ def test_a_profiled_call_whose_events_would_take_too_long_to_read_keeps_the_coun
     profile = own(clock, 25 * MS)
     assert clock.calls == 2 and profile.calls == 0
     assert profile.flops == 0 and profile.left_out == CALLS_GIVE and profile.ops == ()
-    assert profile.reduced.startswith("the counting call's figures only: its profiled call's ")
+    assert profile.reduced.startswith("the counting call's figures only: reading 1 call's ")
     assert "events would take about" in profile.reduced and "over the 5 ms left of the 25 ms budget" in profile.reduced
     assert set(profile.per_call_counts()) == {"flops"}
 
@@ -165,8 +165,12 @@ def ridden(probe: ProbeCalls, budget: float) -> WorkProfile:
     ("budget", "calls", "reduced"),
     [
         (25 * MS, 2, ""),  # both windows: 20.3 ms
-        (15 * MS, 1, "1 profiled call of the memory probe's 2: reading its 2,000 events would take about 20.3 ms, "),
-        (5 * MS, 0, "the counting call's figures only: reading its 1,000 events would take about 10.3 ms, "),
+        (
+            15 * MS,
+            1,
+            "1 profiled call of the memory probe's 2: reading 2 calls' 2,000 events would take about 20.3 ms, ",
+        ),
+        (5 * MS, 0, "the counting call's figures only: reading 1 call's 1,000 events would take about 10.3 ms, "),
     ],
     ids=["both", "one", "none"],
 )
@@ -188,7 +192,7 @@ def test_on_the_probes_calls_the_windows_read_are_those_whose_events_fit_the_bud
 def test_on_the_probes_calls_nothing_fits_and_nothing_was_counted_is_no_profile_that_says_so() -> None:
     profile = ridden(probe_calls(1000, flops=None), 1 * MS)
     assert profile.calls == 0 and set(profile.left_out) == {*COUNTING_GIVES, *CALLS_GIVE}
-    assert profile.reduced.startswith("not profiled: reading its 1,000 events would take about 10.3 ms, over the")
+    assert profile.reduced.startswith("not profiled: reading 1 call's 1,000 events would take about 10.3 ms, over the")
     assert profile.per_call_counts() == {}
 
 
@@ -198,6 +202,49 @@ def test_the_counting_calls_cost_on_the_settle_call_comes_out_of_what_the_window
     probe.settle_seconds = 11 * MS
     profile = ridden(probe, 25 * MS)
     assert profile.calls == 1 and "over the 15 ms left of the 25 ms budget" in profile.reduced
+
+
+def test_a_counting_call_that_took_the_whole_budget_still_leaves_the_floors_reading_to_its_first_window() -> None:
+    """The counting mode's cost on the settle call is known only once paid: 20 ms of a 25 ms budget here. The floor,
+    one window's reading (10.3 ms), was the plan's, and is kept; the second window is not read."""
+    probe = probe_calls(1000)
+    probe.settle_seconds = 21 * MS
+    profile = ridden(probe, 25 * MS)
+    assert profile.calls == 1 and "over the 5 ms left of the 25 ms budget" in profile.reduced
+
+
+def test_a_profiled_call_held_up_by_a_busy_machine_still_has_its_events_read() -> None:
+    """The plan let the counting call and the profiled call take 21 ms of 25: the profiled call was preempted and
+    took 30 ms, and its few events (well under the 4 ms the plan left) are read all the same."""
+    clock = Clock(10 * MS)
+    calls = {"n": 0}
+
+    def preempted() -> None:
+        calls["n"] += 1
+        clock.step()
+        clock.now += 20 * MS if calls["n"] == 2 else 0.0
+
+    profile = profile_step(preempted, level="full", step_seconds=10 * MS, budget=25 * MS, on_cuda=False, clock=clock)
+    assert profile is not None and profile.calls == 1 and profile.reduced == "" and profile.left_out == ()
+    assert profile.seconds == pytest.approx(0.040) and profile.seconds > profile.budget  # said, not hidden
+
+
+def test_pythons_tracer_runs_on_the_probes_calls_only_where_it_fits_what_the_counting_call_left() -> None:
+    """A step of 400 Python calls: traced over the probe's two calls, 8 ms of a 15 ms budget. The settle call took
+    10 ms more than a step under the counting mode, so only 5 ms are left: untraced. On main it was traced."""
+    now = [0.0]
+
+    def step() -> None:
+        now[0] += 20 * MS
+        for _ in range(399):
+            len(())
+
+    probe = ProbeCalls(lambda: now[0], python=True, budget=15 * MS, step_seconds=10 * MS)
+    probe.settle(step)
+    assert probe.python_calls is not None and 400 <= probe.python_calls < 410 and not probe.python
+    roomy = ProbeCalls(lambda: now[0], python=True, budget=15 * MS, step_seconds=20 * MS)
+    roomy.settle(step)
+    assert roomy.python
 
 
 def test_the_cost_of_reading_follows_the_reads_measured() -> None:
@@ -222,3 +269,25 @@ def test_a_reduced_profile_round_trips_through_the_results_json_and_older_files_
     assert WorkProfile.from_dict(older) == WorkProfile(level="full", calls=2, flops=7)
     older.update(flops=None)
     assert WorkProfile.from_dict(older) == WorkProfile(level="full", calls=2, left_out=COUNTING_GIVES)
+
+
+def test_the_processs_start_up_of_the_profile_is_not_held_against_its_first_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first profile in a process pays the start-up (13 ms measured): a step measured for 0.2 s, whose budget is
+    6 ms, lost its ops to it. It is counted in the profile's ``seconds``, and the calls are decided without it."""
+    from pytest_gpuperf.measuring import _profiler
+
+    clock = Clock(10 * MS)
+    opened = _profiler._first_call_range
+
+    def slow_first_call_range() -> None:
+        clock.now += 50 * MS if not _profiler._STARTED else 0.0
+        opened()
+
+    monkeypatch.setattr(_profiler, "_STARTED", [])
+    monkeypatch.setattr(_profiler, "_first_call_range", slow_first_call_range)
+    profile = own(clock, 35 * MS)
+    assert profile.calls == 2 and profile.reduced == "" and profile.seconds == pytest.approx(0.080)
+    assert len(_profiler._STARTED) == 1 and _profiler._STARTED[0] == pytest.approx(0.050)
+    assert own(Clock(10 * MS), 35 * MS).seconds == pytest.approx(0.030)  # once a process
