@@ -72,10 +72,11 @@ __all__ = [
 
 #: The profile's budget: this share of the measurement's time (its warmup and samples).
 PROFILE_SHARE: Final = 0.03
-#: What torch's profiler costs to start and stop around the calls it records, beyond them: 0.8 to 1.0 ms, 3.3 ms
-#: the first time in a process (measured 2026-12-02 on the 2-vCPU development machine, load average 2.8, an empty
-#: call in a call range under ``profile(use_kineto=True, profile_memory=True)``).
-PROFILER_SECONDS: Final = 1e-3
+#: What torch's profiler costs to start and stop around the calls it records, beyond them: 0.8 to 1.0 ms for an
+#: empty call range (load average 2.8), 1.2 to 1.6 ms with a call of 10 us (load average 1.3), measured 2026-12-02
+#: on the 2-vCPU development machine under ``profile(use_kineto=True, profile_memory=True)``
+#: (``bench/evidence/work-profile.md``). Its first start in a process costs more: ``_start_up``.
+PROFILER_SECONDS: Final = 1.5e-3
 #: What reading one profile's events costs (listing the raw events and ``read_events``): this, whatever their
 #: number, and ``READ_SECONDS_PER_EVENT`` an event to begin with (``READ_COST``). Measured 2026-12-02 on the 2-vCPU
 #: development machine over the CPU suites (load average 1.8 to 2.8): 0.3 ms for 10 to 24 events, 4 to 15 us an
@@ -626,9 +627,9 @@ _STARTED: list[float] = []
 def _start_up(clock: Callable[[], float]) -> float:
     """The profile's start-up in this process, run by its first profile and not held against that profile's budget
     (it is the process's, as torch's import is): the first call range (its op looked up), the counting mode's
-    imports (``torch.utils.flop_counter``) and, where no profiler runs yet, torch's profiler's first start. 13 ms
-    (3, 6.4 and 3.8 ms) measured 2026-12-02 on the 2-vCPU development machine at load average 3.5, against 1.4 ms
-    the next time (``bench/evidence/work-profile.md``). Its seconds the first time, 0 after."""
+    imports (``torch.utils.flop_counter``) and, where no profiler runs yet, torch's profiler's first start: 9 to 13
+    ms, measured 2026-12-02 on the 2-vCPU development machine at load averages 1.3 and 3.5
+    (``bench/evidence/work-profile.md``). Its seconds the first time, 0 after."""
     if _STARTED:
         return 0.0
     import torch
