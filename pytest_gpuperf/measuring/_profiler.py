@@ -911,10 +911,11 @@ def profile_step(
     (``PROFILER_SECONDS``), estimated before either runs: where the floor would pass the budget the counting call is
     left out (no FLOPs, no copies), and where the profiled call alone would, the profile is none (a ``WorkProfile``
     of no call that says why). ``agree`` (a distributed run's, ``After.agree``) makes every rank decide alike: the
-    step's collectives must meet. Where reading the profiled call's events would pass what is left, they are not
-    read. Calls are added while the next one, at the cost the first profiled call and its reading showed, still
-    fits (level ``counts``: one call; ``max_calls`` caps them, 1 where every rank of a distributed run must make the
-    same calls)."""
+    step's collectives must meet. Where reading the profiled call's events (``READ_COST``) would pass what the
+    floor's calls left of the budget (by their estimates, or by the clock where they took less), they are not read.
+    Calls are added in a second session while the next one, at the cost the first profiled call and its reading
+    showed, still fits what is left (level ``counts``: one call; ``max_calls`` caps them, 1 where every rank of a
+    distributed run must make the same calls)."""
     if level == "off":
         return None
     import torch
@@ -958,11 +959,13 @@ def profile_step(
     prof = _profiled(fn, 1, on_cuda=on_cuda, traced=traced)
     if prof is None:
         return None
+    each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
+    listing = clock()
     events = _raw_events(prof)
     if events is None:
         return None
     listed = list(events)
-    each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
+    listing = clock() - listing  # the raw events listed: a part of their reading, which ``READ_COST`` learns
     reading = READ_COST.estimate(len(listed))
     left = budget - (clock() - start)
     floor = max(left, budget - (step_seconds if counting else 0.0) - one_call)  # what the floor's calls were let cost
@@ -976,13 +979,15 @@ def profile_step(
         more = min(max(more, 0), max_calls - 1)
         if more:
             again = _profiled(fn, more, on_cuda=on_cuda, traced=traced)
+            later_start = clock()
             later = None if again is None else _raw_events(again)
             if later is not None:
                 listed.extend(later)
                 calls += more
+            listing += clock() - later_start
     reading_start = clock()
     summary = read_events(listed, level=level)
-    READ_COST.observe(len(listed), clock() - reading_start)
+    READ_COST.observe(len(listed), listing + clock() - reading_start)
     return _profile_from(
         summary,
         level=level,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_gpuperf.measuring import WorkProfile
+from pytest_gpuperf.measuring import PROFILE, WorkProfile
 from pytest_gpuperf.measuring._profiler import (
     CALLS_GIVE,
     COUNTING_GIVES,
@@ -25,6 +25,7 @@ from pytest_gpuperf.measuring._profiler import (
     profile_of_probe,
     profile_step,
 )
+from tests.synthetic import make_measurement
 
 from .profile_events import Event, call, op
 
@@ -291,3 +292,14 @@ def test_the_processs_start_up_of_the_profile_is_not_held_against_its_first_budg
     assert profile.calls == 2 and profile.reduced == "" and profile.seconds == pytest.approx(0.080)
     assert len(_profiler._STARTED) == 1 and _profiler._STARTED[0] == pytest.approx(0.050)
     assert own(Clock(10 * MS), 35 * MS).seconds == pytest.approx(0.030)  # once a process
+
+
+def test_a_reduced_profile_is_said_under_the_table_and_on_the_records_card() -> None:
+    why = "the counting call's figures only: reading 1 call's 1,000 events would take about 10.3 ms, over the ..."
+    reduced = make_measurement("a", [1e-3] * 5, profile=WorkProfile(level="full", calls=0, reduced=why))
+    full = make_measurement("b", [1e-3] * 5, profile=WorkProfile(level="full", calls=2))
+    assert PROFILE.notes([reduced, full]) == [
+        "work profile reduced in 1 row(s) to keep within its budget (3% of the measuring time): each record's "
+        "profile.reduced says what it left out"
+    ]
+    assert PROFILE.facts(reduced) == [("work profile", why)] and PROFILE.facts(full) == []
