@@ -4,8 +4,8 @@ Each call of a step returns its nominal duration in seconds instead of taking it
 CPU backend's block timer adds up what the calls of a block return. A planted 3x slowdown is
 then exactly 3x: real sleeps and spins are not, on a shared machine (a 2 ms sleep measured
 3 to 12 ms there). Everything around the timer (sampling, paired rounds, records, the gate)
-runs as it does for real, but for the work profile's budget: a step claims milliseconds it does not take, so 3% of
-the real measuring time would not fit its claimed calls, and the profile gets the whole of it (``PROFILE_SHARE``).
+runs as it does for real, but for the work profile's budget: a step claims milliseconds it does not take, so a share
+of the real measuring time would not fit its claimed calls, and the profile's budget is unbounded (``SHARE``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ import pytest
 from pytest_gpuperf.measuring import _profiler
 from pytest_gpuperf.measuring._backends import CpuBackend
 
-__all__ = ["INSTALL", "exact_time_block", "install"]
+__all__ = ["INSTALL", "SHARE", "exact_time_block", "install"]
+
+#: The work profile's share of the measuring time under exact timing (``PROFILE_SHARE``): a million times it.
+SHARE: Final = 1e6
 
 
 def exact_time_block(self: CpuBackend, fn: Callable[[], object], iterations: int) -> float:
@@ -29,7 +32,7 @@ def exact_time_block(self: CpuBackend, fn: Callable[[], object], iterations: int
 def install(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exact timing in this process, for the test: the block timer, and the work profile's budget."""
     monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
-    monkeypatch.setattr(_profiler, "PROFILE_SHARE", 1.0)
+    monkeypatch.setattr(_profiler, "PROFILE_SHARE", SHARE)
 
 
 #: The same timer for a fresh process, as the source of its ``conftest.py`` (pytester inner runs in a subprocess,
@@ -45,5 +48,5 @@ def _exact_time_block(self, fn, iterations):
 
 
 CpuBackend.time_block = _exact_time_block
-_profiler.PROFILE_SHARE = 1.0
+_profiler.PROFILE_SHARE = 1e6  # SHARE
 """

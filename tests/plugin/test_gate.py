@@ -86,7 +86,7 @@ def pytest_configure(config):
     CpuBackend.time_block = _time_block
     load.snapshot = _gauge
     gate.ROUND_SPACING = 0.0
-    _profiler.PROFILE_SHARE = 1.0  # a step claims milliseconds it does not take (tests/exact_timing.py)
+    _profiler.PROFILE_SHARE = 1e6  # a step claims milliseconds it does not take (exact_timing.SHARE)
 
 
 def pytest_unconfigure(config):
