@@ -215,3 +215,27 @@ def test_scale_measures_every_figure_and_judges_every_target(tmp_path: Path) -> 
     expected = math.log(large["size.baseline"] / small["size.baseline"]) / math.log(2)
     assert growth["baseline file (1 run)"] == pytest.approx(expected, abs=0.0011)
     assert len(data["targets"]) == len(verdicts)
+
+
+def test_profile_cost_says_what_each_profile_reduced_and_reads_older_files(tmp_path: Path) -> None:
+    """Issue 37 item 2: the benchmark of the profile's cost names each reduction, and counts them by kind."""
+
+    def record(test: str, **profile: object) -> dict[str, object]:
+        measurement = {"sampling_seconds": 0.9, "warmup": {"seconds": 0.1}}
+        return {"test": test, "measurement": {**measurement, "profile": {"calls": 2, "budget": 0.03, **profile}}}
+
+    results = tmp_path / "results.json"
+    why = "the counting call's figures only: reading 1 call's 1,000 events would take about 10.3 ms, over the ..."
+    records = [
+        record("test_a", seconds=0.01, calls=0, reduced=why),
+        record("test_b", seconds=0.02),  # a file written before profiles said what they reduced
+        {"test": "test_c", "measurement": {"profile": None}},
+    ]
+    results.write_text(json.dumps({"records": records}))
+    done = run_bench("profile_cost.py", str(results))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("test_a") and lines[0].endswith(" reduced: the counting call's figures only")
+    assert lines[1].startswith("test_b") and "reduced" not in lines[1]
+    assert lines[2] == "records=3 measuring=2.00s profile=0.030s share=1.50% worst=2.0%"
+    assert lines[3] == "reduced=1 (1 the counting call's figures only)"

@@ -286,6 +286,10 @@ LEFT = "; the file is left as it is"
             RECORD + r"field 'measurement\.profile\.calls' must be a whole number from 1 to 2\*\*53, not 0",
         ),
         (
+            _set("measurement", "profile", "left_out", value=["ops", "time"]),
+            RECORD + r"field 'measurement\.profile\.left_out\[2\]' must be one of ops, kernels, .*, not 'time'",
+        ),
+        (
             _set("measurement", "profile", "runtime", value={"cudaLaunchKernel": -2}),
             RECORD + r"field 'measurement\.profile\.runtime\.cudaLaunchKernel' must be a whole number from 0",
         ),

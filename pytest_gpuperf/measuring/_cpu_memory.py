@@ -196,6 +196,8 @@ class AllocatorProbe:
         self.trace_python = False
         #: the profiler of each window, in order: the work profile reads the measured calls' (``windows``)
         self._profilers: list[Any] = []
+        #: the events of each window, counted as its allocations are read (the work profile's reading costs by them)
+        self._events: list[int] = []
 
     #: calls of ``calls()`` that only settle the step (the work profile counts FLOPs and copies on them)
     settle_calls: Final = 1
@@ -204,6 +206,11 @@ class AllocatorProbe:
     def windows(self) -> list[Any]:
         """The profilers of the measured calls, one call each (``torch.autograd.profiler.profile``)."""
         return self._profilers[self.settle_calls :]
+
+    @property
+    def window_events(self) -> list[int]:
+        """The events each of ``windows`` recorded."""
+        return self._events[self.settle_calls :]
 
     def calls(self) -> Iterator[int]:
         """Run the measured code once per item: the first call settles, the next two are measured under the
@@ -234,7 +241,9 @@ class AllocatorProbe:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._profile.__exit__(None, None, None)
-            self._windows.append(_cpu_allocations(self._profile.kineto_results))
+            allocations, events = _cpu_allocations(self._profile.kineto_results)
+            self._windows.append(allocations)
+            self._events.append(events)
             self._profilers.append(self._profile)
         self._profile = None
 
@@ -246,20 +255,23 @@ class AllocatorProbe:
             self.transient_method = why
 
 
-def _cpu_allocations(results: Any) -> list[tuple[int, int]]:
-    """(address, +allocated/-freed bytes) of the CPU allocator's events, in time order."""
+def _cpu_allocations(results: Any) -> tuple[list[tuple[int, int]], int]:
+    """(address, +allocated/-freed bytes) of the CPU allocator's events, in time order; and how many events there
+    were of every kind."""
     from torch._C._profiler import _ExtraFields_Allocation
 
     allocations = []
     stack = list(results.experimental_event_tree())
+    events = 0
     while stack:
         event = stack.pop()
+        events += 1
         stack.extend(event.children)
         fields = event.extra_fields
         if isinstance(fields, _ExtraFields_Allocation) and fields.device.type == "cpu":
             allocations.append((event.start_time_ns, int(fields.ptr), int(fields.alloc_size)))
     allocations.sort(key=lambda a: a[0])
-    return [(address, nbytes) for _, address, nbytes in allocations]
+    return [(address, nbytes) for _, address, nbytes in allocations], events
 
 
 @contextmanager

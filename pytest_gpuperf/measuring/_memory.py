@@ -195,8 +195,9 @@ def peak_memory(
 
     With ``rider``, the work profile rides on the probe's calls where the probe runs them under the profiler (a
     probe with ``settle_calls`` and ``windows``: the CPU's): the settle calls are the rider's, each measured call
-    runs in its call range, and ``rider.windows`` gets the probe's profiler windows. With ``once``, the probe
-    measures one call as it is (a step over ``max_time``): its method says so (``ONE_CALL``)."""
+    runs in its call range, and ``rider.windows`` gets the probe's profiler windows (``rider.events``: the events
+    each recorded). With ``once``, the probe measures one call as it is (a step over ``max_time``): its method says
+    so (``ONE_CALL``)."""
     if not settings.memory:
         return MemoryReading()
     # A GPU's figures count every live tensor of the device: an earlier test's garbage goes first. The CPU's (the
@@ -222,6 +223,7 @@ def peak_memory(
             backend.synchronize()
     if riding is not None:
         riding.windows = list(getattr(probe, "windows", ()))
+        riding.events = list(getattr(probe, "window_events", ()))
     return MemoryReading.of(probe)
 
 

@@ -363,7 +363,8 @@ def measure_paired(
     rounds.release()
     for name in steps:
         with rounds.alone(name) if called else nullcontext(lasts[name]) as step:
-            after = After(step.fn, backend, settings, device, result, len(steps), distributed=coordinator is not None)
+            ranks = None if coordinator is None else coordinator.agree
+            after = After(step.fn, backend, settings, device, result, len(steps), agree=ranks)
             values = read_after(after, sensors)
             values[MEMORY.name] = _with_others(values.get(MEMORY.name), [o for o in rounds.current if o != name])
             measurements[name] = measurement_of(

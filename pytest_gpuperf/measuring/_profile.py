@@ -14,7 +14,9 @@ Counts do not move with the machine's load, so they are compared as exact fracti
 difference is a change of what the step does, whatever the clock says. A count that differs where nothing
 changed (autotuning, caches, data-dependent shapes) is *varying*: it differed between the base's own profiles
 (several baseline records), between the head's own, or between the profiled calls of one profile (its
-``varying`` field), and is never reported as a change. ``docs/how-the-gate-decides.md`` states the rule.
+``varying`` field), and is never reported as a change. A category a profile left out (``left_out``: the counting call
+not run, or the profiled calls not read, to keep within its budget) is not compared with it: it is unknown there,
+never zero. ``docs/how-the-gate-decides.md`` states the rule.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any, Final
 from ._units import format_bytes
 from ._values import (
     MAX_AMOUNT,
+    FieldError,
+    shown,
     stored,
     stored_count,
     stored_list,
@@ -120,7 +124,8 @@ class WorkProfile:
     file);
     ``bytes_copied``: of one call, between host and device by direction (``htod``, ``dtoh``); ``compile``:
     torch.compile's counters over the measurement, None where dynamo was never loaded; ``seconds``: what the
-    profile cost; ``budget``: what it was allowed."""
+    profile cost; ``budget``: what it was allowed; ``left_out`` and ``reduced``: what it did not read to keep within
+    its budget, and why."""
 
     level: str
     calls: int
@@ -149,6 +154,12 @@ class WorkProfile:
     #: part of ``outside_seconds`` (``read_events``); empty at level ``counts``. Never a count
     #: that is compared (the Python tracer's view differs between Python versions)
     python: tuple[OpStat, ...] = ()
+    #: the categories (``CATEGORIES``) this profile did not read, to keep within its budget (or where its counters
+    #: failed on the step: ``flops`` and ``copied``): unknown here, so never compared (``compare_work``)
+    left_out: tuple[str, ...] = ()
+    #: what the profile cut to keep within its budget, and why, in words ("" where it cut nothing): one profiled
+    #: call of two, no counting call, or no profiled call
+    reduced: str = ""
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without its trace writer: that holds the profiler's results, which cannot leave the process (a
@@ -158,7 +169,8 @@ class WorkProfile:
     def per_call_counts(self) -> dict[str, Fraction]:
         """Every count per call, as an exact fraction, keyed ``op:NAME``, ``kernel:NAME``, ``runtime:NAME``,
         ``sync:KIND``; with ``flops``, ``bytes_allocated:DEVICE`` and ``bytes_copied:DIR`` (per call already or over
-        the calls), and the compile counters. Two profiles did the same work where these are equal."""
+        the calls), and the compile counters; none of a category left out (``left_out``). Two profiles did the same
+        work where these are equal."""
         calls = max(self.calls, 1)
         out: dict[str, Fraction] = {}
         for prefix, stats in (("op", self.ops), ("kernel", self.kernels)):
@@ -176,7 +188,11 @@ class WorkProfile:
         if self.compile is not None:
             out["graph_breaks"] = Fraction(self.compile.graph_breaks)
             out["compiles"] = Fraction(self.compile.compiles)
-        return out
+        return {key: count for key, count in out.items() if self.reads(category_of(key))}
+
+    def reads(self, category: str) -> bool:
+        """Whether this profile read ``category`` (``CATEGORIES``): not left out, and for ``flops``, counted."""
+        return category not in self.left_out and (category != "flops" or self.flops is not None)
 
     def to_dict(self) -> dict[str, Any]:
         compiled = self.compile
@@ -203,23 +219,28 @@ class WorkProfile:
             "outside_seconds": self.outside_seconds,
             "varying": list(self.varying),
             "python": [s.to_dict() for s in self.python],
+            "left_out": list(self.left_out),
+            "reduced": self.reduced,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> WorkProfile | None:
         """From a file (None where it holds none): every count a whole number of at most 2**53 (FLOPs and bytes
-        2**64), ``calls`` at least 1, each list of names at most ``MAX_NAMES``; FieldError (``_values.stored``)
-        names a field past its bound."""
+        2**64), ``calls`` at least 1 (0 where its profiled calls were left out), each list of names at most
+        ``MAX_NAMES``; FieldError (``_values.stored``) names a field past its bound. A file written before
+        ``left_out`` leaves out the counting call's figures where it holds no FLOPs (its counters failed)."""
         if not isinstance(data, Mapping):
             return None
+        flops = stored(data, "flops", _AMOUNT, None)
+        left_out = stored(data, "left_out", _LEFT_OUT, ("flops", "copied") if flops is None else ())
         return cls(
             level=stored(data, "level", stored_text, "full"),
-            calls=stored(data, "calls", stored_count(1)),
+            calls=stored(data, "calls", stored_count(0 if "ops" in left_out else 1)),
             ops=stored(data, "ops", _STATS, ()),
             kernels=stored(data, "kernels", _STATS, ()),
             runtime=stored(data, "runtime", _COUNTS, {}),
             syncs=stored(data, "syncs", _COUNTS, {}),
-            flops=stored(data, "flops", _AMOUNT, None),
+            flops=flops,
             bytes_allocated=stored(data, "bytes_allocated", _allocated, None),
             bytes_copied=stored(data, "bytes_copied", _AMOUNTS, {}),
             compile=stored(data, "compile", _compiled, None),
@@ -229,6 +250,8 @@ class WorkProfile:
             outside_seconds=stored(data, "outside_seconds", stored_number, None),
             varying=stored(data, "varying", _VARYING, ()),
             python=stored(data, "python", _STATS, ()),
+            left_out=left_out,
+            reduced=stored(data, "reduced", stored_text, ""),
         )
 
 
@@ -239,6 +262,16 @@ _COUNTS: Final = stored_map(stored_count(), MAX_NAMES, _NAMES_WHY)
 _AMOUNTS: Final = stored_map(_AMOUNT, MAX_NAMES, _NAMES_WHY)
 #: A profile's ``varying``: keys of its counts, so at most as many as its lists hold.
 _VARYING: Final = stored_list(stored_text, len(CATEGORIES) * MAX_NAMES, _NAMES_WHY)
+
+
+def _category(value: object) -> str:
+    if value not in CATEGORIES:
+        raise FieldError("", f"must be one of {', '.join(CATEGORIES)}, not {shown(value)}")
+    return str(value)
+
+
+#: A profile's ``left_out``: categories, each at most once.
+_LEFT_OUT: Final = stored_list(_category, len(CATEGORIES), " categories (CATEGORIES)")
 
 
 def _allocated(value: object) -> dict[str, int] | None:
@@ -271,10 +304,9 @@ _CATEGORY_OF: Final = {
     "graph_breaks": "compiles",
     "compiles": "compiles",
 }
-#: Keys that one side may lack altogether (the counter did not run there, or an older file kept one total of the
-#: bytes allocated where a newer keeps them by device, each watched device said, zero too): compared only where
-#: both sides have them. Every other key absent from a profile counts zero (an op that did not run).
-_SCALARS: Final = frozenset({"flops"})
+#: Keys that one side may lack (an older file kept one total of the bytes allocated where a newer keeps them by
+#: device, each watched device said, zero too): compared only where both sides have them. Every other key absent
+#: from a profile that read its category counts zero (an op that did not run).
 _BY_DEVICE: Final = "bytes_allocated:"
 
 
@@ -346,10 +378,11 @@ class WorkComparison:
         }
 
 
-def _varying(profiles: Sequence[Mapping[str, Fraction]]) -> set[str]:
-    """Keys whose per-call count is not the same in every one of ``profiles`` (a missing op counts zero)."""
-    keys = {k for counts in profiles for k in counts}
-    return {k for k in keys if len({counts.get(k, Fraction(0)) for counts in profiles}) > 1}
+def _holding(
+    profiles: Sequence[WorkProfile], counts: Sequence[Mapping[str, Fraction]], category: str
+) -> list[Mapping[str, Fraction]]:
+    """The counts of those ``profiles`` that read ``category`` (``WorkProfile.reads``)."""
+    return [c for p, c in zip(profiles, counts, strict=True) if p.reads(category)]
 
 
 def _category_verdict(changes: Sequence[CountChange]) -> str:
@@ -372,33 +405,36 @@ def _overall(categories: Mapping[str, str], compared: int) -> str:
 
 def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> WorkComparison | None:
     """The counts of ``head`` against ``base`` (each side: one profile per record or run), None where a side has
-    no profile. A key varying on either side, or listed in any profile's ``varying``, is left out."""
+    no profile. A key is compared between the profiles of each side that read its category (``left_out``), where
+    both sides have one; a key varying among a side's, or listed in any profile's ``varying``, is left out."""
     if not base or not head:
         return None
     base_counts = [p.per_call_counts() for p in base]
     head_counts = [p.per_call_counts() for p in head]
-    varying = _varying(base_counts) | _varying(head_counts)
-    varying |= {k for p in (*base, *head) for k in p.varying}
+    listed = {k for p in (*base, *head) for k in p.varying}
     base_seconds, head_seconds = _call_seconds(base), _call_seconds(head)
     keys = {k for counts in (*base_counts, *head_counts) for k in counts}
     compared = 0
+    varying: set[str] = set()
     changes: list[CountChange] = []
-    for key in keys - varying:
-        if (key in _SCALARS or key.startswith(_BY_DEVICE)) and not (key in base_counts[0] and key in head_counts[0]):
+    for key in keys:
+        category = category_of(key)
+        sides = _holding(base, base_counts, category), _holding(head, head_counts, category)
+        if not all(sides) or (key.startswith(_BY_DEVICE) and not all(key in side[0] for side in sides)):
+            continue  # unknown on a side: not compared
+        if key in listed or any(len({c.get(key, Fraction(0)) for c in side}) > 1 for side in sides):
+            varying.add(key)
             continue
         compared += 1
-        b, h = base_counts[0].get(key, Fraction(0)), head_counts[0].get(key, Fraction(0))
+        b, h = (side[0].get(key, Fraction(0)) for side in sides)
         if b != h:
-            category = category_of(key)
             seconds = None
             if base_seconds is not None and head_seconds is not None and category in ("ops", "kernels"):
                 seconds = head_seconds.get(key, 0.0) - base_seconds.get(key, 0.0)
             changes.append(CountChange(key, category, b, h, seconds))
     changes = rank(changes)
     categories = {c: _category_verdict([x for x in changes if x.category == c]) for c in CATEGORIES}
-    return WorkComparison(
-        _overall(categories, compared), categories, tuple(changes), tuple(sorted(varying & keys)), compared
-    )
+    return WorkComparison(_overall(categories, compared), categories, tuple(changes), tuple(sorted(varying)), compared)
 
 
 def _call_seconds(profiles: Sequence[WorkProfile]) -> dict[str, float] | None:

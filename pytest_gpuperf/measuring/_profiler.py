@@ -5,12 +5,21 @@ Two passes, each outside the timed samples:
 * a counting pass: one call under ``torch.utils.flop_counter.FlopCounterMode`` and a dispatch mode that adds up
   the bytes each copy moves between host and device (``_WorkCounter``);
 * a profiling pass: ``calls`` calls under ``torch.profiler`` (memory recorded), as many as the budget allows
-  (``PROFILE_SHARE`` of the measurement's time, at most ``MAX_CALLS``, at least one).
+  (``PROFILE_SHARE`` of the measurement's time, at most ``MAX_CALLS``).
 
 The two cannot share a call: under the profiler, a dispatch mode's own re-dispatch records every op twice. On CUDA
 the device is drained between them, so that the counting call's kernels stay out of the profile. On a
 CPU the profile rides on the memory probe's calls (``ProbeCalls``), which run under the profiler anyway. The
 value it makes, and its comparison, are ``_profile.py``'s.
+
+The profile keeps to its budget at any load and any ``max_time``: before it pays for a part it estimates that part's
+cost (a call: the step's measured time, with the profiler's start and stop, ``PROFILER_SECONDS``; reading a call's
+events: ``READ_COST``, by their number), and where its floor would pass the budget it reduces itself, in this
+order: one profiled call of the probe's two; no counting call (no FLOPs, no copies: own calls only); no profiled
+call read (the counting call's figures only); none (``WorkProfile.left_out`` and ``reduced`` say which and why).
+The counting call on the probe's settle call costs what the counting mode adds to a call, which nothing tells before
+it runs: it is paid, and what is left of the budget goes to the rest. In a distributed run every rank decides the
+calls alike (``After.agree``): their collectives must meet.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from ._profile import SYNC_KINDS, CompileCounters, OpStat, WorkComparison, WorkP
 from ._reading import After, Around, Reading
 from ._sampling import SamplingResult
 from ._stats import median
+from ._units import format_duration
 from ._values import stored
 
 if TYPE_CHECKING:
@@ -41,9 +51,14 @@ __all__ = [
     "EAGER_PROFILE",
     "MAX_CALLS",
     "PROFILE",
+    "PROFILER_SECONDS",
     "PROFILE_SHARE",
+    "READ_COST",
+    "READ_SECONDS",
+    "READ_SECONDS_PER_EVENT",
     "TRACER_SECONDS_PER_CALL",
     "ProbeCalls",
+    "ReadCost",
     "compile_counters",
     "profile_budget",
     "profile_of_probe",
@@ -57,6 +72,19 @@ __all__ = [
 
 #: The profile's budget: this share of the measurement's time (its warmup and samples).
 PROFILE_SHARE: Final = 0.03
+#: What torch's profiler costs to start and stop around the calls it records, beyond them: 0.8 to 1.0 ms for an
+#: empty call range (load average 2.8), 1.2 to 1.6 ms with a call of 10 us (load average 1.3), measured 2026-12-02
+#: on the 2-vCPU development machine under ``profile(use_kineto=True, profile_memory=True)``
+#: (``bench/evidence/work-profile.md``). Its first start in a process costs more: ``_start_up``.
+PROFILER_SECONDS: Final = 1.5e-3
+#: What reading one profile's events costs (listing the raw events and ``read_events``): this, whatever their
+#: number, and ``READ_SECONDS_PER_EVENT`` an event to begin with (``READ_COST``). Measured 2026-12-02 on the 2-vCPU
+#: development machine over the CPU suites (load average 1.8 to 2.8): 0.3 ms for 10 to 24 events, 4 to 15 us an
+#: event for hundreds to thousands (79 ms for the 8,080 of a DataLoader step's two calls).
+READ_SECONDS: Final = 0.3e-3
+READ_SECONDS_PER_EVENT: Final = 10e-6
+#: A read of fewer events than this does not teach ``READ_COST`` its cost per event (the fixed part is most of it).
+_TAUGHT_BY: Final = 100
 #: At most this many calls are profiled (the counts of one call are exact; more calls steady the times).
 MAX_CALLS: Final = 5
 #: What Python's tracer (level ``full``) costs per Python call it records, in each profiled call: the call's own
@@ -64,6 +92,34 @@ MAX_CALLS: Final = 5
 #: 2026-11-27 on the 2-vCPU development machine: 6 to 8 s for a call of pint's ``UnitRegistry()`` (0.12 s, 869,470
 #: Python calls). The tracer runs only where the calls counted on the counting call, at this cost, fit the budget.
 TRACER_SECONDS_PER_CALL: Final = 10e-6
+
+
+class ReadCost:
+    """What reading a profile's events costs in this process, to estimate it before paying it: ``READ_SECONDS``
+    and ``per_event`` an event, which starts at ``READ_SECONDS_PER_EVENT`` and follows the reads measured (each read
+    of ``_TAUGHT_BY`` events or more moves it half way to its own rate, at most 4 times from where it started), so
+    that the estimate keeps up with the machine's load."""
+
+    def __init__(self) -> None:
+        self.per_event = READ_SECONDS_PER_EVENT
+
+    def estimate(self, events: int) -> float:
+        return READ_SECONDS + events * self.per_event
+
+    def observe(self, events: int, seconds: float) -> None:
+        """Learn from a read of ``events`` that took ``seconds`` (none from a fake clock's zero)."""
+        if events < _TAUGHT_BY or seconds <= 0:
+            return
+        rate = (seconds - READ_SECONDS) / events
+        rate = min(max(rate, READ_SECONDS_PER_EVENT / 4), 4 * READ_SECONDS_PER_EVENT)
+        self.per_event = (self.per_event + rate) / 2
+
+
+#: The process's cost of reading events.
+READ_COST: Final = ReadCost()
+#: What the profiled calls' events give, and what the counting call gives (``WorkProfile.left_out``).
+CALLS_GIVE: Final = ("ops", "kernels", "runtime", "syncs", "allocated")
+COUNTING_GIVES: Final = ("flops", "copied")
 
 #: CUDA runtime calls on which the host waits for the device, by the kind of synchronization they are (a
 #: ``cudaStreamWaitEvent`` is none: the device waits, not the host). A stream's wait for a device-to-host copy is a
@@ -541,8 +597,7 @@ def _counting_pass(
     (``_PythonCalls``; None where not counted). It comes before the profiled calls, so it also opens the process's
     first call range: that one costs most of a millisecond (its op is looked up), which stays out of the profiled
     calls."""
-    with _call_range():
-        pass
+    _first_call_range()
     counter = _WorkCounter()
     skipped = type(counter.mode).__torch_dispatch__.__code__
     python = None if python_limit is None else _PythonCalls(skipped, python_limit)
@@ -556,6 +611,38 @@ def _counting_pass(
     except Exception:  # noqa: BLE001 - any failure of the counters leaves the figures unknown
         return None, {}, None
     return counter.flops, counter.moved, None if python is None else python.calls
+
+
+def _first_call_range() -> None:
+    """Open a call range and leave it: the process's first costs most of a millisecond (its op is looked up), which
+    so stays out of the profiled calls."""
+    with _call_range():
+        pass
+
+
+#: What the profile's start-up took in this process, once it ran (``_start_up``).
+_STARTED: list[float] = []
+
+
+def _start_up(clock: Callable[[], float]) -> float:
+    """The profile's start-up in this process, run by its first profile and not held against that profile's budget
+    (it is the process's, as torch's import is): the first call range (its op looked up), the counting mode's
+    imports (``torch.utils.flop_counter``) and, where no profiler runs yet, torch's profiler's first start: 9 to 13
+    ms, measured 2026-12-02 on the 2-vCPU development machine at load averages 1.3 and 3.5
+    (``bench/evidence/work-profile.md``). Its seconds the first time, 0 after."""
+    if _STARTED:
+        return 0.0
+    import torch
+    from torch.autograd.profiler import profile
+
+    start = clock()
+    _first_call_range()
+    _WorkCounter()
+    if not torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
+        with profile(use_kineto=True, profile_memory=True):
+            pass
+    _STARTED.append(clock() - start)
+    return _STARTED[0]
 
 
 class _PythonCalls:
@@ -685,13 +772,16 @@ class ProbeCalls:
         python: bool = False,
         budget: float = math.inf,
         traced_calls: int = 2,
+        step_seconds: float = 0.0,
     ) -> None:
         #: whether the measured calls run under Python's tracer too (level ``full``: ``WorkProfile.python``); asked
         #: for, it is kept after the settle call only where the tracer's cost over the ``traced_calls`` measured
-        #: calls fits ``budget`` (``tracer_cost`` of the Python calls counted there)
+        #: calls fits what the settle call left of ``budget`` (its time beyond ``step_seconds``, the measured time
+        #: of a call; ``tracer_cost`` of the Python calls counted there)
         self.python = python
         self.budget = budget
         self.traced_calls = traced_calls
+        self.step_seconds = step_seconds
         #: the Python calls of the settle call, where counted
         #: the measured calls' wall time, in seconds
         self.call_times: list[float] = []
@@ -699,16 +789,20 @@ class ProbeCalls:
         self.flops: int | None = None
         self.copied: dict[str, int] = {}
         self.counted = False
-        #: the measured calls' profilers, set by ``peak_memory`` from the probe
+        #: the measured calls' profilers, and the events each recorded, set by ``peak_memory`` from the probe
         self.windows: list[Any] = []
-        #: what the counting mode added to the settle call, as far as it can be told (its time over the step's)
+        self.events: list[int] = []
+        #: the settle call's time (the counting mode's cost is its time beyond a step's), and the profile's start-up
+        #: in this process before it (``_start_up``: not held against the budget)
         self.settle_seconds = 0.0
+        self.started = 0.0
         self._clock = clock
 
     def settle(self, fn: Callable[[], object]) -> None:
         """Run the settle call under the counting mode; where the mode cannot run the step, run it plainly (the
         probe needs the call, and the profile then has no FLOPs). Decides whether the measured calls run under
         Python's tracer (``python``)."""
+        self.started = _start_up(self._clock)
         start = self._clock()
         limit = self.budget / (self.traced_calls * TRACER_SECONDS_PER_CALL) if self.python else None
         self.flops, self.copied, self.python_calls = _counting_pass(fn, python_limit=limit)
@@ -716,7 +810,8 @@ class ProbeCalls:
             fn()  # the counters failed on the step, not the step: run it as it is
         self.counted = True
         self.settle_seconds = self._clock() - start
-        self.python = self.python and tracer_cost(self.python_calls, self.traced_calls) <= self.budget
+        left = self.budget - max(self.settle_seconds - self.step_seconds, 0.0)
+        self.python = self.python and tracer_cost(self.python_calls, self.traced_calls) <= left
 
     def call_range(self) -> _TimedRange:
         return _TimedRange(self.call_times, self._clock)
@@ -750,28 +845,50 @@ def profile_of_probe(
 ) -> WorkProfile | None:
     """The work profile read from the memory probe's calls (``ProbeCalls``), or None where the probe took no
     window (then ``profile_step`` profiles calls of its own). ``seconds`` is what the profile added: the reading,
-    and the counting mode's time on the settle call beyond a step's."""
+    the counting mode's time on the settle call beyond a step's, and the tracer's on the measured calls. The reading
+    of the windows' events (``READ_COST``, by the events the probe counted) takes what fits: both where they fit
+    what is left of the budget, the first alone where it fits what the tracer left of it, or none (the counting
+    call's figures only, or no profile)."""
     if level == "off" or not probe.counted or not probe.windows:
         return None
     start = clock()
-    results = [_raw_events(window) for window in probe.windows]
-    if any(events is None for events in results):
-        return None
-    events = [event for window in results if window is not None for event in window]
     # Python's tracer slows the measured calls, which the probe would otherwise run under its profiler alone:
     # their time beyond a timed call's is counted, the profiler's share of it too (an upper bound)
     traced = sum(max(t - step_seconds, 0.0) for t in probe.call_times) if probe.python else 0.0
+    paid = max(probe.settle_seconds - step_seconds, 0.0) + traced  # the start-up (``probe.started``) is not held
+    events = probe.events if len(probe.events) == len(probe.windows) else [0] * len(probe.windows)
+    # The floor, one window's reading, may take what the plan left it (the budget less the tracer's cost, decided on
+    # the settle call: the counting mode's cost there is paid unestimated); a second window only what is left.
+    left = budget - paid
+    floor = max(left, budget - (tracer_cost(probe.python_calls, len(probe.windows)) if probe.python else 0.0))
+    allowed = [floor] + [left] * (len(probe.windows) - 1)  # to read the first 1, 2 windows
+    read = len(probe.windows)
+    while read and READ_COST.estimate(sum(events[:read])) > allowed[read - 1]:
+        read -= 1
+    over = _over(read + 1, sum(events[: read + 1]), allowed[min(read, len(allowed) - 1)], budget)
+    if not read:
+        seconds = paid + probe.started + clock() - start
+        return _unread(level, probe.flops, probe.copied, compiled, seconds, budget, over)
+    results = [_raw_events(window) for window in probe.windows[:read]]
+    if any(listed is None for listed in results):
+        return None
+    listed = [event for window in results if window is not None for event in window]
+    summary = read_events(listed, level=level)
+    READ_COST.observe(len(listed), clock() - start)
     return _profile_from(
-        read_events(events, level=level),
+        summary,
         level=level,
-        calls=len(probe.windows),
+        calls=read,
         flops=probe.flops,
         copied=probe.copied,
         compiled=compiled,
-        seconds=clock() - start + max(probe.settle_seconds - step_seconds, 0.0) + traced,
+        seconds=clock() - start + paid + probe.started,
         budget=budget,
         on_cuda=False,
-        write_trace=probe.windows[-1].export_chrome_trace,
+        write_trace=probe.windows[read - 1].export_chrome_trace,
+        reduced=f"{read} profiled call of the memory probe's {len(probe.windows)}: {over}"
+        if read < len(probe.windows)
+        else "",
     )
 
 
@@ -785,67 +902,171 @@ def profile_step(
     compiled: CompileCounters | None = None,
     max_calls: int = MAX_CALLS,
     clock: Callable[[], float] = time.perf_counter,
+    agree: Callable[[bool], bool] | None = None,
 ) -> WorkProfile | None:
     """Profile ``fn`` (see the module's docstring); None at level ``off``.
 
-    ``step_seconds`` is the measured time of one call; ``budget`` the seconds the profile may cost. Calls are
-    added while the next one, at the cost the first profiled call showed, still fits the budget (level ``counts``:
-    one call; ``max_calls`` caps them, 1 where every rank of a distributed run must make the same calls, whose
-    collectives would otherwise wait for each other). The counting pass and one profiled call run whatever the
-    budget: a profile needs one call, and ``seconds`` says what it cost."""
+    ``step_seconds`` is the measured time of one call; ``budget`` the seconds the profile may cost. Its floor is a
+    counting call and a profiled call, each of ``step_seconds``, and the profiler's start and stop
+    (``PROFILER_SECONDS``), estimated before either runs: where the floor would pass the budget the counting call is
+    left out (no FLOPs, no copies), and where the profiled call alone would, the profile is none (a ``WorkProfile``
+    of no call that says why). ``agree`` (a distributed run's, ``After.agree``) makes every rank decide alike: the
+    step's collectives must meet. Where reading the profiled call's events (``READ_COST``) would pass what the
+    floor's calls left of the budget (by their estimates, or by the clock where they took less), they are not read.
+    Calls are added in a second session while the next one, at the cost the first profiled call and its reading
+    showed, still fits what is left (level ``counts``: one call; ``max_calls`` caps them, 1 where every rank of a
+    distributed run must make the same calls)."""
     if level == "off":
         return None
     import torch
-    from torch.autograd.profiler import profile
 
     if torch.autograd._profiler_enabled():  # type: ignore[attr-defined]
         return None  # the user's own profiler is running: a second would end its session
     on_cuda = on_cuda and torch.cuda.is_available()  # a stand-in for CUDA has no kernels to record
     start = clock()
-    flops, copied, python_calls = _counting_pass(
-        fn, python_limit=budget / TRACER_SECONDS_PER_CALL if python_tracing(level) else None
+    one_call = step_seconds + PROFILER_SECONDS
+    counting = _agreed(step_seconds + one_call <= budget, agree)
+    if not _agreed(one_call <= budget, agree):
+        over = (
+            f"one profiled call ({format_duration(step_seconds)}, and the profiler's start and stop) would pass the "
+            f"{format_duration(budget)} budget"
+        )
+        return _unread(level, None, {}, compiled, clock() - start, budget, over)
+    started = _start_up(clock)  # before ``start``: not held against the budget
+    start = clock()
+    reduced = (
+        ""
+        if counting
+        else f"no counting call: with it, the floor (a counting call and a profiled call of "
+        f"{format_duration(step_seconds)}, and the profiler's start and stop) would pass the "
+        f"{format_duration(budget)} budget"
     )
+    flops: int | None = None
+    copied: dict[str, int] = {}
+    python_calls: int | None = None
+    if counting:
+        flops, copied, python_calls = _counting_pass(
+            fn, python_limit=budget / TRACER_SECONDS_PER_CALL if python_tracing(level) else None
+        )
     if on_cuda:
         # Kineto keeps every device activity that starts in its window: the counting call's queued kernels would
         # run on into it (those that still do are no call's, ``read_events``).
         torch.cuda.synchronize()
     # Python's tracer only where its cost for one call fits what is left of the budget; its cost is in each call's
     tracing = tracer_cost(python_calls, 1)
-    traced = tracing <= budget - (clock() - start)
-    calls = 0
-    try:
-        # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
-        # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
-        with profile(
-            use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True, with_stack=traced
-        ) as prof:
-            first = clock()
-            with _call_range():
-                fn()
-            calls = 1
-            each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
-            while level == "full" and calls < max_calls and clock() - start + each <= budget:
-                with _call_range():
-                    fn()
-                calls += 1
-    except _PROFILER_REFUSED:
-        if calls:  # the step itself failed under the profiler: that is the step's error, not the profiler's
-            raise
+    traced = tracing <= budget - (clock() - start) - one_call
+    first = clock()
+    prof = _profiled(fn, 1, on_cuda=on_cuda, traced=traced)
+    if prof is None:
         return None
+    each = max(clock() - first, step_seconds) + (tracing if traced else 0.0)
+    listing = clock()
     events = _raw_events(prof)
     if events is None:
         return None
+    listed = list(events)
+    listing = clock() - listing  # the raw events listed: a part of their reading, which ``READ_COST`` learns
+    reading = READ_COST.estimate(len(listed))
+    left = budget - (clock() - start)
+    floor = max(left, budget - (step_seconds if counting else 0.0) - one_call)  # what the floor's calls were let cost
+    if reading > floor:
+        seconds = clock() - start + started
+        return _unread(level, flops, copied, compiled, seconds, budget, _over(1, len(listed), floor, budget))
+    calls = 1
+    if level == "full" and max_calls > 1:
+        # more calls in a second session: each costs a call and its events' reading, the session the profiler's
+        more = math.floor((left - reading - PROFILER_SECONDS) / max(each + reading - READ_SECONDS, 1e-9))
+        more = min(max(more, 0), max_calls - 1)
+        if more:
+            again = _profiled(fn, more, on_cuda=on_cuda, traced=traced)
+            later_start = clock()
+            later = None if again is None else _raw_events(again)
+            if later is not None:
+                listed.extend(later)
+                calls += more
+            listing += clock() - later_start
+    reading_start = clock()
+    summary = read_events(listed, level=level)
+    READ_COST.observe(len(listed), listing + clock() - reading_start)
     return _profile_from(
-        read_events(events, level=level),
+        summary,
         level=level,
         calls=calls,
         flops=flops,
         copied=copied,
         compiled=compiled,
-        seconds=clock() - start,
+        seconds=clock() - start + started,
         budget=budget,
         on_cuda=on_cuda,
         write_trace=prof.export_chrome_trace,
+        reduced=reduced,
+        counted=counting,
+    )
+
+
+def _agreed(fits: bool, agree: Callable[[bool], bool] | None) -> bool:
+    """``fits``, on every rank of a distributed run only where it is on all (``agree``: True where any rank's is)."""
+    return fits if agree is None else not agree(not fits)
+
+
+def _profiled(fn: Callable[[], object], calls: int, *, on_cuda: bool, traced: bool) -> Any:
+    """``calls`` calls of ``fn``, each in a call range, under torch's profiler (memory recorded); the profiler, or
+    None where it refused to start. A step that fails under the profiler after a call of it ran raises: that is the
+    step's error, not the profiler's."""
+    # torch.autograd's profiler, which ``torch.profiler.profile`` wraps: the wrapper's start asks
+    # ``hasattr(torch, "_inductor")``, which imports inductor and dynamo (1.2 s, once per process).
+    from torch.autograd.profiler import profile
+
+    ran = 0
+    try:
+        with profile(
+            use_device="cuda" if on_cuda else None, profile_memory=True, use_kineto=True, with_stack=traced
+        ) as prof:
+            for _ in range(calls):
+                with _call_range():
+                    fn()
+                ran += 1
+    except _PROFILER_REFUSED:
+        if ran:
+            raise
+        return None
+    return prof
+
+
+def _over(calls: int, events: int, left: float, budget: float) -> str:
+    """``reading 2 calls' 1,200 events would take about 12.3 ms, over the 5 ms left of the 25 ms budget``."""
+    of = f"{format_duration(budget)} budget"
+    where = of if left >= budget else f"{format_duration(max(left, 0.0))} left of the {of}"
+    whose = "1 call's" if calls == 1 else f"{calls} calls'"
+    return (
+        f"reading {whose} {events:,} events would take about {format_duration(READ_COST.estimate(events))}, over "
+        f"the {where}"
+    )
+
+
+def _unread(
+    level: str,
+    flops: int | None,
+    copied: dict[str, int],
+    compiled: CompileCounters | None,
+    seconds: float,
+    budget: float,
+    why: str,
+) -> WorkProfile:
+    """A profile whose calls were not read, to keep within its budget: the counting call's figures where it ran
+    (``flops`` not None), else none but torch.compile's counters (which cost nothing); ``why`` says why, after which
+    of the two."""
+    counted = flops is not None
+    return WorkProfile(
+        level=level,
+        calls=0,
+        flops=flops,
+        bytes_copied=copied,
+        compile=compiled,
+        seconds=seconds,
+        budget=budget,
+        left_out=CALLS_GIVE if counted else COUNTING_GIVES + CALLS_GIVE,
+        reduced=("the counting call's figures only: " if counted else "not profiled: ") + why,
     )
 
 
@@ -861,7 +1082,11 @@ def _profile_from(
     budget: float,
     on_cuda: bool,
     write_trace: Callable[[str], object],
+    reduced: str = "",
+    counted: bool = True,
 ) -> WorkProfile:
+    """The profile of ``calls`` read calls; the counting call's figures left out where it did not run (``counted``)
+    or its counters failed on the step (``flops`` None)."""
     return WorkProfile(
         level=level,
         calls=calls,
@@ -881,6 +1106,8 @@ def _profile_from(
         outside_seconds=read.outside_seconds,
         varying=read.varying,
         python=read.python,
+        left_out=() if counted and flops is not None else COUNTING_GIVES,
+        reduced=reduced,
     )
 
 
@@ -918,12 +1145,13 @@ def work_profile(
     share_of: int = 1,
     max_calls: int = MAX_CALLS,
     probe: ProbeCalls | None = None,
+    agree: Callable[[bool], bool] | None = None,
 ) -> WorkProfile | None:
     """The step's work profile after timing, within ``PROFILE_SHARE`` of the measurement's time (its warmup and
     samples; paired rounds of ``share_of`` steps give each its share); None where ``settings.profile`` is off. The
     step time it is given is the median sample (a paired round's: an overestimate, which only profiles fewer
     calls). Where ``probe`` rode on the memory probe's calls (the CPU's), the profile is read from them and runs no
-    call of its own."""
+    call of its own; ``agree`` is a distributed run's (``profile_step``)."""
     if settings.profile == "off":
         return None
     compiled = compile_counters()
@@ -944,6 +1172,7 @@ def work_profile(
             on_cuda=device.split(":", 1)[0] == "cuda",
             compiled=compiled,
             max_calls=max_calls,
+            agree=agree,
         )
 
 
@@ -979,7 +1208,9 @@ class _Profile(Reading[WorkProfile]):
         if after.settings.profile == "off" or after.skip:
             return False
         level = after.settings.profile
-        after.rider = ProbeCalls(python=python_tracing(level), budget=profile_budget(after.result, after.share_of))
+        step = median(after.result.samples) if after.result.samples else 0.0
+        budget = profile_budget(after.result, after.share_of)
+        after.rider = ProbeCalls(python=python_tracing(level), budget=budget, step_seconds=step)
         return True
 
     def after(self, after: After, sensor: object) -> WorkProfile | None:
@@ -995,6 +1226,7 @@ class _Profile(Reading[WorkProfile]):
             # Every rank of a distributed run profiles the same calls (one), so that their collectives meet.
             max_calls=1 if after.distributed else MAX_CALLS,
             probe=after.rider if isinstance(after.rider, ProbeCalls) else None,
+            agree=after.agree,
         )
 
     def to_json(self, value: WorkProfile) -> dict[str, Any]:
@@ -1004,11 +1236,19 @@ class _Profile(Reading[WorkProfile]):
         return stored(data, "profile", WorkProfile.from_dict, None)
 
     def facts(self, m: Measurement) -> list[tuple[str, str]]:
-        return [("work profile", EAGER_PROFILE)] if m.profile is not None and m.mode == "graph" else []
+        facts = [("work profile", EAGER_PROFILE)] if m.profile is not None and m.mode == "graph" else []
+        return facts + ([("work profile", m.profile.reduced)] if m.profile is not None and m.profile.reduced else [])
 
     def notes(self, measurements: Sequence[Measurement]) -> list[str]:
         graphs = sum(m.profile is not None and m.mode == "graph" for m in measurements)
-        return [f"work profile of {graphs} graph-mode row(s): {EAGER_PROFILE}"] if graphs else []
+        notes = [f"work profile of {graphs} graph-mode row(s): {EAGER_PROFILE}"] if graphs else []
+        reduced = sum(m.profile is not None and bool(m.profile.reduced) for m in measurements)
+        if reduced:
+            notes.append(
+                f"work profile reduced in {reduced} row(s) to keep within its budget ({PROFILE_SHARE:.0%} of the "
+                "measuring time): each record's profile.reduced says what it left out"
+            )
+        return notes
 
     def compare(self, base: Sequence[Measurement], head: Sequence[Measurement]) -> WorkComparison | None:
         return compare_work(profiles_of(base), profiles_of(head))

@@ -74,10 +74,11 @@ class Around:
 class Rider(Protocol):
     """Calls of a reading that ride on another's calls of the step (the work profile on the CPU's memory probe,
     which runs the step under the profiler anyway): the first ``settle`` call, then a range around each call
-    measured, and the probe's profiler windows once it is done."""
+    measured, and the probe's profiler windows once it is done (with the events each recorded)."""
 
     python: bool
     windows: list[Any]
+    events: list[int]
 
     def settle(self, fn: Callable[[], object]) -> None: ...
 
@@ -89,7 +90,8 @@ class After:
     """What a reading may use once the samples are taken: the step, where it ran, the sampling's result, and
 
     - ``share_of``: the steps timed in the same rounds (paired rounds give each its share of their time);
-    - ``distributed``: every rank of a distributed run reads the same calls (their collectives must meet);
+    - ``agree``: in a distributed run, True on every rank where a flag is True on any (``Coordinator.agree``): every
+      rank reads the same calls, their collectives must meet; None in a single process;
     - ``skip``: why the readings that call the step must not (``over max_time``; a fixed budget); "" to read;
     - ``over_time``: the skip is the step's being over ``max_time``, where a reading of one call still may be read;
     - ``rider``: calls that ride on another reading's (``prepare`` sets it, before any reading's ``after``).
@@ -101,10 +103,14 @@ class After:
     device: str
     result: SamplingResult
     share_of: int = 1
-    distributed: bool = False
+    agree: Callable[[bool], bool] | None = None
     skip: str = ""
     over_time: bool = False
     rider: Rider | None = None
+
+    @property
+    def distributed(self) -> bool:
+        return self.agree is not None
 
 
 class Change(Protocol):

@@ -260,7 +260,7 @@ def measure_on(
         over_time = "another rank's calls did not fit max_time" + _left_out(settings)
     # The readings after timing call the step itself: in graph mode an eager call, not the graph's replay that the
     # samples timed. Each says so where it matters (the memory's method: the graph's private pool is not counted).
-    after = After(fn, backend, settings, device, result, distributed=coordinator is not None)
+    after = After(fn, backend, settings, device, result, agree=None if coordinator is None else coordinator.agree)
     after.skip, after.over_time = ("over max_time", True) if over_time else ("", False)
     measurement = measurement_of(
         result,

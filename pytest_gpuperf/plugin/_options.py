@@ -192,7 +192,8 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         "full",
         MEASURE_FIELDS["profile"],
         "after timing, profile a few more calls of the step outside the samples (torch.profiler, within 3% of "
-        "the measuring time, at most 5 calls): aten ops, on cuda kernels and host-device synchronizations, "
+        "the measuring time, at most 5 calls; fewer, FLOPs only or none where its floor would not fit, as "
+        "profile.reduced says): aten ops, on cuda kernels and host-device synchronizations, "
         "FLOPs, bytes allocated and copied, torch.compile's graph breaks and compiles; counts: one call, "
         "counts only; off: none (default: full)",
         "full|counts|off",

@@ -21,7 +21,9 @@ Schema history (bump the version and say why here; files are read and written in
   read none); ``"energy"``; ``"profile"`` is its work profile (``measuring.WorkProfile``: ``level``, ``calls``,
   ``ops`` and ``kernels`` as ``{"name", "count", "seconds"}`` totals over the calls, ``runtime``, ``syncs``,
   ``flops``, ``bytes_allocated`` by device (``{"cpu", "cuda"}``; one number in files written before the split, read
-  as ``{"all": N}``), ``bytes_copied``, ``compile``, ``seconds``, ``budget``; ``null``: no profile);
+  as ``{"all": N}``), ``bytes_copied``, ``compile``, ``seconds``, ``budget``, ``left_out`` and ``reduced`` (the
+  categories it did not read to keep within its budget, and why; absent in files written before them); ``null``:
+  no profile);
   ``"timing_checks"`` what the timing checks read (``measuring.TimingChecks``: ``drain``, ``first_call``,
   ``uncounted``, ``peaks``; absent in files written before them); ``"over_time"`` only where it could not keep to
   ``max_time``. A reference peak may say ``"source":

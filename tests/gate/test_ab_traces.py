@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring._backends import CpuBackend
-from tests.exact_timing import exact_time_block
+from tests.exact_timing import install
 from tests.history.repo import commit, git
 
 FAST = ("--max-time", "30", "--device", "cpu", "--workloads", "perf/workloads.py", "--tolerance", "25%")
@@ -53,7 +52,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    install(monkeypatch)
     return root
 
 

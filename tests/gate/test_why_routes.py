@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring._backends import CpuBackend
-from tests.exact_timing import exact_time_block
+from tests.exact_timing import install
 from tests.history.repo import commit, git
 from tests.plugin.test_gate import EXACT_TIMING_CONFTEST, FAST
 
@@ -52,7 +51,7 @@ def test_ab_prints_the_why_of_a_slower_row_and_writes_it_in_the_json(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    install(monkeypatch)
     args = ["ab", "--base", "HEAD~1", "--device", "cpu", "--workloads", "perf/workloads.py", "--max-time", "30"]
     assert main([*args, "--json", str(tmp_path / "ab.json")]) == 1
     out = capsys.readouterr().out.splitlines()

@@ -126,6 +126,36 @@ def test_every_category_reads_its_keys(base: dict[str, Any], head: dict[str, Any
     assert {c.category for c in work.changes} == {category}
 
 
+#: The categories the profiled calls give, and those of the counting call (``measuring/_profiler.py``).
+CALLS = ("ops", "kernels", "runtime", "syncs", "allocated")
+COUNTING = ("flops", "copied")
+
+
+def full(mm: int = 1) -> WorkProfile:
+    return profile(2, {"aten::mm": 2 * mm}, flops=100 * mm, bytes_copied={"htod": 64}, bytes_allocated={"cpu": 64})
+
+
+def test_what_a_profile_reduced_to_keep_within_its_budget_left_out_is_unknown_never_a_change() -> None:
+    """Issue 37 item 2: a profile that read only its counting call (no op counted), or ran no counting call (no
+    FLOPs, no copies), or nothing, against a full one: on main each left-out count would have read as zero."""
+    counting_only = WorkProfile(level="full", calls=0, flops=100, bytes_copied={"htod": 64}, left_out=CALLS)
+    work = compared([full()], [counting_only])
+    assert work.verdict == "same" and work.changes == () and work.compared == 2  # flops, copied htod
+    no_counting = dataclasses.replace(full(), flops=None, bytes_copied={}, left_out=COUNTING)
+    work = compared([full()], [no_counting])
+    assert work.verdict == "same" and work.compared == 2  # aten::mm, allocated cpu
+    none = WorkProfile(level="full", calls=0, left_out=COUNTING + CALLS, reduced="not profiled: ...")
+    assert compared([full()], [none]).verdict == "unknown" and compared([none], [full()]).compared == 0
+    assert compared([full()], [counting_only]).summary(CATEGORIES) is None
+
+
+def test_a_reduced_profile_among_a_sides_full_ones_neither_hides_a_change_nor_makes_a_count_varying() -> None:
+    counting_only = WorkProfile(level="full", calls=0, flops=100, bytes_copied={"htod": 64}, left_out=CALLS)
+    work = compared([full(), counting_only], [full(mm=2)])
+    assert work.verdict == "more" and work.varying == ()
+    assert [c.key for c in work.changes] == ["op:aten::mm", "flops"]
+
+
 def test_nothing_to_compare_is_unknown() -> None:
     empty = WorkProfile(level="counts", calls=1)
     assert compared([empty], [empty]).verdict == "unknown"

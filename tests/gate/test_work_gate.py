@@ -43,7 +43,7 @@ CPU_TRANSIENT = "torch.profiler CPU allocator events"
 compare_memory = MEMORY.compare
 
 
-def step_profile(mm: int = 1, flops: int = 2 * MiB, **fields: Any) -> WorkProfile:
+def step_profile(mm: int = 1, flops: int | None = 2 * MiB, **fields: Any) -> WorkProfile:
     ops = (OpStat("aten::mm", 2 * mm), OpStat("aten::add", 2), OpStat("aten::relu", 2))
     return WorkProfile(level="counts", calls=2, ops=ops, flops=flops, bytes_allocated={"cpu": 2 * MiB}, **fields)
 
@@ -204,6 +204,29 @@ def test_a_busy_slowdown_with_every_count_identical_is_same_work() -> None:
     assert strict.failed
     without = compare_runs([make_run(record(10e-3))], [make_run(record(18.6e-3, load=BUSY))])
     assert without.rows[0].verdict is Verdict.UNATTRIBUTED and without.failed  # no profile: as before
+
+
+@pytest.mark.parametrize(
+    ("left_out", "compared"),
+    [(("ops", "kernels", "runtime", "syncs", "allocated"), 1), (("flops", "copied"), 4), ((), 5)],
+    ids=["counting call only", "no counting call", "full"],
+)
+def test_a_profile_reduced_to_its_budget_against_a_full_one_reports_no_changed_work(
+    left_out: tuple[str, ...], compared: int
+) -> None:
+    """Issue 37 item 2: a busy head measured at a small max_time kept only part of its profile. What it left out is
+    not compared, so its slowdown is the same work (``compared`` counts), not ``less``: the busy machine's."""
+    calls = 0 if "ops" in left_out else 2
+    reduced = step_profile(flops=None) if "flops" in left_out else step_profile()
+    reduced = dataclasses.replace(reduced, calls=calls, left_out=left_out, reduced="said" if left_out else "")
+    if calls == 0:
+        reduced = dataclasses.replace(reduced, ops=(), bytes_allocated=None)
+    base = [make_run(record(10e-3, step_profile()))]
+    result = compare_runs(base, [make_run(record(18.6e-3, reduced, load=BUSY))])
+    (row,) = result.rows
+    assert row.work is not None and row.work.verdict == "same" and row.work.compared == compared
+    assert row.verdict is Verdict.SAME_WORK and not result.failed
+    assert not any("counts" in line for line in gate_lines(result))
 
 
 def test_a_busy_slowdown_that_also_does_more_work_stays_unattributed_and_shows_the_counts() -> None:

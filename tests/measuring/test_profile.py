@@ -18,7 +18,8 @@ from pytest_gpuperf.measuring._profiler import MAX_CALLS, compile_counters, prof
 from .profile_events import Event, call, kernel, memcpy, memory, op, py, runtime
 
 N = 32
-FAST: dict[str, Any] = {"min_time": 0.005, "max_time": 0.2, "warmup_time": 0.01, "memory": False}
+#: Measured for 0.1 s at least: a budget of 3 ms, which the profiler's start and stop (1 ms) and a few calls fit.
+FAST: dict[str, Any] = {"min_time": 0.1, "max_time": 0.2, "warmup_time": 0.01, "memory": False}
 
 
 def _read_after(step: Any, settings: MeasureSettings, result: Any) -> tuple[Any, WorkProfile | None]:
@@ -85,17 +86,6 @@ def test_the_budget_bounds_the_calls_profiled() -> None:
     assert profile.calls == 2
     assert profile.seconds == pytest.approx(0.030)
     assert profile.seconds <= profile.budget
-
-
-def test_one_call_is_profiled_even_when_it_costs_more_than_the_budget() -> None:
-    now = [0.0]
-
-    def step() -> None:
-        now[0] += 1.0
-
-    profile = profile_step(step, level="full", step_seconds=1.0, budget=0.01, on_cuda=False, clock=lambda: now[0])
-    assert profile is not None and profile.calls == 1
-    assert profile.seconds == pytest.approx(2.0) and profile.seconds > profile.budget  # said, not hidden
 
 
 def test_copies_between_host_and_another_device_are_counted_by_direction() -> None:
@@ -400,7 +390,8 @@ def test_on_a_cpu_the_profile_rides_on_the_memory_probes_calls_and_runs_none_of_
         calls.append(1)
         return (a @ a) @ a
 
-    result = SamplingResult((1e-4,) * 5, 1, Warmup(1, 1, 1e-4, True, (1e-4,)), True, "test", 5e-4)
+    # measured for 1 s: a budget of 30 ms, which both windows fit
+    result = SamplingResult((1e-4,) * 5, 1, Warmup(1, 1, 1e-4, True, (1e-4,)), True, "test", 1.0)
     counts = {}
     for level in ("off", "full"):
         calls.clear()

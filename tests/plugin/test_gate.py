@@ -63,7 +63,7 @@ import time
 
 from pytest_gpuperf.plugin import _gate as gate
 from pytest_gpuperf.measuring._backends import CpuBackend
-from pytest_gpuperf.measuring import _load as load
+from pytest_gpuperf.measuring import _load as load, _profiler
 from pytest_gpuperf.measuring._load import CpuSnapshot
 
 SAVED = {}
@@ -82,15 +82,18 @@ def _gauge(*args):
 
 def pytest_configure(config):
     SAVED.update(block=CpuBackend.time_block, snapshot=load.snapshot, spacing=gate.ROUND_SPACING)
+    SAVED.update(share=_profiler.PROFILE_SHARE)
     CpuBackend.time_block = _time_block
     load.snapshot = _gauge
     gate.ROUND_SPACING = 0.0
+    _profiler.PROFILE_SHARE = 1e6  # a step claims milliseconds it does not take (exact_timing.SHARE)
 
 
 def pytest_unconfigure(config):
     CpuBackend.time_block = SAVED["block"]
     load.snapshot = SAVED["snapshot"]
     gate.ROUND_SPACING = SAVED["spacing"]
+    _profiler.PROFILE_SHARE = SAVED["share"]
 """
 
 

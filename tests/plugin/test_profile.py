@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 FAST = (
-    "--gpuperf-min-time=0.005",
+    "--gpuperf-min-time=0.1",  # a budget of 3 ms at least: the profiler's start and stop take 1 ms
     "--gpuperf-max-time=0.2",
     "--gpuperf-warmup-time=0.01",
     "--gpuperf-memory=off",
