@@ -14,12 +14,12 @@ replaced with ``--gpuperf-replace`` loses the old traces with its old runs. Ever
 published only when whole: torch's writer does not report a full disk (``atomic_export``). Only a file named as
 ``trace_file`` names them is ever deleted (``remove_traces``), and never through a symbolic link.
 
-A profile's writer holds the profiler that took it, and with it every event of the profiled calls (1.6 MiB for a
-small training step), so a session's record keeps none (``released``): where the session's end writes traces
-(saving a baseline, comparing, ``--gpuperf-trace=all``), the trace is written once as the record is made, gzipped,
-into the session's spool (``TraceSpool``: ``traces/.spool.gpuperf-<pid>-<8 characters>.tmp/``, removed at the
-session's end, a killed session's by the next that spools), and the record's writer copies it from there, as
-often as asked (the baseline's, then the run's).
+A profile's writer holds the profiler that took it, and with it every event of the profiled calls (about 1 MiB for
+a small training step, ``bench/evidence/cost.md``), so a session's record keeps none (``released``): where the
+session's end writes traces (saving a baseline, comparing, ``--gpuperf-trace=all``), the trace is written once as
+the record is made, gzipped, into the session's spool (``TraceSpool``:
+``traces/.spool.gpuperf-<pid>-<8 characters>.tmp/``, removed at the session's end, a killed session's by the next
+that spools), and the record's writer copies it from there, as often as asked (the baseline's, then the run's).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ import hashlib
 import os
 import re
 import secrets
-import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -233,9 +232,16 @@ class _Spooled:
     path: Path
 
     def __call__(self, target: str) -> None:
+        with open(target, "wb") as out:  # a write's error (a full disk) is the target's: ``atomic_export`` says so
+            for chunk in self._chunks():
+                out.write(chunk)
+
+    def _chunks(self) -> Iterator[bytes]:
+        """The trace, read from the copy a MiB at a time; ResultsError where the copy cannot be read."""
         try:
-            with gzip.open(self.path, "rb") as copy, open(target, "wb") as out:
-                shutil.copyfileobj(copy, out)
+            with gzip.open(self.path, "rb") as copy:
+                while chunk := copy.read(2**20):
+                    yield chunk
         except (OSError, EOFError) as exc:  # EOFError: a gzip file cut short
             raise ResultsError(
                 f"cannot read {self.path}, where this session kept the trace: {getattr(exc, 'strerror', None) or exc}; "

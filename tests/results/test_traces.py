@@ -262,3 +262,11 @@ def test_a_killed_sessions_spool_is_removed_by_the_next_and_no_other_file(tmp_pa
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
     spool.close()
     assert sorted(p.name for p in traces.iterdir()) == sorted([live.name, foreign.name])  # traces/ was there before
+
+
+def test_a_full_disk_at_the_end_blames_the_trace_written_not_the_copy(tmp_path: Path) -> None:
+    kept = TraceSpool(ResultsDir(tmp_path / "results")).keep("k", profiled())
+    with full_tmpfs(tmp_path / "disk") as disk:
+        with pytest.raises(ResultsError, match=r"cannot write .*disk/x\.json: No space left on device; free some"):
+            write_trace(kept.profile, disk / "x.json")
+        assert [p.name for p in disk.iterdir()] == ["filler"]
