@@ -784,14 +784,19 @@ def trace_project(scratch: Scratch) -> Path:
     return project
 
 
-def trace_disk_fault(scratch: Scratch, project: Path, row: Row, mount: bool) -> None:
+def trace_disk_fault(
+    scratch: Scratch, project: Path, row: Row, mount: bool, ab: Callable[[], tuple[Path, list[str]]]
+) -> None:
     """The traces' folders on a full disk (full tmpfs mounts on ``traces/`` and ``baselines/base.traces/``, the old
     traces copied onto them): a session saving to ``base`` with the work profile on (its gzipped traces beside the
-    baseline), then one with ``--gpuperf-trace=all`` (plain JSON, exported by torch, in ``traces/<run id>/``). Each
-    names the full disk, announces no trace, publishes none (every trace opens, the old ones byte-identical) and
-    leaves nothing on the full disk; the baseline is extended by the saving session's run alone."""
+    baseline), then one with ``--gpuperf-trace=all`` (plain JSON in ``traces/<run id>/``; a session's traces are
+    exported by torch into its spool in ``traces/`` as its records are made), then ``ab --trace all`` into this
+    results directory (both sides' plain JSON, exported by torch straight into ``traces/ab-<time>/``). Each names
+    the full disk, announces no trace, publishes none (every trace opens, the old ones byte-identical) and leaves
+    nothing on the full disk; the baseline is extended by the saving session's run alone."""
     traces, kept = project / ".gpuperf" / "traces", project / ".gpuperf" / "baselines" / "base.traces"
     traces.mkdir(exist_ok=True)
+    ab_root, ab_argv = ab()
     with tmpfs(traces, "1m", mount) as one, tmpfs(kept, "1m", mount) as other:
         if not (one and other):
             row.skipped = "needs root and mount -t tmpfs (torch writes a trace from C++, out of a stand-in's reach)"
@@ -801,9 +806,13 @@ def trace_disk_fault(scratch: Scratch, project: Path, row: Row, mount: bool) -> 
         fill(kept)
         old = {path: path.read_bytes() for path in trace_files(project)}
         outs = []
-        for args in (("--gpuperf-save=base",), ("--gpuperf-trace=all",)):
+        for args in (("--gpuperf-save=base",), ("--gpuperf-trace=all",), ("ab",)):
             before, runs_before = baseline_state(project), run_files(project)
-            code, out = run(scratch, project, pytest_argv("--gpuperf-memory=on", *args))
+            if args == ("ab",):
+                argv = [*ab_argv, "--trace", "all", "--results-dir", str(project / ".gpuperf")]
+                code, out = run(scratch, ab_root, argv)
+            else:
+                code, out = run(scratch, project, pytest_argv("--gpuperf-memory=on", *args))
             outs.append(f"--- {' '.join(args)}: exit {code}\n{out}")
             new_runs = [load(p) for p in sorted(run_files(project) - runs_before)]
             outcome = check_baseline(trial, project, before, new_runs if "--gpuperf-save=base" in args else [])
@@ -933,7 +942,7 @@ class Faults:
 
         def trace_disk(row: Row) -> None:
             self._traces = self._traces or trace_project(scratch)
-            trace_disk_fault(scratch, self._traces, row, self.mount)
+            trace_disk_fault(scratch, self._traces, row, self.mount, self.ab_project)
 
         return [
             ("SIGKILL at a random moment", sess([kill], "random"), 10),
@@ -1013,7 +1022,7 @@ def locked(path, *, timeout=LOCK_TIMEOUT, holder=""):
         "results/_files.py",
         "atomic_export",
         """
-def atomic_export(path, export, *, whole=None, compress=False):
+def atomic_export(path, export, *, whole=None, compress=False, compresslevel=9):
     path = Path(path)
     made = []
     try:
@@ -1024,7 +1033,9 @@ def atomic_export(path, export, *, whole=None, compress=False):
         if compress:
             fd, packed = _temporary(path)
             made.append(packed)
-            with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb") as gz:
+            with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out, gzip.GzipFile(
+                fileobj=out, mode="wb", compresslevel=compresslevel
+            ) as gz:
                 shutil.copyfileobj(raw, gz)
             tmp = packed
         os.replace(tmp, path)
@@ -1041,7 +1052,7 @@ def atomic_export(path, export, *, whole=None, compress=False):
         "results/_files.py",
         "atomic_export",
         """
-def atomic_export(path, export, *, whole=None, compress=False):
+def atomic_export(path, export, *, whole=None, compress=False, compresslevel=9):
     path = Path(path)
     fd, tmp = _temporary(path)
     os.close(fd)
@@ -1050,7 +1061,7 @@ def atomic_export(path, export, *, whole=None, compress=False):
         problem = whole(Path(tmp)) if whole is not None else ""
         if problem:  # this bug is the write in place only: what the writer left is still checked
             raise ResultsError(f"cannot write {path}: its writer returned, but {problem}, as on a full disk")
-        with open(tmp, "rb") as raw, (gzip.open(path, "wb") if compress else open(path, "wb")) as out:
+        with open(tmp, "rb") as raw, (gzip.open(path, "wb", compresslevel) if compress else open(path, "wb")) as out:
             shutil.copyfileobj(raw, out)
     except OSError as exc:
         raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None

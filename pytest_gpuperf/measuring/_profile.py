@@ -140,7 +140,9 @@ class WorkProfile:
     seconds: float = 0.0
     budget: float = 0.0
     #: writes the profiled calls' trace (Chrome's JSON, which Perfetto and chrome://tracing open) to a path; kept
-    #: in memory only (never in a results file), None for a profile read from a file
+    #: in memory only (never in a results file), None for a profile read from a file. As taken it is the profiler's
+    #: own export, which holds the profiler and every event of the profiled calls (and saves them once): a session's
+    #: record keeps none, or one that copies the trace written as the record was made (``results.TraceSpool``)
     write_trace: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
     #: the profiled calls' wall time, and their time outside any op (Python, the host), in seconds, totals over
     #: the calls; None at level ``counts``

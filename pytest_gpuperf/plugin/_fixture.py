@@ -193,13 +193,14 @@ class Gpuperf:
     ) -> None:
         """In a session that measures the CPU beside a GPU, the CPU side measured again at all its cores, for the
         speedup table only (``GpuperfSession.headline_threads``): the records keep their threads, the stable
-        default the gate compares. Peak memory is not measured again."""
+        default the gate compares. Neither peak memory nor the work profile is measured again (a profile would keep
+        its profiler, and every event of its calls, until the session's end)."""
         threads = self._session.headline_threads(self.slot, settings)
         if threads is None:
             return
         start = time.perf_counter()
         try:
-            found = measure(dataclasses.replace(settings, threads=threads, memory=False))
+            found = measure(dataclasses.replace(settings, threads=threads, memory=False, profile="off"))
         except ModeUnsupported:
             return
         if not found:
@@ -261,7 +262,8 @@ class Gpuperf:
         """
         self._check_unrecorded(measurement.name)
         key = self._key(measurement.name)
-        measurement = dataclasses.replace(measurement, observer=self._book.observer(key))
+        # without its profiler (a record keeps only its figures), its trace first copied where the session needs it
+        measurement = self._session.gate.kept(key, dataclasses.replace(measurement, observer=self._book.observer(key)))
         hook = self._item.config.hook
         if evidence is None:
             evidence = self._session.evidence(self._item, measurement, tolerance=tolerance, noise_floor=noise_floor)

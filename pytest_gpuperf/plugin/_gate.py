@@ -48,7 +48,8 @@ ROUND_MARK: Final = "[gpuperf round "
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..gate import GateResult, Policy
-    from ..results import Baseline, Fingerprint, Record, ResultsDir, Run, SaveOutcome
+    from ..measuring import Measurement
+    from ..results import Baseline, Fingerprint, Record, ResultsDir, Run, SaveOutcome, TraceSpool
     from ._records import RecordBook
     from ._settings import Settings
 
@@ -116,6 +117,7 @@ class GatePlugin:
         self._lines: list[tuple[str, bool]] = []  # (text, is_error) for the terminal summary
         self._run_file: Path | None = None  # this run's file under runs/ (its stem names its traces' folder)
         self._trace_lines: list[str] = []  # under the gate's table: where each traced row's traces are
+        self._spool: TraceSpool | None = None  # the copies of the records' traces, where the end writes traces
 
     # ------------------------------------------------------------ start
 
@@ -195,6 +197,29 @@ class GatePlugin:
         if self._release_after == item.nodeid:
             self._release_after = None
             release_failed_test_memory()
+
+    # ------------------------------------------------------------ records
+
+    def kept(self, key: str, measurement: Measurement) -> Measurement:
+        """``measurement``, to be recorded under ``key``, as the session keeps it: its work profile without the
+        profiler that took it (every event of the profiled calls), its trace first copied into the session's spool
+        where the end writes traces (saving a baseline, comparing, ``--gpuperf-trace=all``: ``results.TraceSpool``).
+        A round of a test measured again becomes evidence, which keeps no profile."""
+        from ..results import TraceSpool, released
+
+        level = self.settings.trace
+        traced = level != "off" and (self.settings.save or self.baseline is not None or level == "all")
+        if not self._active or not traced or self._book.repeating:
+            return released(measurement)
+        if self._spool is None:
+            self.store = self.store or self._store()
+            self._spool = TraceSpool(self.store)
+        return self._spool.keep(key, measurement)
+
+    def pytest_unconfigure(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
 
     def pytest_gpuperf_measured(self, item: pytest.Item, record: Record) -> None:
         self._last_round[item.nodeid] = time.monotonic()

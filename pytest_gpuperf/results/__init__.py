@@ -80,8 +80,10 @@ if TYPE_CHECKING:
     )
     from ._traces import (
         TRACE_LEVELS,
+        TraceSpool,
         baseline_trace,
         baseline_traces_dir,
+        released,
         save_baseline_traces,
         trace_file,
         write_trace,
@@ -115,6 +117,7 @@ __all__ = [
     "Run",
     "SaveOutcome",
     "StorageError",
+    "TraceSpool",
     "add_export_command",
     "add_format_argument",
     "add_results_dir_argument",
@@ -144,6 +147,7 @@ __all__ = [
     "pytest_benchmark_commit_info",
     "pytest_benchmark_machine_info",
     "reading_columns",
+    "released",
     "remove_stale_temporaries",
     "results_table",
     "row_flags",

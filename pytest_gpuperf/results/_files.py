@@ -70,6 +70,7 @@ __all__ = [
     "remove_ours",
     "save_baseline_file",
     "save_run",
+    "stale_temporary",
 ]
 
 #: Seconds to wait for another process's lock. A holder keeps it for one read-merge-write
@@ -253,14 +254,20 @@ def _temporary(path: Path) -> tuple[int, str]:
 
 
 def atomic_export(
-    path: Path, export: Callable[[str], object], *, whole: Callable[[Path], str], compress: bool = False
+    path: Path,
+    export: Callable[[str], object],
+    *,
+    whole: Callable[[Path], str],
+    compress: bool = False,
+    compresslevel: int = 9,
 ) -> None:
     """Write ``path`` atomically where another library writes the file to a path it is given (torch.profiler's
     ``export_chrome_trace``): ``export`` fills a temporary file beside ``path``; ``whole`` says what is wrong with
     what it left there ("" when nothing), since such a writer may not report an error (torch's does not report a
-    full disk: it returns, its file empty or cut short); only a whole file is fsynced, gzipped (``compress``) and
-    renamed. A reader sees the whole file or none; what the writer made beside the temporary file under its name
-    goes with it, and a killed writer's temporaries are removed as ``atomic_write_text``'s are."""
+    full disk: it returns, its file empty or cut short); only a whole file is fsynced, gzipped (``compress``, at
+    gzip's ``compresslevel``) and renamed. A reader sees the whole file or none; what the writer made beside the
+    temporary file under its name goes with it, and a killed writer's temporaries are removed as
+    ``atomic_write_text``'s are."""
     path = Path(path)
     made: list[Path] = []
     try:
@@ -279,7 +286,7 @@ def atomic_export(
             fd, name = _temporary(path)
             made.append(Path(name))
             with open(tmp, "rb") as raw, os.fdopen(fd, "wb") as out:
-                with gzip.GzipFile(fileobj=out, mode="wb") as gz:
+                with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=compresslevel) as gz:
                     shutil.copyfileobj(raw, gz)
                 out.flush()
                 os.fsync(out.fileno())
@@ -352,15 +359,15 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     program's ``.x.123.y.tmp`` is its own business. Returns what was removed."""
     removed = []
     for tmp in directory.glob(".*.gpuperf-*"):
-        if _stale(tmp.name) and tmp.is_file() and not tmp.is_symlink():
+        if stale_temporary(tmp.name) and tmp.is_file() and not tmp.is_symlink():
             with contextlib.suppress(OSError):
                 tmp.unlink()
                 removed.append(tmp)
     return removed
 
 
-def _stale(name: str) -> bool:
-    """Is ``name`` a temporary file of ours whose writer is gone?"""
+def stale_temporary(name: str) -> bool:
+    """Is ``name`` a temporary of ours (named as ``_TEMPORARY`` names them) whose writer is gone?"""
     match = _TEMPORARY.fullmatch(name)
     return match is not None and int(match["pid"]) != os.getpid() and not alive(int(match["pid"]))
 
@@ -390,7 +397,7 @@ def remove_ours(top: Path, below: str, ours: Callable[[str], bool], *, rmdir: bo
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
-                if entry.is_file(follow_symlinks=False) and (ours(entry.name) or _stale(entry.name)):
+                if entry.is_file(follow_symlinks=False) and (ours(entry.name) or stale_temporary(entry.name)):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(entry.path)
                 else:

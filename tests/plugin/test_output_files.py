@@ -139,7 +139,7 @@ def runs_in(project: Path) -> int:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_the_save_lets_it_complete_then_exits_interrupted(project: Path, signum: int) -> None:
     proc = session(project, "--gpuperf-save=base", slow=1.0)
-    when_writing(project, proc)
+    when_writing(project, proc, "/runs/")  # the save's first file (a trace's copy is written as the test runs)
     proc.send_signal(signum)
     out = proc.communicate(timeout=300)[0]
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -156,7 +156,7 @@ def test_a_second_signal_abandons_the_save_leaving_every_file_as_it_was(project:
     before = baseline.read_bytes()
     runs_before = sorted((project / ".gpuperf" / "runs").iterdir())
     proc = session(project, "--gpuperf-save=base", slow=3.0)
-    when_writing(project, proc)
+    when_writing(project, proc, "/runs/")
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)

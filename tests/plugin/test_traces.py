@@ -237,3 +237,57 @@ def test_traces_not_written_are_neither_published_nor_announced(
         # The run itself was saved where there was room (exit 0: a trace never changes the outcome), not on the full
         # disk (exit 3: a run that was not saved fails the session).
         assert result.ret == (pytest.ExitCode.INTERNAL_ERROR if disk == "tmpfs" else pytest.ExitCode.OK)
+
+
+# ---------------------------------------------------------------- issue 37: a record holds only its figures
+
+HELD = """
+import gc
+
+
+def pytest_sessionfinish(session):
+    from torch.autograd.profiler import profile
+
+    gc.collect()
+    held = sum(isinstance(thing, profile) for thing in gc.get_objects())
+    (session.config.rootpath / "held.txt").write_text(str(held))
+"""
+
+
+@pytest.mark.parametrize(
+    "more",
+    [
+        (),
+        ("--gpuperf-memory=on",),  # the profile rides on the memory probe's calls, its profiler the probe's
+        ("--gpuperf-save=main",),
+        ("--gpuperf-trace=all", "--gpuperf-memory=on"),
+        ("--gpuperf-trace=off", "--gpuperf-save=main"),
+    ],
+)
+def test_no_record_keeps_its_profiler(steps: pytest.Pytester, more: tuple[str, ...]) -> None:
+    """A record kept its profiler, and every event of the profiled calls with it, until the session ended: some MiB
+    a record. With the default options and when the session writes traces (from a copy kept as the record was
+    made), no profiler is alive once the tests ran."""
+    steps.makeconftest(EXACT_TIMING + HELD)
+    result = steps.runpytest(*FAST, *more)
+    assert result.ret == pytest.ExitCode.OK
+    assert (steps.path / "held.txt").read_text() == "0"
+
+
+def test_saving_with_every_trace_writes_both(steps: pytest.Pytester) -> None:
+    """Issue 36: with --gpuperf-save and --gpuperf-trace=all, the second export of a profile failed with torch's
+    "Trace is already saved": the run's traces were not written, and their folder was left empty."""
+    result = save(steps, "--gpuperf-trace=all")
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: kept the traces of 2 tests beside the baseline, in */main.traces",
+            "gpuperf: wrote the traces of 2 tests to */.gpuperf/traces/*",
+        ]
+    )
+    assert "not written" not in result.stdout.str()
+    results = steps.path / ".gpuperf"
+    kept = sorted(p.name.removesuffix(".json.gz") for p in (results / "baselines" / "main.traces").iterdir())
+    (folder,) = (results / "traces").iterdir()  # the run's folder alone: the session's own copies are gone
+    written = sorted(p.name.removesuffix(".head.json") for p in folder.iterdir())
+    assert len(kept) == 2 and written == kept
+    assert all(chrome_trace(path) for path in [*folder.iterdir(), *(results / "baselines" / "main.traces").iterdir()])

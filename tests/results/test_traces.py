@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import errno
+import gc
 import gzip
 import json
 import os
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import WorkProfile
+from pytest_gpuperf.measuring import Measurement, WorkProfile
 from pytest_gpuperf.results import (
+    ResultsDir,
     ResultsError,
+    TraceSpool,
     baseline_trace,
     baseline_traces_dir,
+    released,
     save_baseline_traces,
+    trace_file,
     write_trace,
 )
 from pytest_gpuperf.results._traces import trace_name
 from tests.full_disk import full_tmpfs
+from tests.results.test_files import dead_pid
+from tests.synthetic import make_measurement
 
 TRACE = {"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": 0, "dur": 1, "pid": 1, "tid": 1}]}
 
@@ -165,3 +173,100 @@ def test_a_baseline_traces_folder_that_is_a_link_is_not_followed(tmp_path: Path)
             save_baseline_traces(baseline, [("a", profile)], fresh=fresh)
     assert sorted(p.name for p in foreign.iterdir()) == sorted(["foreign-data.json.gz", f"{trace_name('a')}.json.gz"])
     assert all(p.read_bytes() == data for p in foreign.iterdir())
+
+
+# ---------------------------------------------------------------- issue 37: a record holds only its figures
+
+
+class Profiler:
+    """A stand-in for torch's profiler: its trace is saved once ("Trace is already saved" after)."""
+
+    def __init__(self) -> None:
+        self.saved = False
+
+    def export_chrome_trace(self, path: str) -> None:
+        if self.saved:
+            raise RuntimeError("Trace is already saved.")
+        self.saved = True
+        exporter(path)
+
+
+def profiled(profiler: Profiler | None = None) -> Measurement:
+    writer = (profiler or Profiler()).export_chrome_trace
+    return make_measurement("step", [1e-3] * 5, profile=WorkProfile("full", 1, write_trace=writer))
+
+
+def test_a_kept_measurement_releases_its_profiler_and_writes_its_trace_as_often_as_asked(tmp_path: Path) -> None:
+    profiler = Profiler()
+    alive = weakref.ref(profiler)
+    store = ResultsDir(tmp_path / "results")
+    spool = TraceSpool(store)
+    kept = spool.keep("tests/a.py::test_x", profiled(profiler))
+    del profiler
+    gc.collect()
+    assert alive() is None
+    assert write_trace(kept.profile, tmp_path / "a.head.json")
+    assert write_trace(kept.profile, tmp_path / "a.json.gz", compress=True)
+    assert json.loads((tmp_path / "a.head.json").read_text()) == TRACE
+    assert json.loads(gzip.decompress((tmp_path / "a.json.gz").read_bytes())) == TRACE
+    assert [p.name for p in (store.traces_dir / spool.name).iterdir()] == [trace_file("tests/a.py::test_x", "baseline")]
+    spool.close()
+    assert not store.traces_dir.exists()  # made by the spool, and empty once it went
+
+
+def test_a_released_measurement_keeps_no_writer() -> None:
+    profiler = Profiler()
+    alive = weakref.ref(profiler)
+    measurement = released(profiled(profiler))
+    del profiler
+    gc.collect()
+    assert alive() is None and measurement.profile is not None and measurement.profile.write_trace is None
+    assert measurement.profile.calls == 1  # its figures stay
+    bare = make_measurement("step", [1e-3] * 5)
+    assert released(bare) is bare
+
+
+def test_a_copy_that_could_not_be_kept_says_why_when_its_trace_is_asked_for(tmp_path: Path) -> None:
+    profiler = Profiler()
+    profiler.saved = True
+    kept = TraceSpool(ResultsDir(tmp_path)).keep("k", profiled(profiler))
+    with pytest.raises(ResultsError, match=r"RuntimeError: Trace is already saved"):
+        write_trace(kept.profile, tmp_path / "x.json")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_copy_removed_during_the_session_is_a_clear_error(tmp_path: Path) -> None:
+    spool = TraceSpool(ResultsDir(tmp_path))
+    kept = spool.keep("k", profiled())
+    (tmp_path / "traces" / spool.name / trace_file("k", "baseline")).unlink()
+    with pytest.raises(ResultsError, match=r"cannot read .*\.json\.gz, where this session kept the trace"):
+        write_trace(kept.profile, tmp_path / "x.json")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_killed_sessions_spool_is_removed_by_the_next_and_no_other_file(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    ours = f"{trace_file('k', 'baseline')}"
+    dead, live, foreign = (
+        traces / f".spool.gpuperf-{dead_pid()}-a1b2c3d4.tmp",
+        traces / f".spool.gpuperf-{os.getppid()}-a1b2c3d4.tmp",  # a session running now
+        traces / f".spool.gpuperf-{dead_pid()}-e5f6a7b8.tmp",  # holds a file we did not write
+    )
+    for folder in (dead, live, foreign):
+        folder.mkdir(parents=True)
+        (folder / ours).write_bytes(b"\x1f\x8b")
+    (foreign / "notes.txt").write_text("someone else's")
+    spool = TraceSpool(ResultsDir(tmp_path))
+    spool.keep("k", profiled())
+    assert not dead.exists() and (live / ours).exists()
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    spool.close()
+    assert sorted(p.name for p in traces.iterdir()) == sorted([live.name, foreign.name])  # traces/ was there before
+
+
+def test_a_full_disk_at_the_end_blames_the_trace_written_not_the_copy(tmp_path: Path) -> None:
+    kept = TraceSpool(ResultsDir(tmp_path / "results")).keep("k", profiled())
+    with full_tmpfs(tmp_path / "disk") as disk:
+        with pytest.raises(ResultsError, match=r"cannot write .*disk/x\.json: No space left on device; free some"):
+            write_trace(kept.profile, disk / "x.json")
+        assert [p.name for p in disk.iterdir()] == ["filler"]
