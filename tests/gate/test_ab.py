@@ -22,9 +22,8 @@ import pytest
 
 from pytest_gpuperf import _suites
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.measuring._backends import CpuBackend
 from pytest_gpuperf.results import save_run
-from tests.exact_timing import INSTALL, exact_time_block
+from tests.exact_timing import INSTALL, install
 from tests.history.repo import commit, git
 from tests.synthetic import make_record, make_run
 
@@ -76,7 +75,7 @@ def real_timing_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 @pytest.fixture
 def repo(real_timing_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``real_timing_repo``, its steps timed exactly in this process (``exact_time_block``)."""
-    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    install(monkeypatch)
     return real_timing_repo
 
 

@@ -20,8 +20,7 @@ from pytest_gpuperf.history import commit_order, points_of, read_results
 from pytest_gpuperf.history._anchored import UNIT, anchored_name, point_text, ratio_point
 from pytest_gpuperf.history._asv_files import REFUSED
 from pytest_gpuperf.history._changes import history_series
-from pytest_gpuperf.measuring._backends import CpuBackend
-from tests.exact_timing import exact_time_block
+from tests.exact_timing import install
 from tests.history.test_regressions import BENCH, ROOT, scratch_repository
 
 MACHINE = "anchor-box"
@@ -30,7 +29,7 @@ regressions_args = BENCH.regressions_args
 
 @pytest.fixture(autouse=True)
 def exact_timer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    install(monkeypatch)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
 

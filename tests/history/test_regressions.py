@@ -19,8 +19,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.history._asv_files import REFUSED
-from pytest_gpuperf.measuring._backends import CpuBackend
-from tests.exact_timing import exact_time_block
+from tests.exact_timing import install
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +49,7 @@ SEED = 3  # plants the culprit at commit 4 of the 8
 
 @pytest.fixture(autouse=True)
 def exact_timer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(CpuBackend, "time_block", exact_time_block)
+    install(monkeypatch)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
 

@@ -201,7 +201,7 @@ def test_a_profiler_window_that_fails_to_start_is_never_stopped(monkeypatch: pyt
             exited.append(self.number)
 
     monkeypatch.setattr(torch.autograd.profiler, "profile", Profile)
-    monkeypatch.setattr("pytest_gpuperf.measuring._cpu_memory._cpu_allocations", lambda results: [])
+    monkeypatch.setattr("pytest_gpuperf.measuring._cpu_memory._cpu_allocations", lambda results: ([], 0))
 
     def probe_all() -> None:
         with CpuBackend().track_memory() as probe:

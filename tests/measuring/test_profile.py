@@ -13,7 +13,14 @@ import pytest
 import torch
 
 from pytest_gpuperf.measuring import Measurement, MeasureSettings, SettingError, WorkProfile, measure
-from pytest_gpuperf.measuring._profiler import MAX_CALLS, compile_counters, profile_step, read_events
+from pytest_gpuperf.measuring._profiler import (
+    MAX_CALLS,
+    READ_COST,
+    READ_SECONDS_PER_EVENT,
+    compile_counters,
+    profile_step,
+    read_events,
+)
 
 from .profile_events import Event, call, kernel, memcpy, memory, op, py, runtime
 
@@ -73,9 +80,11 @@ def test_per_call_counts_are_exact_whatever_the_number_of_calls() -> None:
     assert one.per_call_counts() == five.per_call_counts()
 
 
-def test_the_budget_bounds_the_calls_profiled() -> None:
+def test_the_budget_bounds_the_calls_profiled(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fake clock: each call of the step costs 10 ms; a budget of 35 ms allows the counting call and two
-    profiled calls, and the profile says what it cost."""
+    profiled calls, and the profile says what it cost (reading an event at its starting cost, whatever earlier
+    reads in this process taught ``READ_COST``)."""
+    monkeypatch.setattr(READ_COST, "per_event", READ_SECONDS_PER_EVENT)
     now = [0.0]
 
     def step() -> None:
