@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     )
     from ._calls import torch_threads
     from ._clocks import (
-        THROTTLE_THRESHOLD,
         ClockSummary,
         import_nvml,
         match_nvml_device,
@@ -58,7 +57,6 @@ if TYPE_CHECKING:
     from ._memory import MEMORY, MemoryChange
     from ._paired import Paired, StepFactory, measure_paired
     from ._profile import (
-        CATEGORIES,
         SHOWN_CHANGES,
         OpStat,
         WorkComparison,
@@ -68,7 +66,7 @@ if TYPE_CHECKING:
     from ._reading import Around, Change, Reading, readings, register_reading
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
     from ._sampling import FixedBudget, SamplingPlan, Warmup
-    from ._settings import MEASURE_FIELDS, MeasureSettings
+    from ._settings import CATEGORIES, MEASURE_FIELDS, THROTTLE_THRESHOLD, MeasureSettings
     from ._stats import (
         Estimate,
         format_coverage,

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeVar
 
 from ._stats import median, median_ci, min_samples_for
+from ._values import MAX_SAMPLES
 
 __all__ = [
     "CiStopRule",
@@ -77,8 +78,6 @@ MAX_RESIZES: Final = 3
 TAIL_SHARE: Final = 0.1
 #: The most of ``max_time`` the warmup after the first call may take, so that samples get the rest.
 WARMUP_SHARE: Final = 0.5
-#: The most samples one measurement takes (``SamplingPlan.max_samples``).
-MAX_SAMPLES: Final = 1_000_000
 
 
 @dataclass(frozen=True)

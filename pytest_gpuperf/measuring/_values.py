@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
-from ._sampling import MAX_SAMPLES
 from ._units import UnitError, parse_quantity
 
 __all__ = [
@@ -32,6 +31,7 @@ __all__ = [
     "MAX_CONFIRM",
     "MAX_COUNT",
     "MAX_ROUNDS",
+    "MAX_SAMPLES",
     "MAX_SECONDS",
     "FieldError",
     "PastBound",
@@ -72,6 +72,8 @@ MAX_COUNT: Final = 2**53
 MAX_AMOUNT: Final = 2**64
 #: ``--gpuperf-rounds``: each round measures every test again, so a session of this many is already days long.
 MAX_ROUNDS: Final = 10_000
+#: The most samples one measurement takes (``SamplingPlan.max_samples``, the ``min_samples`` parser's bound).
+MAX_SAMPLES: Final = 1_000_000
 #: ``--gpuperf-confirm``: each confirmation is a fresh pytest process per slower test.
 MAX_CONFIRM: Final = 100
 #: A time budget (``max_time``, ``warmup_time``, ``min_time``, ``quiet_wait``, ``ab --max-time``): an hour per
