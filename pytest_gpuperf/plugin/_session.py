@@ -56,7 +56,7 @@ class GpuperfSession:
         self._backends: dict[str, Backend] = {}
         self._asv: AsvTarget | None = None
         self._asv_note = ""
-        self._monitor: Monitor | None = None  # started around each test that measures
+        self._monitor: Monitor | None = None  # started by the first test that measures, stopped at the end
         #: fixtures that measure: a test asking for one waits for a quiet machine and has its load watched
         self._measuring_fixtures: set[str] = {"gpuperf"}
         self._waited = 0.0
@@ -448,7 +448,8 @@ class GpuperfSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs."""
+        """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs
+        (from its start: ``Monitor.start``)."""
         self._waited = 0.0
         if self.untimed or self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
             return (yield)
@@ -460,10 +461,7 @@ class GpuperfSession:
             self._waited, _ = wait_for_quiet(needed, timeout, on_busy=lambda load: self._say_wait(load, needed))
         self._monitor = self._monitor or Monitor()
         self._monitor.start()
-        try:
-            return (yield)
-        finally:
-            self._monitor.stop()
+        return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
@@ -545,6 +543,8 @@ class GpuperfSession:
         from .._signals import restore
 
         restore(self._sigterm)
+        if self._monitor is not None:
+            self._monitor.stop()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -130,6 +130,25 @@ def test_monitor_thread_starts_and_stops() -> None:
     assert monitor.load_over(1.0) is None  # stopped: nothing kept
 
 
+def test_a_running_monitor_keeps_its_thread_and_a_span_starts_no_earlier_than_the_last_start() -> None:
+    """A session's tests share one thread; each test's start is a snapshot, so that a busy stretch before it (the
+    previous test's neighbour) is no part of the load of a span inside it."""
+    machine = FakeMachine([])
+    monitor = Monitor(interval=3600.0, take=machine.take)  # the thread itself never takes one here
+    monitor.start()
+    try:
+        thread = monitor._thread
+        machine.wall, machine.busy = 5.0, 5.0  # five seconds with a neighbour on one core
+        monitor.start()
+        assert monitor._thread is thread and thread is not None and thread.is_alive()
+        machine.wall += 1.0  # one quiet second in this test
+        load = monitor.load_over(0.5)
+        assert load is not None and load.seconds == pytest.approx(1.0) and load.background_cores == 0.0
+    finally:
+        monitor.stop()
+    assert monitor._thread is None
+
+
 def test_the_run_queue_wait_is_per_second_of_the_span_and_kept_in_the_json() -> None:
     start = CpuSnapshot(wall=0, busy=0, steal=0, own=0, cpus=2, own_wait=1.0)
     end = CpuSnapshot(wall=2, busy=4, steal=0, own=0.5, cpus=2, own_wait=2.5)
