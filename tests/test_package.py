@@ -53,7 +53,7 @@ print("\\n".join(sorted(sys.modules)))
 
 
 #: The measuring core's modules that parsing the options needs: every session loads them (bench/startup.py).
-AT_START = {f"pytest_gpuperf.measuring.{name}" for name in ("_devices", "_settings", "_units", "_values", "_workload")}
+AT_START = {f"pytest_gpuperf.measuring.{name}" for name in ("_devices", "_settings", "_units", "_values")}
 
 
 def test_loading_the_plugin_imports_no_measuring_machinery() -> None:

@@ -18,10 +18,11 @@ from ._values import SettingError, Threads
 if TYPE_CHECKING:
     from ._sampling import SamplingPlan
 
-__all__ = ["CATEGORIES", "MEASURE_FIELDS", "MODES", "PROFILE_LEVELS", "THROTTLE_THRESHOLD", "MeasureSettings"]
+__all__ = ["CATEGORIES", "MEASURE_FIELDS", "MODES", "PROFILE_LEVELS", "SIZES", "THROTTLE_THRESHOLD", "MeasureSettings"]
 
 # The values the settings take are named here, not in the modules that act on them (``_backends.py``,
-# ``_clocks.py``, ``_profile.py``): pytest parses the options at every start, and most sessions never measure.
+# ``_clocks.py``, ``_profile.py``, ``_workload.py``): pytest parses the options at every start, and most sessions
+# never measure.
 
 #: Timing modes: warm (calls back to back), cold (caches flushed before each call), graph (CUDA graph replay).
 MODES: Final = ("warm", "cold", "graph")
@@ -29,6 +30,9 @@ MODES: Final = ("warm", "cold", "graph")
 THROTTLE_THRESHOLD: Final = 0.75
 #: ``full``: counts and times; ``counts``: one profiled call, counts only (no times kept); ``off``: no profile.
 PROFILE_LEVELS: Final = ("full", "counts", "off")
+#: Workload size presets (``--gpuperf-size``); ``auto`` means small on cpu and mps, large on a CUDA device of
+#: ``_workload.LARGE_MIN_MEMORY`` or more, else medium (``_workload.resolve_size``).
+SIZES: Final = ("auto", "small", "medium", "large")
 #: The count categories of a step's work (``_profile.category_of``), in the order they are shown; the gate's
 #: ``--gpuperf-fail-on`` names them beside its verdicts.
 CATEGORIES: Final = ("ops", "kernels", "runtime", "syncs", "flops", "allocated", "copied", "compiles")

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from .._escape import printable
 from ..measuring import DeviceError, DeviceSlot, Inventory, bind, probe_inventory, resolve_devices
 from ._gate import GatePlugin
 from ._markers import bad_requirement, unmet_requirement
@@ -439,20 +438,21 @@ class GpuperfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if item.get_closest_marker("gpuperf") or item.get_closest_marker("gpuperf_requires"):
+        if any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers()):  # one pass: every test
             problem = self.marker_problem(item)
             if problem:  # an error of this test alone, its message once (not chained)
                 pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
         if self.measures(item):
             self._make_current(item)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs
-        (from its start: ``Monitor.start``)."""
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        """Before a measuring test's call: wait for the cores it needs (``--gpuperf-quiet-wait``), then watch the
+        load from its start (``Monitor.start``; the session's monitor runs on until the end). A plain hook, not a
+        wrapper: every test of a session pays for it."""
         self._waited = 0.0
         if self.untimed or self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
-            return (yield)
+            return
         from ..measuring import Monitor, wait_for_quiet
 
         timeout = self.quiet_wait()
@@ -461,7 +461,6 @@ class GpuperfSession:
             self._waited, _ = wait_for_quiet(needed, timeout, on_busy=lambda load: self._say_wait(load, needed))
         self._monitor = self._monitor or Monitor()
         self._monitor.start()
-        return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
@@ -530,6 +529,8 @@ class GpuperfSession:
             for line in speedup_lines(records, book.headline, book.headline_seconds):
                 terminalreporter.write_line(line)
         if self.book.notes:
+            from .._escape import printable
+
             terminalreporter.write_sep("-", "gpuperf notes")
             for nodeid, text in self.book.notes:  # a test's own text: printable, wrapped too
                 for line in wrap_line(printable(f"{nodeid}: {text}"), width):
