@@ -66,22 +66,24 @@ class _SampleSpan(Reading[None]):
 
     name = "bench: sample"
 
-    def __init__(self, spent: dict[str, float]) -> None:
+    def __init__(self, spent: dict[str, float], clock: Callable[[], float]) -> None:
         self.spent = spent
+        self.clock = clock
 
     @contextmanager
     def open(self, around: Around) -> Iterator[None]:
-        start = time.perf_counter()
+        start = self.clock()
         try:
             yield None
         finally:
-            self.spent["sample"] = self.spent.get("sample", 0.0) + time.perf_counter() - start
+            self.spent["sample"] = self.spent.get("sample", 0.0) + self.clock() - start
 
 
 @contextmanager
-def timed_parts(spent: dict[str, float]) -> Iterator[None]:
-    """The measuring core's phases, and ``gc.collect``, timed into ``spent`` while inside: the sampling through a
-    reading registered for it, the reads after timing by wrapping the memory's and the work profile's."""
+def timed_parts(spent: dict[str, float], clock: Callable[[], float] = time.perf_counter) -> Iterator[None]:
+    """The measuring core's phases, and ``gc.collect``, timed into ``spent`` by ``clock`` (wall time; the process's
+    CPU time for ``bench/startup.py``) while inside: the sampling through a reading registered for it, the reads
+    after timing by wrapping the memory's and the work profile's."""
     from pytest_gpuperf.measuring import MEMORY, PROFILE, register_reading
 
     collect = gc.collect
@@ -89,11 +91,11 @@ def timed_parts(spent: dict[str, float]) -> Iterator[None]:
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
-                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+                spent[name] = spent.get(name, 0.0) + clock() - start
 
         return timed
 
@@ -101,7 +103,7 @@ def timed_parts(spent: dict[str, float]) -> Iterator[None]:
         reading.after = wrap(name, reading.after)  # type: ignore[method-assign]
     gc.collect = wrap("gc.collect", collect)
     try:
-        with register_reading(_SampleSpan(spent)):
+        with register_reading(_SampleSpan(spent, clock)):
             yield
     finally:
         del MEMORY.after, PROFILE.after  # the instance's wrappers: the class's methods again

@@ -130,6 +130,20 @@ def test_measurement_parts_runs_and_names_every_part() -> None:
     assert "load average" in out
 
 
+def test_startup_measures_the_plugins_start_and_a_measuring_tests_parts() -> None:
+    """Both parts run on small counts and print every figure (none is judged: the machine's load moves them)."""
+    done = run_bench("startup.py", *("--tests", "20", "--repeats", "1", "--measured", "10"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert re.search(r"^  ratio: [\d.]+ wall, [\d.]+ CPU$", out, re.MULTILINE)
+    assert re.search(
+        r"^  importing the plugin after pytest: [\d.]+ ms CPU median, \d+ of its modules loaded$", out, re.M
+    )
+    assert re.search(r"^ +defaults +profile off +pytest alone$", out, re.MULTILINE)
+    for label in ("the memory probe", "reading the work profile", "end of the session", "beyond the measurement: from"):
+        assert re.search(rf"^  {re.escape(label)}.*( +-?[\d.]+){{3}}", out, re.MULTILINE), label
+
+
 def test_count_ranking_judges_both_planted_sets() -> None:
     """Both sets of planted regressions through ``ab``: a row per regression with its first count line, each set's
     hit rate beside its target, and the exit status that says whether both sets met it (the ranking's figures are

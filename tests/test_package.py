@@ -52,17 +52,25 @@ print("\\n".join(sorted(sys.modules)))
 """
 
 
+#: The measuring core's modules that parsing the options needs: every session loads them (bench/startup.py).
+AT_START = {f"pytest_gpuperf.measuring.{name}" for name in ("_devices", "_settings", "_units", "_values")}
+
+
 def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
-    """What pytest imports at every start: no torch, numpy or tabulate, no results, gate or history code."""
+    """What pytest imports at every start: no torch, numpy or tabulate, no results, gate or history code, of the
+    measuring core only what parsing the options needs, and none of the standard library's modules that only
+    measuring (``statistics``, ``fractions``) or a misspelt marker keyword (``difflib``) needs."""
     done = subprocess.run([sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
     assert "pytest_gpuperf.plugin.entry" in loaded
-    heavy = {"torch", "numpy", "tabulate", "pytest_gpuperf.cli", "pytest_gpuperf.suites"}
+    heavy = {"torch", "numpy", "tabulate", "statistics", "fractions", "difflib"}
+    heavy |= {"pytest_gpuperf.cli", "pytest_gpuperf.suites"}
     heavy |= {f"pytest_gpuperf.{name}" for name in ("results", "history", "report")}
     assert not heavy & loaded
     assert not {
         name for name in loaded if name.startswith("pytest_gpuperf.gate.") and name != "pytest_gpuperf.gate._verdicts"
     }
+    assert {name for name in loaded if name.startswith("pytest_gpuperf.measuring.")} <= AT_START
 
 
 #: What each subpackage may import of the package: dependencies point one way (docs/architecture.md).

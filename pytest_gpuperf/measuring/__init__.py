@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     )
     from ._calls import torch_threads
     from ._clocks import (
-        THROTTLE_THRESHOLD,
         ClockSummary,
         import_nvml,
         match_nvml_device,
@@ -58,7 +57,6 @@ if TYPE_CHECKING:
     from ._memory import MEMORY, MemoryChange
     from ._paired import Paired, StepFactory, measure_paired
     from ._profile import (
-        CATEGORIES,
         SHOWN_CHANGES,
         OpStat,
         WorkComparison,
@@ -68,7 +66,7 @@ if TYPE_CHECKING:
     from ._reading import Around, Change, Reading, readings, register_reading
     from ._runner import Coordinator, FixedCall, Subject, measure, measure_fixed, measure_on, work_from
     from ._sampling import FixedBudget, SamplingPlan, Warmup
-    from ._settings import MEASURE_FIELDS, MeasureSettings
+    from ._settings import CATEGORIES, MEASURE_FIELDS, SIZES, THROTTLE_THRESHOLD, MeasureSettings
     from ._stats import (
         Estimate,
         format_coverage,
@@ -93,7 +91,7 @@ if TYPE_CHECKING:
         parse_quantity,
     )
     from ._values import SettingError, Threads, optional
-    from ._workload import SIZES, Step, Workload, WorkloadUnsupported, resolve_size
+    from ._workload import Step, Workload, WorkloadUnsupported, resolve_size
 
 __getattr__, __dir__ = exports(__name__, __file__)
 

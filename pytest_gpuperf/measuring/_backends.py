@@ -18,10 +18,10 @@ from typing import Any, Final, Protocol, final
 from ._cpu_memory import allocator_probe
 from ._devices import DeviceError, DeviceSlot, cpu_model, torch_of
 from ._lead import Leads, StepLead
+from ._settings import MODES
 
 __all__ = [
     "CUDA_EVENT_TIMER",
-    "MODES",
     "AllCudaBackend",
     "Backend",
     "CpuBackend",
@@ -136,8 +136,6 @@ class ModeUnsupported(ValueError):
 
 #: The CUDA backend's timer, as a Measurement records it.
 CUDA_EVENT_TIMER: Final = "torch.cuda.Event pair"
-#: Timing modes: warm (calls back to back), cold (caches flushed before each call), graph (CUDA graph replay).
-MODES: Final = ("warm", "cold", "graph")
 #: Graph mode captures enough calls per graph for a replay to last this long (a launch's cost spread over them) ...
 GRAPH_REPLAY_TIME: Final = 200e-6
 #: ... but no more calls than this.

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from ._backends import Backend, CudaBackend
 from ._devices import torch_of
 from ._reading import Around, Reading
+from ._settings import THROTTLE_THRESHOLD
 from ._stats import median
 from ._values import optional
 
@@ -56,7 +57,6 @@ _T = TypeVar("_T")
 __all__ = [
     "CLOCKS",
     "THROTTLE_REASONS",
-    "THROTTLE_THRESHOLD",
     "THROTTLING_REASONS",
     "UNLISTED_REASONS",
     "ClockMonitor",
@@ -90,8 +90,6 @@ THROTTLING_REASONS: Final = 0x8 | 0x20 | 0x40 | 0x80
 #: clocks fall toward idle; a reading taken after a block, once it was synchronized, finds the GPU drained, so it
 #: is set in most. Every other reason of NVML's reference limits the clocks under work (a setting, a cap, a slowdown).
 UNLISTED_REASONS: Final = 0x1
-#: A reading whose SM clock is below this fraction of the measurement's median SM clock is throttled.
-THROTTLE_THRESHOLD: Final = 0.75
 
 
 def throttle_names(bits: int) -> list[str]:

@@ -16,6 +16,7 @@ requested device is measured in it: ``cuda`` on the process's own GPU, an explic
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 import sys
@@ -312,8 +313,10 @@ def torch_of(module: Any) -> Any:
     return torch
 
 
+@functools.cache
 def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo, else platform.processor()."""
+    """The CPU's marketing name from /proc/cpuinfo, else platform.processor(); read once a process (every
+    measurement on a CPU names it)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:

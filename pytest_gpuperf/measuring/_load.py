@@ -228,7 +228,9 @@ class Monitor:
     """Takes a snapshot every ``interval`` seconds on a daemon thread, so that the load of any recent span,
     such as the sampling part of a measurement that just ended, can be read afterwards.
 
-    The thread wakes ten times a second for about 20 microseconds: far below what it could disturb.
+    The thread wakes ten times a second for about 20 microseconds: far below what it could disturb. A session keeps
+    one thread for all its tests (a thread started and joined per test cost more than its snapshots): each test's
+    ``start`` takes a snapshot at its start, so that the load of a span inside the test never reaches before it.
     """
 
     def __init__(
@@ -252,11 +254,12 @@ class Monitor:
             self._record()
 
     def start(self) -> None:
-        """Start watching (anew). RuntimeError where the thread does not start (the machine refused a new thread):
-        the monitor is then left stopped, and the next start is clean."""
-        self.stop()
-        self._stop.clear()
+        """A snapshot now, and the thread started unless it runs. RuntimeError where the thread does not start (the
+        machine refused a new thread): the monitor then keeps no thread, and the next start tries again."""
         self._record()
+        if self._thread is not None:
+            return
+        self._stop.clear()
         thread = threading.Thread(target=self._loop, name="gpuperf-load-monitor", daemon=True)
         try:
             thread.start()
@@ -265,7 +268,6 @@ class Monitor:
         else:
             self._thread = thread  # kept once started: a thread that never started is never joined
             return
-        self.stop()
         raise RuntimeError(why)
 
     def stop(self) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
+from ._settings import CATEGORIES
 from ._units import format_bytes
 from ._values import (
     MAX_AMOUNT,
@@ -41,9 +42,7 @@ from ._values import (
 
 __all__ = [
     "ALL_DEVICES",
-    "CATEGORIES",
     "NO_DATA_OPS",
-    "PROFILE_LEVELS",
     "SHOWN_CHANGES",
     "SYNC_KINDS",
     "CompileCounters",
@@ -57,8 +56,6 @@ __all__ = [
     "shown_changes",
 ]
 
-#: ``full``: counts and times; ``counts``: one profiled call, counts only (no times kept); ``off``: no profile.
-PROFILE_LEVELS: Final = ("full", "counts", "off")
 #: The kinds of the host's waits for the device, each wait counted once as one of them: ``stream``, ``device`` and
 #: ``event`` for ``cudaStreamSynchronize``, ``cudaDeviceSynchronize`` and ``cudaEventSynchronize``; ``dtoh_copy`` for
 #: a wait for a device-to-host copy (``.item()``, ``.cpu()``, ``.tolist()``: a copy, then its stream's wait, or a
@@ -66,8 +63,6 @@ PROFILE_LEVELS: Final = ("full", "counts", "off")
 SYNC_KINDS: Final = ("stream", "device", "event", "dtoh_copy")
 #: The device of a ``bytes_allocated`` total read from a file written before they were split by device.
 ALL_DEVICES: Final = "all"
-#: The count categories of a step's work (``category_of``), in the order they are shown.
-CATEGORIES: Final = ("ops", "kernels", "runtime", "syncs", "flops", "allocated", "copied", "compiles")
 #: The most names a profile read from a file holds in one list (its ops, kernels, runtime calls, Python calls):
 #: aten has a few thousand ops and a step's distinct kernels number in the hundreds, while comparing a profile costs
 #: about 0.1 ms a name (a million took 315 s and 1.7 GB).

@@ -10,16 +10,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import _values as values
-from ._backends import MODES
-from ._clocks import THROTTLE_THRESHOLD
-from ._profile import PROFILE_LEVELS
-from ._sampling import SamplingPlan
 from ._values import SettingError, Threads
 
-__all__ = ["MEASURE_FIELDS", "MeasureSettings"]
+if TYPE_CHECKING:
+    from ._sampling import SamplingPlan
+
+__all__ = ["CATEGORIES", "MEASURE_FIELDS", "MODES", "PROFILE_LEVELS", "SIZES", "THROTTLE_THRESHOLD", "MeasureSettings"]
+
+# The values the settings take are named here, not in the modules that act on them (``_backends.py``,
+# ``_clocks.py``, ``_profile.py``, ``_workload.py``): pytest parses the options at every start, and most sessions
+# never measure.
+
+#: Timing modes: warm (calls back to back), cold (caches flushed before each call), graph (CUDA graph replay).
+MODES: Final = ("warm", "cold", "graph")
+#: A reading whose SM clock is below this fraction of the measurement's median SM clock is throttled.
+THROTTLE_THRESHOLD: Final = 0.75
+#: ``full``: counts and times; ``counts``: one profiled call, counts only (no times kept); ``off``: no profile.
+PROFILE_LEVELS: Final = ("full", "counts", "off")
+#: Workload size presets (``--gpuperf-size``); ``auto`` means small on cpu and mps, large on a CUDA device of
+#: ``_workload.LARGE_MIN_MEMORY`` or more, else medium (``_workload.resolve_size``).
+SIZES: Final = ("auto", "small", "medium", "large")
+#: The count categories of a step's work (``_profile.category_of``), in the order they are shown; the gate's
+#: ``--gpuperf-fail-on`` names them beside its verdicts.
+CATEGORIES: Final = ("ops", "kernels", "runtime", "syncs", "flops", "allocated", "copied", "compiles")
 
 #: Every field of MeasureSettings and the parser of what a user writes for it.
 MEASURE_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
@@ -66,6 +82,8 @@ class MeasureSettings:
     profile: str = "full"
 
     def plan(self, min_block_time: float = 1e-3) -> SamplingPlan:
+        from ._sampling import SamplingPlan
+
         return SamplingPlan(
             target=self.target,
             min_samples=self.min_samples,

@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from ._settings import SIZES
+
 if TYPE_CHECKING:
     from ._backends import Backend
 
-__all__ = ["LARGE_MIN_MEMORY", "SIZES", "Step", "Workload", "WorkloadUnsupported", "resolve_size"]
+__all__ = ["LARGE_MIN_MEMORY", "Step", "Workload", "WorkloadUnsupported", "resolve_size"]
 
-#: Size presets; ``auto`` means small on cpu and mps, large on a CUDA device of LARGE_MIN_MEMORY or more, else medium.
-SIZES: Final = ("auto", "small", "medium", "large")
 #: ``auto`` picks the large preset only on a CUDA device with at least this much memory (a 10-16 GB GPU or a MIG
 #: slice gets medium: the large preset's biggest tests hold several GiB each, plus the allocator's cache).
 LARGE_MIN_MEMORY: Final = 24 << 30

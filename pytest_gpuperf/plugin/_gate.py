@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 from _pytest.runner import runtestprotocol  # the documented way to run an item again (pytest-rerunfailures)
 
-from .._escape import printable
 from ..measuring import counted
 from ._processes import local_world_size
 
@@ -132,6 +131,7 @@ class GatePlugin:
                 raise pytest.UsageError(f"--gpuperf-html={self.settings.html}: {problem}")
         if not self._active or not (self.settings.save or self.settings.compare):
             return
+        from .._escape import printable
         from ..results import StorageError
 
         config = session.config
@@ -156,6 +156,7 @@ class GatePlugin:
         return ResultsDir(self._root / self.settings.results_dir)
 
     def _load_baseline(self, name: str, cwd: Path) -> Baseline:
+        from .._escape import printable
         from ..results import Incomparable, ResultsError, check_comparable
 
         option = f"--gpuperf-compare={name}"

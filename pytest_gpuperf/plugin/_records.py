@@ -38,6 +38,8 @@ class Shelf:
 
     def __init__(self) -> None:
         self._records: list[Record] = []
+        #: record key -> its place in ``_records`` (one record per key): keeping a record looks at no other
+        self._places: dict[str, int] = {}
         #: record key -> checks made on its measurement before the record was kept
         self._waiting: dict[str, list[Check]] = {}
 
@@ -49,29 +51,34 @@ class Shelf:
         """Keep ``record``; True when it replaced one of the same key, which only a rerun of its test keeps (a test
         cannot keep a key twice: ``Gpuperf.record`` refuses), e.g. pytest-rerunfailures' next attempt: one record
         per key, the last attempt's, in the place of the first, so that no export names a benchmark twice."""
-        for check in self._waiting.pop(record.key, []):
+        key = record.key
+        for check in self._waiting.pop(key, []):
             record = record.with_check(check)
-        for index, kept in enumerate(self._records):
-            if kept.key == record.key:
-                self._records[index] = record
-                return True
+        place = self._places.get(key)
+        if place is not None:
+            self._records[place] = record
+            return True
+        self._places[key] = len(self._records)
         self._records.append(record)
         return False
 
     def add_check(self, key: str, check: Check) -> None:
         """Add ``check`` to the latest record of ``key`` (replacing that record), or hold it until that record is
         kept."""
-        for index in range(len(self._records) - 1, -1, -1):
-            if self._records[index].key == key:
-                self._records[index] = self._records[index].with_check(check)
-                return
+        place = self._places.get(key)
+        if place is not None:
+            self._records[place] = self._records[place].with_check(check)
+            return
         self._waiting.setdefault(key, []).append(check)
 
     def latest(self, key: str) -> Record | None:
-        return next((record for record in reversed(self._records) if record.key == key), None)
+        place = self._places.get(key)
+        return None if place is None else self._records[place]
 
     def replace(self, records: list[Record]) -> None:
+        """The records, each of another key, in their order."""
         self._records = records
+        self._places = {record.key: place for place, record in enumerate(records)}
 
 
 class RecordBook:

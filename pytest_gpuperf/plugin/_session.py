@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from .._escape import printable
 from ..measuring import DeviceError, DeviceSlot, Inventory, bind, probe_inventory, resolve_devices
 from ._gate import GatePlugin
 from ._markers import bad_requirement, unmet_requirement
@@ -56,7 +55,7 @@ class GpuperfSession:
         self._backends: dict[str, Backend] = {}
         self._asv: AsvTarget | None = None
         self._asv_note = ""
-        self._monitor: Monitor | None = None  # started around each test that measures
+        self._monitor: Monitor | None = None  # started by the first test that measures, stopped at the end
         #: fixtures that measure: a test asking for one waits for a quiet machine and has its load watched
         self._measuring_fixtures: set[str] = {"gpuperf"}
         self._waited = 0.0
@@ -439,19 +438,21 @@ class GpuperfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if item.get_closest_marker("gpuperf") or item.get_closest_marker("gpuperf_requires"):
+        if any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers()):  # one pass: every test
             problem = self.marker_problem(item)
             if problem:  # an error of this test alone, its message once (not chained)
                 pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
         if self.measures(item):
             self._make_current(item)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Wait for the cores a measuring test needs (``--gpuperf-quiet-wait``), then watch the load while it runs."""
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        """Before a measuring test's call: wait for the cores it needs (``--gpuperf-quiet-wait``), then watch the
+        load from its start (``Monitor.start``; the session's monitor runs on until the end). A plain hook, not a
+        wrapper: every test of a session pays for it."""
         self._waited = 0.0
         if self.untimed or self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
-            return (yield)
+            return
         from ..measuring import Monitor, wait_for_quiet
 
         timeout = self.quiet_wait()
@@ -464,13 +465,9 @@ class GpuperfSession:
         except RuntimeError as exc:
             why = str(exc)
         else:
-            why = ""
-        if why:  # this test's alone, one line, outside the except block (not chained)
-            pytest.fail(f"gpuperf: {why}; this test's measurement failed, the next starts clean", pytrace=False)
-        try:
-            return (yield)
-        finally:
-            self._monitor.stop()
+            return
+        # this test's alone, one line, outside the except block (not chained)
+        pytest.fail(f"gpuperf: {why}; this test's measurement failed, the next starts clean", pytrace=False)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
@@ -539,6 +536,8 @@ class GpuperfSession:
             for line in speedup_lines(records, book.headline, book.headline_seconds):
                 terminalreporter.write_line(line)
         if self.book.notes:
+            from .._escape import printable
+
             terminalreporter.write_sep("-", "gpuperf notes")
             for nodeid, text in self.book.notes:  # a test's own text: printable, wrapped too
                 for line in wrap_line(printable(f"{nodeid}: {text}"), width):
@@ -552,6 +551,8 @@ class GpuperfSession:
         from .._signals import restore
 
         restore(self._sigterm)
+        if self._monitor is not None:
+            self._monitor.stop()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

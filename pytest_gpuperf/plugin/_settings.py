@@ -10,7 +10,6 @@ rest is the session's: devices, files, baselines and the gate.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -94,6 +93,8 @@ class Settings:
         for key, raw in kwargs.items():
             spec = BY_FIELD.get(key)
             if spec is None or not spec.marker:
+                import difflib
+
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
                 raise SettingError(

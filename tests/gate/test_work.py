@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.measuring import OpStat, WorkProfile
+from pytest_gpuperf.measuring import CATEGORIES, OpStat, WorkProfile
 from pytest_gpuperf.measuring._profile import (
-    CATEGORIES,
     NO_DATA_OPS,
     SHOWN_CHANGES,
     CompileCounters,

@@ -267,3 +267,23 @@ def test_mps_peak_memory_is_unknown_and_runs_nothing() -> None:
         assert list(probe.calls()) == []
     assert probe.peak_bytes is None
     assert probe.reason == "unknown: torch.mps has no peak statistic"
+
+
+def test_the_cpu_model_is_read_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every CPU measurement names its CPU (``CpuBackend.describe``): /proc/cpuinfo is read for the first only."""
+    from pytest_gpuperf.measuring import _devices
+
+    opened: list[str] = []
+    real_open = open
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    _devices.cpu_model.cache_clear()
+    try:
+        names = {CpuBackend().describe()["name"] for _ in range(3)}
+    finally:
+        _devices.cpu_model.cache_clear()
+    assert len(names) == 1 and opened.count("/proc/cpuinfo") <= 1

@@ -143,13 +143,31 @@ def test_a_monitor_whose_thread_was_refused_says_so_and_starts_clean_next(monkey
     monitor = Monitor(interval=0.01)
     with pytest.raises(RuntimeError, match=r"^could not start the load monitor's thread: can't start new thread "):
         monitor.start()
-    assert monitor.load_over(0.0) is None  # left stopped: nothing kept
-    monitor.stop()  # the next test's stop, then its start
+    assert monitor._thread is None  # no thread kept that never started
     monitor.start()
     try:
         assert monitor._thread is not None and monitor._thread.is_alive()
     finally:
         monitor.stop()
+
+
+def test_a_running_monitor_keeps_its_thread_and_a_span_starts_no_earlier_than_the_last_start() -> None:
+    """A session's tests share one thread; each test's start is a snapshot, so that a busy stretch before it (the
+    previous test's neighbour) is no part of the load of a span inside it."""
+    machine = FakeMachine([])
+    monitor = Monitor(interval=3600.0, take=machine.take)  # the thread itself never takes one here
+    monitor.start()
+    try:
+        thread = monitor._thread
+        machine.wall, machine.busy = 5.0, 5.0  # five seconds with a neighbour on one core
+        monitor.start()
+        assert monitor._thread is thread and thread is not None and thread.is_alive()
+        machine.wall += 1.0  # one quiet second in this test
+        load = monitor.load_over(0.5)
+        assert load is not None and load.seconds == pytest.approx(1.0) and load.background_cores == 0.0
+    finally:
+        monitor.stop()
+    assert monitor._thread is None
 
 
 def test_the_run_queue_wait_is_per_second_of_the_span_and_kept_in_the_json() -> None:

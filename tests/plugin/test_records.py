@@ -85,6 +85,28 @@ def test_a_confirmation_run_becomes_a_rerun_of_its_record() -> None:
     assert [r.samples for r in rerun.rounds] == [samples_around(12e-3), samples_around(12.5e-3)]
 
 
+def test_keeping_a_record_looks_at_no_other_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records are kept by key: keeping the 300th reads as few keys as keeping the first, not those of the 299 before
+    it (a scan per record made a session of many tests quadratic), and a rerun's record still takes its place."""
+    book = RecordBook()
+    records = [make_record(10e-3, test=f"test_x.py::test_{i}[cpu]") for i in range(300)]
+    read = 0
+    key = Record.key
+
+    def counted(record: Record) -> str:
+        nonlocal read
+        read += 1
+        return str(key.fget(record))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Record, "key", property(counted))
+    for record in records:
+        assert book.keep(record)
+    assert read <= 2 * len(records)
+    rerun = make_record(12e-3, test="test_x.py::test_7[cpu]")
+    book.keep(rerun)
+    assert len(book.records) == 300 and book.records[7] is rerun and book.latest(rerun.key) is rerun
+
+
 def test_a_workers_payload_merges_into_the_controllers_book() -> None:
     worker = RecordBook()
     record = _observed(worker, 10e-3)
