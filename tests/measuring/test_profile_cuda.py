@@ -5,6 +5,7 @@ and ``profile_step`` against a recording stand-in of torch's CUDA calls."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from fractions import Fraction
 from itertools import count
 from typing import Any
@@ -19,6 +20,7 @@ from pytest_gpuperf.measuring._profiler import (
     EAGER_PROFILE,
     EventSummary,
     _profile_from,
+    _start_up,
     profile_step,
     read_events,
 )
@@ -214,6 +216,7 @@ class _Recording:
     """What ``profile_step`` asks of torch's CUDA calls and profiler, recorded in order."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        _start_up(time.perf_counter)  # the process's first profile starts a profiler of its own: not recorded here
         self.order: list[str] = []
         real = torch.autograd.profiler.profile
         order = self.order
