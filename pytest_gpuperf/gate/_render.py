@@ -209,7 +209,8 @@ def _cleared_note(result: GateResult, label: str) -> list[str]:
     passed unsaid, with the names that would fail them."""
     if MORE_WORK not in result.fail_on:
         return []
-    passing = [r for r in result.rows if r.verdict.value in CLEARED and r not in result.failing]
+    failing = {id(row) for row in result.failing}  # once: ``failing`` judges every row
+    passing = [r for r in result.rows if r.verdict.value in CLEARED and id(r) not in failing]
     cleared = [(r, more) for r in passing if (more := r.work_failing(frozenset(WORK_NAMES)))]
     if not cleared:
         return []
@@ -243,7 +244,8 @@ def work_lines(result: GateResult) -> list[str]:
 
 
 def _same_work_note(result: GateResult, label: str) -> list[str]:
-    same = [r for r in result.rows if r.verdict is Verdict.SAME_WORK and r not in result.failing]
+    failing = {id(row) for row in result.failing}  # once: ``failing`` judges every row
+    same = [r for r in result.rows if r.verdict is Verdict.SAME_WORK and id(r) not in failing]
     if not same:
         return []
     names = ", ".join(short_test(r) + f" [{r.device}]" for r in same)
