@@ -59,6 +59,15 @@ def strict_warnings(items: list[pytest.Item], root: Path) -> None:
                 item.add_marker(pytest.mark.filterwarnings(spec), append=False)
 
 
+@pytest.fixture
+def whole_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests that check what a real work profile reads, not its budget: the profile gets the whole measuring time,
+    so that a busy machine's slow reading never reduces it (to counts without times, or none)."""
+    from pytest_gpuperf.measuring import _profiler
+
+    monkeypatch.setattr(_profiler, "PROFILE_SHARE", 1.0)
+
+
 def _absent(kind: str) -> str:
     """Why a test marked ``kind`` cannot run here, or '' when it can."""
     if kind == "cuda" and not torch.cuda.is_available():

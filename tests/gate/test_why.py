@@ -298,6 +298,7 @@ N = 384
 SETTINGS = MeasureSettings(min_time=0.02, max_time=0.5, warmup_time=0.02, memory=False, threads=1)
 
 
+@pytest.mark.usefixtures("whole_profile")  # what the profiles read, not their budget under a busy machine's load
 def test_a_planted_extra_matmul_ranks_first_on_real_torch() -> None:
     """Two real steps, the head with one more large matmul: aten::mm is the first op, one more call per call. The
     extra product is nearly all of the head's time, so no other op can rank above it; the time outside any op can,

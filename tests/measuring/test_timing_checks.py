@@ -42,6 +42,9 @@ from tests.synthetic import make_measurement, make_record, make_run, samples_aro
 
 from .fake_gpu import FakeGpu, plain_loop, step
 
+#: These tests check what the profile reads, not its budget: a busy machine's slow reading must not reduce it.
+pytestmark = pytest.mark.usefixtures("whole_profile")
+
 FAST = MeasureSettings(max_time=0.5, min_time=0.02, warmup_time=0.02, memory=False)
 ROUNDS = MeasureSettings(max_time=1.0, min_time=0.05, warmup_time=0.05, min_samples=10, memory=False)
 #: The real CPU steps: short, and profiled (the profile counts the later calls).
@@ -156,14 +159,6 @@ def matmul() -> torch.Tensor:
 
 def elementwise() -> torch.Tensor:
     return (A * 2 + 1).relu_()
-
-
-@pytest.fixture(autouse=True)
-def _whole_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests check what the profile reads, not its budget: a busy machine's slow reading must not reduce it."""
-    from pytest_gpuperf.measuring import _profiler
-
-    monkeypatch.setattr(_profiler, "PROFILE_SHARE", 1.0)
 
 
 def test_a_matmul_cached_after_its_first_call_is_flagged() -> None:
