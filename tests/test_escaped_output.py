@@ -97,7 +97,7 @@ def test_runs_listing_and_show_print_no_control_code(
 
 def test_an_error_naming_a_crafted_record_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.json"
-    path.write_text(_crafted(tmp_path / "ok.json", 1e-3).read_text().replace('"iterations": 1', '"iterations": 0'))
+    path.write_text(_crafted(tmp_path / "ok.json", 1e-3).read_text().replace('"iterations":1,', '"iterations":0,'))
     assert main(["compare", str(path), str(path)]) == 2
     err = capsys.readouterr().err
     _assert_safe(err)

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import gzip
-import json
 import math
 import os
 import re
@@ -37,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from .._escape import printable
-from .._jsonfile import JsonFileError, read_json
+from .._jsonfile import JsonFileError, lined, read_json
 from .._process import alive
 from ._pytest_benchmark import PytestBenchmarkError, from_pytest_benchmark, is_pytest_benchmark
 from ._record import (
@@ -166,6 +164,8 @@ def _schema_of(path: Path) -> object:
 
 #: ``--gpuperf-json`` and the run files of the results directory.
 RESULTS_OUTPUT: Final = OutputKind.of_schema("results file", "results.json", SCHEMA)
+#: The levels a run file indents (``_jsonfile.lined``): the run's keys, then one line a record.
+RUN_DEPTH: Final = 2
 
 
 def output_problem(path: Path, kind: OutputKind) -> str | None:
@@ -243,7 +243,7 @@ def _temporary(path: Path) -> tuple[int, str]:
     removes it once its writer is gone."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(path.parent)
+        _sweep_once(path.parent)
         # The writer's pid is in the name, so that what a killed writer leaves can be told from a live one's;
         # "gpuperf-" makes the name ours alone (see _TEMPORARY).
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.gpuperf-{os.getpid()}-", suffix=".tmp", dir=path.parent)
@@ -251,6 +251,20 @@ def _temporary(path: Path) -> tuple[int, str]:
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return fd, tmp
+
+
+#: The folders this process has swept of killed writers' temporaries, with its pid (a forked child sweeps again).
+_SWEPT: Final[set[tuple[int, str]]] = set()
+
+
+def _sweep_once(folder: Path) -> None:
+    """``remove_stale_temporaries(folder)`` at this process's first write there: a sweep reads the whole folder, so
+    one at every write made a session that writes a file a test (its spool of traces, the baseline's) quadratic in
+    its tests (5,000 files: 2.8 s of sweeps). What a writer killed later leaves goes at the next process's."""
+    key = (os.getpid(), str(folder))
+    if key not in _SWEPT:
+        remove_stale_temporaries(folder)
+        _SWEPT.add(key)
 
 
 def atomic_export(
@@ -270,6 +284,7 @@ def atomic_export(
     ``atomic_write_text``'s are."""
     path = Path(path)
     made: list[Path] = []
+    done = False
     try:
         fd, name = _temporary(path)
         tmp = Path(name)
@@ -294,13 +309,25 @@ def atomic_export(
         else:
             _fsync(tmp)
         os.replace(tmp, path)
+        done = True
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     finally:
-        for made_here in made:  # and the outside writer's own temporaries beside it (kineto's <name>.tmp)
-            for leftover in made_here.parent.glob(f"{glob.escape(made_here.name)}*"):
+        for made_here in made:
+            with contextlib.suppress(OSError):
+                made_here.unlink(missing_ok=True)
+            if not done:  # and the outside writer's own temporaries beside it (kineto's <name>.tmp)
+                _remove_beside(made_here)
+
+
+def _remove_beside(made: Path) -> None:
+    """The files whose names start with the temporary ``made``'s, which its outside writer made beside it (one that
+    did not finish); a writer that finished renamed its own."""
+    with contextlib.suppress(OSError), os.scandir(made.parent) as entries:
+        for entry in entries:
+            if entry.name.startswith(made.name):
                 with contextlib.suppress(OSError):
-                    leftover.unlink()
+                    os.unlink(entry.path)
 
 
 def _fsync(path: Path) -> None:
@@ -357,9 +384,15 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     """Remove the temporary files of ``atomic_write_text`` in ``directory`` whose writer is gone (SIGKILLed in the
     middle of a write); a live writer's are kept, and so is every file not named as ours (``_TEMPORARY``): another
     program's ``.x.123.y.tmp`` is its own business. Returns what was removed."""
-    removed = []
-    for tmp in directory.glob(".*.gpuperf-*"):
-        if stale_temporary(tmp.name) and tmp.is_file() and not tmp.is_symlink():
+    removed: list[Path] = []
+    try:
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries if e.name.startswith(".") and ".gpuperf-" in e.name]
+    except OSError:
+        return removed
+    for name in names:
+        tmp = directory / name
+        if stale_temporary(name) and tmp.is_file() and not tmp.is_symlink():
             with contextlib.suppress(OSError):
                 tmp.unlink()
                 removed.append(tmp)
@@ -528,8 +561,7 @@ def _flock(fd: int, lock: Path, deadline: float, timeout: float) -> bool:
 def save_run(path: Path, run: Run, *, new: bool = False) -> None:
     """Write one run; ``new=True`` raises FileExistsError rather than replace an existing file, and an existing file
     is replaced only if it is a results file (``RESULTS_OUTPUT``)."""
-    text = json.dumps(run.to_dict(), indent=1, sort_keys=False) + "\n"
-    atomic_write_text(path, text, new=new, kind=RESULTS_OUTPUT)
+    atomic_write_text(path, lined(run.to_dict(), RUN_DEPTH) + "\n", new=new, kind=RESULTS_OUTPUT)
 
 
 def save_baseline_file(path: Path, name: str, runs: Sequence[Run]) -> None:
@@ -540,7 +572,7 @@ def save_baseline_file(path: Path, name: str, runs: Sequence[Run]) -> None:
         "name": name,
         "runs": [r.to_dict() for r in runs],
     }
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
+    atomic_write_text(path, lined(data, RUN_DEPTH + 2) + "\n")  # its runs, each as a run file lays it out
 
 
 def load_run(path: Path) -> Run:

@@ -487,7 +487,7 @@ def _count_lines(base: Any, head: Any, leading: str) -> tuple[list[str], list[st
         shown = work.details(SHOWN_CHANGES)
         if shown[0] == leading:
             break
-    return shown, work.details()
+    return shown, work.details() if work is not None else []
 
 
 def test_a_planted_matmul_on_a_slice_leads_the_count_lines_and_its_view_ops_share_one() -> None:

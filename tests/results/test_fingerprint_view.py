@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import pytest_gpuperf
+from pytest_gpuperf._jsonfile import lined
 from pytest_gpuperf.results import (
     CudaDevice,
     Fingerprint,
@@ -26,6 +27,7 @@ from pytest_gpuperf.results import (
     save_run,
 )
 from pytest_gpuperf.results._comparable import matching_view
+from pytest_gpuperf.results._files import RUN_DEPTH
 from pytest_gpuperf.results._pytest_benchmark import to_pytest_benchmark
 from tests.fake_nvml import FakeNvml, cuda_props
 from tests.fake_nvml import gpus as fake_gpus
@@ -35,7 +37,7 @@ from tests.synthetic import FINGERPRINT, make_record, make_run
 
 def stored(data: Any) -> str:
     """The bytes a results file holds for ``data`` (``_files.save_run``'s dump)."""
-    return json.dumps(data, indent=1, sort_keys=False)
+    return lined(data, RUN_DEPTH)
 
 
 def round_trip(data: dict[str, Any]) -> dict[str, Any]:

@@ -235,13 +235,28 @@ def test_a_copy_that_could_not_be_kept_says_why_when_its_trace_is_asked_for(tmp_
     assert not (tmp_path / "x.json").exists()
 
 
-def test_a_copy_removed_during_the_session_is_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["x.json", "x.json.gz"])  # unpacked (a run's), or the copy itself (a baseline's)
+def test_a_copy_removed_during_the_session_is_a_clear_error(tmp_path: Path, target: str) -> None:
     spool = TraceSpool(ResultsDir(tmp_path))
     kept = spool.keep("k", profiled())
     (tmp_path / "traces" / spool.name / trace_file("k", "baseline")).unlink()
     with pytest.raises(ResultsError, match=r"cannot read .*\.json\.gz, where this session kept the trace"):
-        write_trace(kept.profile, tmp_path / "x.json")
-    assert not (tmp_path / "x.json").exists()
+        write_trace(kept.profile, tmp_path / target, compress=target.endswith(".gz"))
+    assert not (tmp_path / target).exists()
+
+
+def test_a_baseline_keeps_the_spools_copy_as_it_is(tmp_path: Path) -> None:
+    """Saving a baseline's traces publishes each spooled copy itself, not one unpacked, parsed and packed again."""
+    store = ResultsDir(tmp_path / "results")
+    spool = TraceSpool(store)
+    kept = spool.keep("k", profiled())
+    copy = store.traces_dir / spool.name / trace_file("k", "baseline")
+    baseline = tmp_path / "baselines" / "main.json"
+    assert save_baseline_traces(baseline, [("k", kept.profile)]) == 1
+    published = baseline_trace(baseline, "k")
+    assert published is not None and published.read_bytes() == copy.read_bytes()
+    assert json.loads(gzip.decompress(published.read_bytes())) == TRACE
+    assert [p.name for p in published.parent.iterdir()] == [published.name]  # no temporary left
 
 
 def test_a_killed_sessions_spool_is_removed_by_the_next_and_no_other_file(tmp_path: Path) -> None:
@@ -264,9 +279,10 @@ def test_a_killed_sessions_spool_is_removed_by_the_next_and_no_other_file(tmp_pa
     assert sorted(p.name for p in traces.iterdir()) == sorted([live.name, foreign.name])  # traces/ was there before
 
 
-def test_a_full_disk_at_the_end_blames_the_trace_written_not_the_copy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["x.json", "x.json.gz"])
+def test_a_full_disk_at_the_end_blames_the_trace_written_not_the_copy(tmp_path: Path, target: str) -> None:
     kept = TraceSpool(ResultsDir(tmp_path / "results")).keep("k", profiled())
     with full_tmpfs(tmp_path / "disk") as disk:
-        with pytest.raises(ResultsError, match=r"cannot write .*disk/x\.json: No space left on device; free some"):
-            write_trace(kept.profile, disk / "x.json")
+        with pytest.raises(ResultsError, match=rf"cannot write .*disk/{target}: No space left on device; free some"):
+            write_trace(kept.profile, disk / target, compress=target.endswith(".gz"))
         assert [p.name for p in disk.iterdir()] == ["filler"]
