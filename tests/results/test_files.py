@@ -51,7 +51,12 @@ def test_a_folder_is_swept_once_a_process_not_at_every_write(tmp_path: Path, mon
     of traces, a baseline's) quadratic in the tests. A killed writer's temporary still goes at the first write."""
     swept: list[Path] = []
     real = _files.remove_stale_temporaries
-    monkeypatch.setattr(_files, "remove_stale_temporaries", lambda folder: swept.append(folder) or real(folder))
+
+    def sweep(folder: Path) -> list[Path]:
+        swept.append(folder)
+        return real(folder)
+
+    monkeypatch.setattr(_files, "remove_stale_temporaries", sweep)
     stale = tmp_path / f".run-a.json.gpuperf-{dead_pid()}-x1y2z3w4.tmp"
     stale.write_text("{half")
     for i in range(20):
