@@ -147,8 +147,10 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     failing = result.failing
     if failing:
         names = ", ".join(short_test(r) + f" [{r.device}]" for r in failing)
+        failing_ids = {id(row) for row in failing}  # by identity: comparing rows is comparing all they hold
         rest = ", ".join(
-            f"{n} {verdict}" for verdict, n in count_verdicts(r for r in result.rows if r not in failing).items()
+            f"{n} {verdict}"
+            for verdict, n in count_verdicts(r for r in result.rows if id(r) not in failing_ids).items()
         )
         lines.append(
             f"{label}: FAILED: {_what_failed(result)}{'; ' + rest if rest else ''}; failing on {fail_on}: {names}"

@@ -181,9 +181,10 @@ class GatePlugin:
 
     # ------------------------------------------------------------ failed tests
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-        report = yield
+    def reported(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+        """A test's report, made (from the session's ``pytest_runtest_makereport``: one wrapper of ours a report,
+        as each costs every test of every session): a failed test's records are marked failed, and its memory
+        released after its teardown."""
         if call.when == "call" and not self._book.repeating:
             if report.failed and call.excinfo is not None:
                 oom = is_out_of_memory(call.excinfo.value)
@@ -191,7 +192,6 @@ class GatePlugin:
                 self._release_after = item.nodeid
             elif report.passed:
                 self._book.passed(item.nodeid)
-        return report
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
@@ -248,14 +248,6 @@ class GatePlugin:
             self._confirm(session)
             self._give_verdicts(session)
         return result
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
-        """The gate's report and a failed extra round count as failed, without a character on pytest's progress
-        line (their tests already have theirs)."""
-        if report.nodeid == GATE_NODEID or (ROUND_MARK in report.nodeid and report.failed):
-            return "failed", "", "FAILED"
-        return None
 
     def _give_verdicts(self, session: pytest.Session) -> None:
         """The gate's verdicts once every record is in; a failing gate is reported as a failed test ``gpuperf-gate``,
@@ -533,3 +525,20 @@ class GatePlugin:
             )
         for text, is_error in self._lines:
             terminalreporter.write_line(text, red=is_error)
+
+
+class ReportStatus:
+    """The status of the gate's report and of a failed extra round: failed, without a character on pytest's progress
+    line (their tests already have theirs). A plugin of its own, registered only in a session that can make them
+    (``makes_reports``): the hook is asked three times a test."""
+
+    @staticmethod
+    def makes_reports(settings: Settings) -> bool:
+        """Can a session of ``settings`` make such a report: does it compare (the gate's) or measure rounds?"""
+        return bool(settings.compare) or settings.rounds > 1
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        if report.nodeid == GATE_NODEID or (ROUND_MARK in report.nodeid and report.failed):
+            return "failed", "", "FAILED"
+        return None

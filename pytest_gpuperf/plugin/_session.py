@@ -480,6 +480,7 @@ class GpuperfSession:
             lines = [starved_message(r) for r in self.book.records if r.test == item.nodeid]
             if any(lines):
                 report.sections.append(("gpuperf: starved of CPU", "\n".join(line for line in lines if line)))
+        self.gate.reported(item, call, report)
         return report
 
     def quiet_wait(self) -> float:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import hookspecs
+from ._gate import ReportStatus
 from ._markers import MARKERS
 from ._options import OPTIONS, add_ini, given_values
 from ._session import SESSION_KEY, GpuperfSession
@@ -25,6 +26,7 @@ GATE_PLUGIN_NAME = "gpuperf-gate"
 XDIST_PLUGIN_NAME = "gpuperf-xdist"
 BENCHMARK_PLUGIN_NAME = "gpuperf-benchmark"
 UNTIMED_PLUGIN_NAME = "gpuperf-untimed"
+STATUS_PLUGIN_NAME = "gpuperf-report-status"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -62,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
     config.pluginmanager.register(session.gate, GATE_PLUGIN_NAME)
+    if ReportStatus.makes_reports(settings):
+        config.pluginmanager.register(ReportStatus(), STATUS_PLUGIN_NAME)
     if session.controller:
         config.pluginmanager.register(XdistController(session.book), XDIST_PLUGIN_NAME)
     if settings.measuring != "on":
@@ -90,7 +94,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
-        for name in (XDIST_PLUGIN_NAME, BENCHMARK_PLUGIN_NAME, UNTIMED_PLUGIN_NAME):
+        for name in (XDIST_PLUGIN_NAME, BENCHMARK_PLUGIN_NAME, UNTIMED_PLUGIN_NAME, STATUS_PLUGIN_NAME):
             if config.pluginmanager.has_plugin(name):
                 config.pluginmanager.unregister(name=name)
         config.pluginmanager.unregister(session)

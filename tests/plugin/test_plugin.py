@@ -557,6 +557,26 @@ def test_a_test_that_fails_in_a_later_round_fails_the_session_and_keeps_nothing_
     result.stdout.fnmatch_lines(["FAILED *::test_flaky[[]cpu[]] [[]gpuperf round 2[]]*"])
     (record,) = json.loads((pytester.path / "run.json").read_text())["records"]
     assert not record["gate"].get("rounds"), "the failed rounds' samples are not kept"
+    progress = next(line for line in result.stdout.lines if line.startswith("test_"))
+    assert progress.split()[1] == ".", "a failed round puts no F of its own on the progress line"
+
+
+@pytest.mark.parametrize(("options", "registered"), [((), False), (("--gpuperf-rounds=2",), True)])
+def test_the_status_of_special_reports_is_asked_only_where_a_session_can_make_them(
+    pytester: pytest.Pytester, options: tuple[str, ...], registered: bool
+) -> None:
+    """Issue 37: the hook is asked three times a test, so a session that makes no gate report and no rounds has it
+    not registered (``plugin/_gate.py`` ``ReportStatus``)."""
+    pytester.makeconftest(
+        """
+        def pytest_sessionstart(session):
+            print("status plugin:", session.config.pluginmanager.has_plugin("gpuperf-report-status"))
+        """
+    )
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-s", *options)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"status plugin: {registered}"])
 
 
 def test_a_tolerance_given_to_measure_travels_with_its_record(pytester: pytest.Pytester) -> None:
