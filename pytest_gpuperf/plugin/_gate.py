@@ -193,8 +193,8 @@ class GatePlugin:
             elif report.passed:
                 self._book.passed(item.nodeid)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+    def after_teardown(self, item: pytest.Item) -> None:
+        """After a test's teardown (the last of its hooks): a failed test's memory is released."""
         if self._release_after == item.nodeid:
             self._release_after = None
             release_failed_test_memory()

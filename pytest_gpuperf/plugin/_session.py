@@ -436,8 +436,15 @@ class GpuperfSession:
             params.append(pytest.param(slot, marks=marks, id=slot.id))
         metafunc.parametrize("gpuperf_device", params, indirect=True)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Register the hooks every test passes through (``PerTestHooks``) where a collected test measures or carries
+        one of our markers: a session of plain tests pays nothing for them per test."""
+        if any(self.measures(item) or _marked(item) for item in session.items):
+            self.config.pluginmanager.register(PerTestHooks(self), PER_TEST_HOOKS)
+
+    def before_setup(self, item: pytest.Item) -> None:
+        """Before a test's setup: a test's bad marker fails it (its message once, not chained); a measuring test's
+        GPU is made current."""
         if any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers()):  # one pass: every test
             problem = self.marker_problem(item)
             if problem:  # an error of this test alone, its message once (not chained)
@@ -445,11 +452,9 @@ class GpuperfSession:
         if self.measures(item):
             self._make_current(item)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> None:
+    def before_call(self, item: pytest.Item) -> None:
         """Before a measuring test's call: wait for the cores it needs (``--gpuperf-quiet-wait``), then watch the
-        load from its start (``Monitor.start``; the session's monitor runs on until the end). A plain hook, not a
-        wrapper: every test of a session pays for it."""
+        load from its start (``Monitor.start``; the session's monitor runs on until the end)."""
         self._waited = 0.0
         if self.untimed or self._measuring_fixtures.isdisjoint(getattr(item, "fixturenames", ())):
             return
@@ -469,11 +474,10 @@ class GpuperfSession:
         # this test's alone, one line, outside the except block (not chained)
         pytest.fail(f"gpuperf: {why}; this test's measurement failed, the next starts clean", pytrace=False)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-        """A failed test that the load monitor saw starved of cores says so under its failure, as a throttled GPU
-        is flagged: its bound may have failed on the machine's load, not on the code."""
-        report = yield
+    def reported(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+        """A test's report, made: a failed test that the load monitor saw starved of cores says so under its failure,
+        as a throttled GPU is flagged (its bound may have failed on the machine's load, not on the code); the gate
+        marks its records."""
         if call.when == "call" and report.failed and not self.book.repeating:
             from ..results import starved_message
 
@@ -481,7 +485,6 @@ class GpuperfSession:
             if any(lines):
                 report.sections.append(("gpuperf: starved of CPU", "\n".join(line for line in lines if line)))
         self.gate.reported(item, call, report)
-        return report
 
     def quiet_wait(self) -> float:
         wait = self.settings.quiet_wait
@@ -652,3 +655,38 @@ def _check_writable(path: Path, option: str) -> None:
 
 
 SESSION_KEY = pytest.StashKey[GpuperfSession]()
+
+
+#: The name ``PerTestHooks`` is registered under.
+PER_TEST_HOOKS: Final = "gpuperf-test-hooks"
+
+
+def _marked(item: pytest.Item) -> bool:
+    return any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers())
+
+
+class PerTestHooks:
+    """The hooks every test of a session passes through, for ``GpuperfSession`` (its setup, call and report) and
+    its gate (teardown): registered after collection only where a test measures or carries our markers, as each
+    costs every test of the session (500 plain tests: about 9M instructions each)."""
+
+    def __init__(self, session: GpuperfSession) -> None:
+        self._session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self._session.before_setup(item)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self._session.before_call(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        self._session.reported(item, call, report)
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self._session.gate.after_teardown(item)

@@ -12,7 +12,7 @@ from . import hookspecs
 from ._gate import ReportStatus
 from ._markers import MARKERS
 from ._options import OPTIONS, add_ini, given_values
-from ._session import SESSION_KEY, GpuperfSession
+from ._session import PER_TEST_HOOKS, SESSION_KEY, GpuperfSession
 from ._settings import SettingError, Settings
 from ._untimed import UntimedPlugin, add_benchmark_flags, mode_from_benchmark_flags
 from ._xdist import XdistController
@@ -27,6 +27,14 @@ XDIST_PLUGIN_NAME = "gpuperf-xdist"
 BENCHMARK_PLUGIN_NAME = "gpuperf-benchmark"
 UNTIMED_PLUGIN_NAME = "gpuperf-untimed"
 STATUS_PLUGIN_NAME = "gpuperf-report-status"
+#: The plugin objects a session registers only where it needs them, unregistered at its end.
+_REGISTERED_WHERE_NEEDED = (
+    XDIST_PLUGIN_NAME,
+    BENCHMARK_PLUGIN_NAME,
+    UNTIMED_PLUGIN_NAME,
+    STATUS_PLUGIN_NAME,
+    PER_TEST_HOOKS,
+)
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -94,7 +102,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
-        for name in (XDIST_PLUGIN_NAME, BENCHMARK_PLUGIN_NAME, UNTIMED_PLUGIN_NAME, STATUS_PLUGIN_NAME):
+        for name in _REGISTERED_WHERE_NEEDED:
             if config.pluginmanager.has_plugin(name):
                 config.pluginmanager.unregister(name=name)
         config.pluginmanager.unregister(session)

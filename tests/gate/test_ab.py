@@ -472,8 +472,9 @@ WORKLOADS = {"mm": Workload("mm", build)}
 
 
 @pytest.fixture
-def matmul_repo(real_timing_repo: Path) -> Path:
-    """``real_timing_repo`` with a real matmul workload (tag ``matmul``), timed for real."""
+def matmul_repo(real_timing_repo: Path, whole_profile: None) -> Path:
+    """``real_timing_repo`` with a real matmul workload (tag ``matmul``), timed for real; its tests check what the
+    profiles read, so a busy machine's slow reading must not reduce them (``whole_profile``)."""
     commit(real_timing_repo, {"perf/workloads.py": MATMULS, "perf/extra.py": "EXTRA = 0\n"}, "a matmul")
     git(real_timing_repo, "tag", "matmul")
     return real_timing_repo

@@ -561,6 +561,31 @@ def test_a_test_that_fails_in_a_later_round_fails_the_session_and_keeps_nothing_
     assert progress.split()[1] == ".", "a failed round puts no F of its own on the progress line"
 
 
+@pytest.mark.parametrize(
+    ("test", "registered"),
+    [
+        ("def test_plain():\n    pass\n", False),
+        ("def test_measured(gpuperf):\n    gpuperf.measure(lambda: None)\n", True),
+        ("import pytest\n\n@pytest.mark.gpuperf(target=0.5)\ndef test_marked():\n    pass\n", True),
+    ],
+)
+def test_the_per_test_hooks_are_registered_only_where_a_test_measures_or_is_marked(
+    pytester: pytest.Pytester, test: str, registered: bool
+) -> None:
+    """Issue 37: setup, call, report and teardown hooks cost every test of a session (500 plain tests: about 9M
+    instructions each), so a session whose tests neither measure nor carry our markers has none of them."""
+    pytester.makeconftest(
+        """
+        def pytest_runtest_call(item):
+            print("per-test hooks:", item.config.pluginmanager.has_plugin("gpuperf-test-hooks"))
+        """
+    )
+    pytester.makepyfile(test)
+    result = pytester.runpytest("-s", "--gpuperf-device=cpu", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"*per-test hooks: {registered}"])
+
+
 @pytest.mark.parametrize(("options", "registered"), [((), False), (("--gpuperf-rounds=2",), True)])
 def test_the_status_of_special_reports_is_asked_only_where_a_session_can_make_them(
     pytester: pytest.Pytester, options: tuple[str, ...], registered: bool
