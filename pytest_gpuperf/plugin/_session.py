@@ -445,7 +445,7 @@ class GpuperfSession:
     def before_setup(self, item: pytest.Item) -> None:
         """Before a test's setup: a test's bad marker fails it (its message once, not chained); a measuring test's
         GPU is made current."""
-        if any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers()):  # one pass: every test
+        if _marked(item):
             problem = self.marker_problem(item)
             if problem:  # an error of this test alone, its message once (not chained)
                 pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
@@ -662,6 +662,7 @@ PER_TEST_HOOKS: Final = "gpuperf-test-hooks"
 
 
 def _marked(item: pytest.Item) -> bool:
+    """Does ``item`` carry a ``gpuperf`` or ``gpuperf_requires`` marker (its markers read in one pass)?"""
     return any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers())
 
 
