@@ -182,9 +182,8 @@ class GatePlugin:
     # ------------------------------------------------------------ failed tests
 
     def reported(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-        """A test's report, made (from the session's ``pytest_runtest_makereport``: one wrapper of ours a report,
-        as each costs every test of every session): a failed test's records are marked failed, and its memory
-        released after its teardown."""
+        """A test's report, made (``GpuperfSession.reported``, from ``PerTestHooks``' one report wrapper): a failed
+        test's records are marked failed, and its memory released after its teardown."""
         if call.when == "call" and not self._book.repeating:
             if report.failed and call.excinfo is not None:
                 oom = is_out_of_memory(call.excinfo.value)
