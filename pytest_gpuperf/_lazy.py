@@ -11,35 +11,50 @@ packages use by that name.
 
 from __future__ import annotations
 
-import ast
 import importlib
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["exports"]
 
+#: One ``from .x import a, b as c`` (or ``import (...)`` over several lines) of the ``if TYPE_CHECKING:`` block.
+_IMPORT = re.compile(r"from\s+(\.+[\w.]*)\s+import\s+(\([^)]*\)|[^\n]*)")
+
 
 def _table(init_file: str) -> dict[str, tuple[str, str]]:
     """Name -> (relative module, its name there), from the ``from .x import a, b as c`` lines under
-    ``if TYPE_CHECKING:``."""
-    tree = ast.parse(Path(init_file).read_text(encoding="utf-8"))
+    ``if TYPE_CHECKING:``: read as text, not parsed (parsing the four ``__init__`` a session loads cost more than
+    the rest of their import; ``tests/test_package.py`` checks this reading against Python's own parser)."""
+    text = Path(init_file).read_text(encoding="utf-8")
+    _, found, rest = text.partition("\nif TYPE_CHECKING:\n")
+    block: list[str] = []
+    for line in rest.splitlines() if found else ():
+        if line and not line[0].isspace():
+            break
+        block.append(line.partition("#")[0])
     table: dict[str, tuple[str, str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for statement in node.body:
-                if isinstance(statement, ast.ImportFrom) and statement.level > 0:
-                    module = "." * statement.level + (statement.module or "")
-                    table.update({alias.asname or alias.name: (module, alias.name) for alias in statement.names})
+    for module, names in _IMPORT.findall("\n".join(block)):
+        for alias in names.strip("()").split(","):
+            name, _, asname = (part.strip() for part in alias.partition(" as "))
+            if name:
+                table[asname or name] = (module, name)
     return table
 
 
 def exports(package: str, init_file: str) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """The module ``__getattr__`` and ``__dir__`` of ``package`` (its ``__name__`` and ``__file__``)."""
-    table = _table(init_file)
+    """The module ``__getattr__`` and ``__dir__`` of ``package`` (its ``__name__`` and ``__file__``); the table of
+    names is read on the first lookup, so that a package none of whose names a session uses reads nothing."""
+    tables: list[dict[str, tuple[str, str]]] = []
+
+    def table() -> dict[str, tuple[str, str]]:
+        if not tables:
+            tables.append(_table(init_file))
+        return tables[0]
 
     def __getattr__(name: str) -> object:
-        where = table.get(name)
+        where = table().get(name)
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module, original = where
@@ -51,6 +66,6 @@ def exports(package: str, init_file: str) -> tuple[Callable[[str], object], Call
         return value
 
     def __dir__() -> list[str]:
-        return sorted(table)
+        return sorted(table())
 
     return __getattr__, __dir__

@@ -20,7 +20,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 
 __all__ = ["Held", "TerminatedError", "install", "interrupts_deferred", "restore", "terminate_as_interrupt"]
@@ -58,11 +57,12 @@ def terminate_as_interrupt() -> Iterator[None]:
         restore(previous)
 
 
-@dataclass
 class Held:
-    """What ``interrupts_deferred`` held: the name of the first signal received inside it (None if none came)."""
+    """What ``interrupts_deferred`` held: the name of the first signal received inside it (None if none came). (A
+    plain class: this module is loaded at every session's start, where a dataclass costs its creation.)"""
 
-    signal: str | None = None
+    def __init__(self) -> None:
+        self.signal: str | None = None
 
 
 @contextmanager

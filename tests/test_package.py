@@ -37,6 +37,43 @@ def test_every_public_name_resolves_and_is_listed(name: str) -> None:
         getattr(package, "nothing_here")  # noqa: B009 - the lazy lookup's error is what is tested
 
 
+def _parsed_exports(init_file: Path) -> dict[str, tuple[str, str]]:
+    """The ``if TYPE_CHECKING:`` block's imports as Python's parser reads them."""
+    table: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(init_file.read_text()).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom) and statement.level > 0, ast.unparse(statement)
+                module = "." * statement.level + (statement.module or "")
+                table.update({alias.asname or alias.name: (module, alias.name) for alias in statement.names})
+    return table
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_the_lazy_table_reads_the_type_checking_imports_as_python_does(name: str) -> None:
+    """``_lazy`` reads each ``__init__``'s block as text (parsing it cost a session more than the import it serves):
+    what it reads is what Python's parser reads, comments, ``as`` names and parenthesized lists included."""
+    from pytest_gpuperf import _lazy
+
+    init_file = Path(importlib.import_module(name).__file__ or "")
+    assert _lazy._table(str(init_file)) == _parsed_exports(init_file)
+
+
+def test_the_lazy_table_reads_comments_aliases_and_lists(tmp_path: Path) -> None:
+    init_file = tmp_path / "__init__.py"
+    init_file.write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from . import _values as values  # a module\n"
+        "    from ._a import (\n        One,  # the first\n        two as three,\n    )\n"
+        "    from .._b import four\n"
+        "\nfrom ._c import not_lazy\n"
+    )
+    from pytest_gpuperf import _lazy
+
+    expected = {"values": (".", "_values"), "One": ("._a", "One"), "three": ("._a", "two"), "four": (".._b", "four")}
+    assert _lazy._table(str(init_file)) == expected == _parsed_exports(init_file)
+
+
 def test_the_documented_imports_keep_working() -> None:
     from pytest_gpuperf import Measurement, Step, Workload, measure
 
@@ -53,7 +90,7 @@ print("\\n".join(sorted(sys.modules)))
 
 
 #: The measuring core's modules that parsing the options needs: every session loads them (bench/startup.py).
-AT_START = {f"pytest_gpuperf.measuring.{name}" for name in ("_devices", "_settings", "_units", "_values")}
+AT_START = {f"pytest_gpuperf.measuring.{name}" for name in ("_settings", "_units", "_values")}
 
 
 def test_loading_the_plugin_imports_no_measuring_machinery() -> None:

@@ -5,7 +5,7 @@ The names, arguments and ``firstresult`` markings are those of pytest-benchmark 
 that its users' implementations register unchanged (pytest refuses a hook it has no specification for:
 ``PluginValidationError: unknown hook``). ``entry.py`` adds them in ``pytest_configure`` only where
 pytest-benchmark's own are not registered. Which of them pytest-gpuperf calls, and with what, is
-``_benchmark.py``'s ``BenchmarkPlugin`` (docs/migrating-from-pytest-benchmark.md, "pytest-benchmark's hooks"):
+``_benchmark_plugin.py``'s ``BenchmarkPlugin`` (docs/migrating-from-pytest-benchmark.md, "pytest-benchmark's hooks"):
 the machine info and commit info hooks, into the run's fingerprint (``machine_info``, ``commit_info``), which
 the pytest-benchmark JSON writes back as its ``machine_info`` and ``commit_info``; the JSON hooks, on the
 pytest-benchmark JSON that ``--benchmark-json=PATH`` writes (ours: accepted where our fixture serves). The others

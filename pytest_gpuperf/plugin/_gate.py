@@ -235,7 +235,7 @@ class GatePlugin:
         if not alone or self._rank != 0 or session.shouldfail or session.shouldstop:
             return result
         # Extra rounds where the tests ran (a worker under xdist); confirmation where the gate runs.
-        if not self._controller:
+        if not self._controller and self.settings.rounds > 1:
             measured = {record.test for record in self._book.records}
             items = [item for item in session.items if item.nodeid in measured]
             progress = self._progress()

@@ -6,10 +6,8 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from ..measuring import KINDS, DeviceSlot, Inventory
-
 if TYPE_CHECKING:
-    from ..measuring import Binding
+    from ..measuring import Binding, DeviceSlot, Inventory
 
 __all__ = ["MARKERS", "bad_requirement", "gpus_used", "unmet_requirement"]
 
@@ -25,6 +23,8 @@ MARKERS: Final = (
 
 def bad_requirement(marker: pytest.Mark) -> str:
     """What is wrong with a ``gpuperf_requires`` marker's arguments, or ''."""
+    from ..measuring import KINDS
+
     usage = 'write for example @pytest.mark.gpuperf_requires("cuda") or @pytest.mark.gpuperf_requires("cuda", count=2)'
     if not marker.args or any(kind not in KINDS for kind in marker.args):
         return f"@pytest.mark.gpuperf_requires{marker.args!r}: name device kinds among {', '.join(KINDS)}; {usage}"

@@ -15,7 +15,7 @@ from typing import Any, Final
 import pytest
 
 from ..gate import DEFAULT_FAIL_ON, MORE_WORK, VERDICTS, WORK_NAMES
-from ..measuring import MEASURE_FIELDS, SIZES, SettingError, parse_device_option, values
+from ..measuring import MEASURE_FIELDS, SIZES, SettingError, values
 
 __all__ = ["BY_FIELD", "OPTIONS", "OptionSpec", "add_ini", "given_values"]
 
@@ -29,6 +29,8 @@ def _checked(raw: object, check: Callable[[str], Any]) -> Any:
 
 
 def _devices(raw: object) -> tuple[str, ...]:
+    from ..measuring import parse_device_option  # where a device is given: the devices' module is not loaded at start
+
     return tuple(_checked(raw, parse_device_option))  # a DeviceError is a ValueError
 
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ..measuring import DeviceError, DeviceSlot, Inventory, bind, probe_inventory, resolve_devices
 from ._gate import GatePlugin
 from ._markers import bad_requirement, unmet_requirement
 from ._processes import binding, is_controller, local_world_size, worker_index, workers
@@ -35,7 +34,17 @@ from ._xdist import send_to_controller, sharing
 if TYPE_CHECKING:
     from .._progress import Progress
     from ..history import AsvTarget
-    from ..measuring import Backend, Binding, Coordinator, Load, Measurement, MeasureSettings, Monitor
+    from ..measuring import (
+        Backend,
+        Binding,
+        Coordinator,
+        DeviceSlot,
+        Inventory,
+        Load,
+        Measurement,
+        MeasureSettings,
+        Monitor,
+    )
     from ..results import Evidence, Fingerprint, Record, Run
 
 __all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
@@ -112,17 +121,23 @@ class GpuperfSession:
     @functools.cached_property
     def inventory(self) -> Inventory:
         """The devices this machine has, probed on first use so that runs that never measure never import torch."""
+        from ..measuring import probe_inventory
+
         return probe_inventory()
 
     @functools.cached_property
     def slots(self) -> list[DeviceSlot]:
         """Requested devices, resolved on this machine's inventory."""
+        from ..measuring import resolve_devices
+
         return resolve_devices(self.settings.device, self.inventory)
 
     @functools.cached_property
     def binding(self) -> Binding | None:
         """The one GPU this process measures on (an xdist worker's, a torchrun rank's beside others, a confirmation
         run's), or None when it has the machine (``_processes.binding``; read on first use: it imports the core)."""
+        from ..measuring import DeviceError
+
         try:
             return binding(self.config)
         except DeviceError as exc:
@@ -136,6 +151,8 @@ class GpuperfSession:
         Test ids keep the requested device, so that they and the baselines keyed by them are the
         same with and without torchrun or ``-n``; the records name the device measured on.
         """
+        from ..measuring import DeviceError, bind
+
         self.refuse_shared(slot)
         try:
             return bind(slot, self.binding, self.inventory)
@@ -154,6 +171,8 @@ class GpuperfSession:
 
     def bound_slot(self) -> DeviceSlot | None:
         """The GPU of a process bound to one (``binding``), as a slot: where a step that names no device runs."""
+        from ..measuring import DeviceSlot
+
         bound = self.binding
         if bound is None or bound.index >= self.inventory.cuda_count:
             return None
@@ -162,6 +181,8 @@ class GpuperfSession:
     def _make_current(self, item: pytest.Item) -> None:
         """In a process bound to one GPU, the measuring test's GPU is made current before its fixtures run, so that
         a step's own ``.cuda()`` and ``device="cuda"`` land on it, not on every worker's cuda:0."""
+        from ..measuring import DeviceError, DeviceSlot, bind
+
         if self.binding is None:
             return
         requested = getattr(getattr(item, "callspec", None), "params", {}).get("gpuperf_device")
@@ -378,6 +399,8 @@ class GpuperfSession:
 
     def _rank_problem(self) -> str | None:
         """Why this torchrun rank cannot measure on the devices asked for beside the other local ranks, or None."""
+        from ..measuring import DeviceError, bind
+
         gpus = [slot for slot in self.slots if slot.available and slot.kind == "cuda"]
         if len(gpus) > 1:
             return (
@@ -662,8 +685,11 @@ PER_TEST_HOOKS: Final = "gpuperf-test-hooks"
 
 
 def _marked(item: pytest.Item) -> bool:
-    """Does ``item`` carry a ``gpuperf`` or ``gpuperf_requires`` marker (its markers read in one pass)?"""
-    return any(mark.name in ("gpuperf", "gpuperf_requires") for mark in item.iter_markers())
+    """Does ``item`` carry a ``gpuperf`` or ``gpuperf_requires`` marker, its own or its class's or module's? Read in
+    its keywords, which pytest keeps of every marker of it and of its parents: two lookups a node, not a walk of
+    every marker (asked of every collected test; a name among the keywords alike only costs its test the hooks)."""
+    keywords = item.keywords
+    return "gpuperf" in keywords or "gpuperf_requires" in keywords
 
 
 class PerTestHooks:

@@ -67,24 +67,22 @@ class Settings:
         Raises SettingError naming the option or ini key, the value and the fix.
         """
         values: dict[str, Any] = {}
-        for spec in OPTIONS:
+        for spec in OPTIONS:  # what is not given keeps the field's default, the option's default parsed (tested)
             raw_cli, raw_ini = cli.get(spec.field), ini.get(spec.field)
             if raw_cli is not None:
-                source, raw = f"{spec.flag}={raw_cli}", raw_cli
+                values[spec.field] = _parse(spec, raw_cli, f"{spec.flag}={raw_cli}")
             elif _in_ini(raw_ini):
-                source, raw = f"ini {spec.ini} = {raw_ini}", raw_ini
-            else:
-                source, raw = f"default of {spec.flag}", spec.default
-            values[spec.field] = _parse(spec, raw, source)
-        if cli.get("replace") and not values["save"]:  # an ini default may hold it for the sessions that save
+                values[spec.field] = _parse(spec, raw_ini, f"ini {spec.ini} = {raw_ini}")
+        measure = dataclasses.replace(_DEFAULT.measure, **{k: values.pop(k) for k in MEASURE_FIELDS if k in values})
+        settings = dataclasses.replace(_DEFAULT, measure=measure, **values)
+        if cli.get("replace") and not settings.save:  # an ini default may hold it for the sessions that save
             raise SettingError(
                 "--gpuperf-replace only changes what --gpuperf-save=NAME does: add --gpuperf-save=NAME, "
                 "or leave --gpuperf-replace out"
             )
-        _check_trace(values["trace"], values["profile"])
-        measure = MeasureSettings(**{k: values.pop(k) for k in MEASURE_FIELDS})
+        _check_trace(settings.trace, measure.profile)
         measure.check("options")
-        return cls(measure=measure, **values)
+        return settings
 
     def with_marker(self, kwargs: Mapping[str, object]) -> Settings:
         """Apply ``@pytest.mark.gpuperf(...)`` keywords; unknown keywords and bad values raise SettingError."""
@@ -125,6 +123,10 @@ class Settings:
         out = {spec.field: self.value(spec.field) for spec in OPTIONS}
         out["device"] = ",".join(self.device)
         return out
+
+
+#: Every field's default: what an option not given keeps (each option's default, parsed, is this; tested).
+_DEFAULT: Final = Settings()
 
 
 def _check_trace(trace: str, profile: str) -> None:

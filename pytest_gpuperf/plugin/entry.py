@@ -84,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # not in pytest_addhooks, which runs before it is known whether pytest-benchmark loads (its own
         # specifications would then clash with ours); pytest checks hooks without one only after collection.
         from . import _benchmark_hooks
-        from ._benchmark import MARKER, BenchmarkPlugin
+        from ._benchmark_plugin import MARKER, BenchmarkPlugin
 
         if not _has_benchmark_specs(config):
             config.pluginmanager.add_hookspecs(_benchmark_hooks)

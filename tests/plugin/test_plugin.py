@@ -567,6 +567,17 @@ def test_a_test_that_fails_in_a_later_round_fails_the_session_and_keeps_nothing_
         ("def test_plain():\n    pass\n", False),
         ("def test_measured(gpuperf):\n    gpuperf.measure(lambda: None)\n", True),
         ("import pytest\n\n@pytest.mark.gpuperf(target=0.5)\ndef test_marked():\n    pass\n", True),
+        (
+            "import pytest\n\npytestmark = pytest.mark.gpuperf_requires('cpu')\n\n"
+            "def test_module_marked():\n    pass\n",
+            True,
+        ),
+        (
+            "import pytest\n\n@pytest.mark.gpuperf(target=0.5)\nclass TestMarked:\n"
+            "    def test_in_class(self):\n        pass\n",
+            True,
+        ),
+        ("def test_named_like_us():\n    pass\n\ndef gpuperf_helper():\n    pass\n", False),
     ],
 )
 def test_the_per_test_hooks_are_registered_only_where_a_test_measures_or_is_marked(

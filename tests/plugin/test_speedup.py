@@ -19,7 +19,6 @@ import os
 import torch
 
 import pytest_gpuperf.measuring as measuring
-import pytest_gpuperf.plugin._session as session_module
 from pytest_gpuperf.measuring._backends import CpuBackend
 
 SAVED = {}
@@ -39,19 +38,19 @@ def exact_time_block(self, fn, iterations):
 
 def pytest_configure(config):
     SAVED.update(
-        probe=session_module.probe_inventory,
+        probe=measuring.probe_inventory,
         backend_for=measuring.backend_for,
         block=CpuBackend.time_block,
         affinity=os.sched_getaffinity,
     )
-    session_module.probe_inventory = one_gpu
+    measuring.probe_inventory = one_gpu
     measuring.backend_for = on_the_cpu
     CpuBackend.time_block = exact_time_block
     os.sched_getaffinity = lambda pid: {0, 1, 2, 3}
 
 
 def pytest_unconfigure(config):
-    session_module.probe_inventory = SAVED["probe"]
+    measuring.probe_inventory = SAVED["probe"]
     measuring.backend_for = SAVED["backend_for"]
     CpuBackend.time_block = SAVED["block"]
     os.sched_getaffinity = SAVED["affinity"]

@@ -68,3 +68,18 @@ def test_chosen_means_given_on_the_command_line_or_written_in_ini() -> None:
         "replace",
         "target",
     }
+
+
+def test_an_option_not_given_keeps_its_default_parsed() -> None:
+    """``Settings.resolve`` parses only what is given (a session that gives nothing loads no parser it does not
+    need, bench/startup.py): each option's default, as its help states it, parses to the field's default."""
+    from pytest_gpuperf.plugin._options import OPTIONS
+    from pytest_gpuperf.plugin._settings import Settings
+
+    defaults = Settings()
+    for spec in OPTIONS:
+        assert spec.parse(spec.default) == defaults.value(spec.field), spec.flag
+    assert Settings.resolve({}, {}) == defaults
+    given = Settings.resolve({"device": "cpu", "max_time": "0.5"}, {"tolerance": "3%", "json": ""})
+    assert given.device == ("cpu",) and given.measure.max_time == 0.5 and given.tolerance == 0.03
+    assert given.json is None and given.measure.min_samples == defaults.measure.min_samples

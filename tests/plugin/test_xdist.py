@@ -20,11 +20,10 @@ pytest.importorskip("xdist")
 TWO_GPUS = """
 import dataclasses
 
-import pytest_gpuperf.plugin._session as session_module
 import pytest_gpuperf.measuring as measuring
 from pytest_gpuperf.measuring._backends import CpuBackend
 
-_probe = session_module.probe_inventory
+_probe = measuring.probe_inventory
 
 
 def two_gpus():
@@ -35,7 +34,7 @@ def on_the_cpu(slot, torch_module=None):
     return CpuBackend(name=slot.id)
 
 
-session_module.probe_inventory = two_gpus
+measuring.probe_inventory = two_gpus
 measuring.backend_for = on_the_cpu
 """
 
