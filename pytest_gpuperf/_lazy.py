@@ -11,6 +11,7 @@ packages use by that name.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import sys
@@ -46,12 +47,10 @@ def _table(init_file: str) -> dict[str, tuple[str, str]]:
 def exports(package: str, init_file: str) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of ``package`` (its ``__name__`` and ``__file__``); the table of
     names is read on the first lookup, so that a package none of whose names a session uses reads nothing."""
-    tables: list[dict[str, tuple[str, str]]] = []
 
+    @functools.cache
     def table() -> dict[str, tuple[str, str]]:
-        if not tables:
-            tables.append(_table(init_file))
-        return tables[0]
+        return _table(init_file)
 
     def __getattr__(name: str) -> object:
         where = table().get(name)
