@@ -34,6 +34,7 @@ def test_a_fall_before_saturation_beyond_both_intervals_fails() -> None:
     assert verdict.saturation == 3
     assert verdict.failure is not None
     assert "batch 128" in verdict.failure and "against batch 64" in verdict.failure
+    assert verdict.fell == (1, 2)  # the best rung before it, and the one that fell
 
 
 def test_a_fall_within_the_intervals_or_the_allowance_passes() -> None:
@@ -132,3 +133,44 @@ def test_release_returns_cuda_cached_blocks_through_a_stand_in(monkeypatch: pyte
     monkeypatch.setitem(__import__("sys").modules, "torch", fake)
     _gate.release_failed_test_memory()
     assert emptied == [True]
+
+
+# The ladder's steps in an inner run: a call sleeps 2 ms plus 0.1 ms a sample, so throughput rises up the ladder
+# 8, 16, 32 and saturates at 32. ``SLOW`` says which builds of batch 16 sleep three times as long: its first build
+# only (a burst of load while that rung was measured) or every build (a real fall).
+_LADDER_TEST = """
+import time
+
+import pytest
+
+from pytest_gpuperf.measuring import Step
+from suites.test_batch_scaling import run_ladder
+
+SLOW = {slow!r}
+
+
+def test_ladder(gpuperf):
+    builds = []
+
+    def build(batch):
+        builds.append(batch)
+        slow = batch == 16 and (SLOW == "always" or builds.count(16) == 1)
+        seconds = (2e-3 + 1e-4 * batch) * (3 if slow else 1)
+        return Step(lambda: time.sleep(seconds), {{"samples": batch}}, check=lambda: None)
+
+    run_ladder(gpuperf, "sleeper", "samples", 8, 32, build)
+    assert builds == [8, 16, 32, 8, 16]
+"""
+
+
+@pytest.mark.parametrize(("slow", "outcome"), [("first", "passed"), ("always", "failed")])
+def test_a_fall_is_confirmed_in_interleaved_rounds_before_it_fails(
+    pytester: pytest.Pytester, slow: str, outcome: str
+) -> None:
+    pytester.makepyfile(test_ladder=_LADDER_TEST.format(slow=slow))
+    result = pytester.runpytest("--gpuperf-max-time=0.3", "--gpuperf-warmup-time=0.02", "-p", "no:randomly")
+    result.assert_outcomes(**{outcome: 1})
+    result.stdout.fnmatch_lines(["*sleeper: throughput fell*confirming in interleaved rounds of batch 8 and 16"])
+    # The rounds' ratio is the steps' own (1.56, and 0.52 for the real fall), whatever the ladder saw.
+    median = "1.5*" if slow == "first" else "0.5*"
+    result.stdout.fnmatch_lines([f"*samples/s of batch=16 / samples/s of batch=8 at least 0.9*median {median}"])
