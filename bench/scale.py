@@ -21,11 +21,13 @@ For each N of ``--tests``, in a fresh directory (under ``--workdir``, kept; defa
 
 Each is a fresh process, reaped with ``os.wait4``: its wall time, its CPU time (user + system, its own children's
 included: the confirmation runs) and its peak RSS (``ru_maxrss``: the process's, or its largest child's). Sizes:
-the run files, the baseline file, the traces kept beside the baseline and the second run's traces, the HTML page.
+the run files, the baseline file, the traces kept beside the baseline (their total, their count and the size of
+each) and the second run's traces, the HTML page.
 
 It prints one markdown table (a row per figure, a column per N), with the growth exponent of each figure between the
 two largest N, ``log(f(N2) / f(N1)) / log(N2 / N1)`` (1: linear), judged against the target of at most 1.05 (but for
-the record count and the gated run's traces, which follow the gate's failing rows), and the peak RSS per record of
+the record count, the gated run's traces, which follow the gate's failing rows, and the baseline's traces and their
+count, which follow how many profiles the budget kept whole: its size a trace is judged), and the peak RSS per record of
 each session, ``(RSS(N) - RSS(N0)) / (N - N0)`` with N0 the smallest N, judged against the target of at most 50 KiB.
 Then one line per target, ``met:`` or ``MISSED:``; the exit status is 1 when one is missed. No speed is asserted by
 the tests; the figures are this machine's. Results: bench/evidence/scale.md.
@@ -257,6 +259,8 @@ ROWS: Final = (
     ("size.run", "results file (a run)", "MiB"),
     ("size.baseline", "baseline file (1 run)", "MiB"),
     ("size.baseline_traces", "traces beside the baseline", "MiB"),
+    ("count.baseline_traces", "traces beside the baseline: files", "n"),
+    ("size.baseline_trace", "traces beside the baseline: each", "KiB"),
     ("size.run_traces", "traces of the gated run", "MiB"),
     ("runs.wall", "`pytest-gpuperf runs`: wall", "s"),
     ("runs.rss", "`pytest-gpuperf runs`: peak RSS", "MiB"),
@@ -268,8 +272,10 @@ ROWS: Final = (
     ("compare.cpu", "`pytest-gpuperf compare scale RUN`: CPU", "s"),
     ("compare.rss", "`pytest-gpuperf compare scale RUN`: peak RSS", "MiB"),
 )
-#: Rows whose growth is not judged: the count itself, and the failing rows' traces, which follow the verdicts.
-UNJUDGED: Final = ("records", "size.run_traces")
+#: Rows whose growth is not judged: the count itself, the failing rows' traces, which follow the verdicts, and the
+#: baseline's traces and their count, which follow how many profiles the budget kept whole (the load's doing); the
+#: size of each is judged.
+UNJUDGED: Final = ("records", "size.run_traces", "size.baseline_traces", "count.baseline_traces")
 #: The sessions whose peak RSS per record is judged (target 1).
 PER_RECORD: Final = ("save.rss", "gate.rss")
 
@@ -297,7 +303,10 @@ def measure(directory: Path, tests: int, kinds: Sequence[str]) -> Point:
     gate_lines = list(dict.fromkeys(found))  # the gate's line is printed twice: under its table and at the end
     figures["size.run"] = size(run)
     figures["size.baseline"] = size(results / "baselines" / f"{BASELINE}.json")
-    figures["size.baseline_traces"] = size(results / "baselines" / f"{BASELINE}.traces")
+    kept = results / "baselines" / f"{BASELINE}.traces"
+    figures["size.baseline_traces"] = size(kept)
+    figures["count.baseline_traces"] = sum(1 for p in kept.rglob("*") if p.is_file()) if kept.is_dir() else 0
+    figures["size.baseline_trace"] = figures["size.baseline_traces"] / max(figures["count.baseline_traces"], 1)
     figures["size.run_traces"] = size(results / "traces")
     page = directory / "page.html"
     where = ("--results-dir", str(results))
@@ -331,6 +340,8 @@ def per_record(first: Point, point: Point, key: str) -> float:
 def cell(value: float, unit: str) -> str:
     if unit == "MiB":
         return f"{value / 2**20:.2f}"
+    if unit == "KiB":
+        return f"{value / 2**10:.1f}"
     if unit == "n":
         return f"{value:.0f}"
     return f"{value:.2f}"

@@ -208,6 +208,10 @@ def test_scale_measures_every_figure_and_judges_every_target(tmp_path: Path) -> 
     # the traces kept beside the baseline follow the profiles the budget kept whole: under a busy machine's load, none
     traces = r"^\| traces beside the baseline +\| MiB +\| [\d.]+ +\| [\d.]+ +\| (-?[\d.]+|-) +\|$"
     assert re.search(traces, out, re.MULTILINE), out
+    assert re.search(r"^\| traces beside the baseline: files +\| n +\| \d+ +\| \d+ +\|", out, re.MULTILINE), out
+    assert re.search(r"^\| traces beside the baseline: each +\| KiB +\| [\d.]+ +\| [\d.]+ +\|", out, re.MULTILINE), out
+    # the total and the count follow the load (the profile's budget); a trace's size is judged, where there are some
+    assert not re.search(r"^(met|MISSED): traces beside the baseline(: files)?: growth", out, re.MULTILINE), out
     growth = {}
     for label in labels:
         row = re.search(rf"^\| {re.escape(label)} +\| \w+ +\| [\d.]+ +\| [\d.]+ +\| (-?[\d.]+) +\|$", out, re.M)
@@ -228,6 +232,9 @@ def test_scale_measures_every_figure_and_judges_every_target(tmp_path: Path) -> 
     for key in ("size.run", "size.baseline", "size.page"):  # more records, more bytes
         assert large[key] > small[key] > 0, key
     assert "size.baseline_traces" in large and "size.baseline_traces" in small
+    for point in (small, large):
+        count = point["count.baseline_traces"]
+        assert point["size.baseline_trace"] == (point["size.baseline_traces"] / count if count else 0)
     assert large["gate.after"] < large["gate.wall"] and large["save.before"] < large["save.wall"]
     # the table's growth is log(f(12) / f(6)) / log(2), to its three decimals
     expected = math.log(large["size.baseline"] / small["size.baseline"]) / math.log(2)
