@@ -7,7 +7,8 @@ Start-up: runs ``python -m pytest -q -p no:randomly -p no:cacheprovider`` on a g
 trivial tests, alternating a run with the plugin loaded and one with ``-p no:gpuperf``,
 ``--repeats`` times each, and prints the median wall time and CPU time (the session's user +
 system time) of each and their ratios. The runs alternate so that a change in the machine's
-speed falls on both alike. Also prints what importing the plugin costs a process that has
+speed falls on both alike, and the median of the pairs' CPU ratios with its distribution-free interval (at the
+coverage the pairs give: 95% needs six). Also prints what importing the plugin costs a process that has
 imported pytest already (median of ``--repeats`` fresh processes, CPU time) and how many of
 the package's modules that import loads.
 
@@ -110,6 +111,21 @@ def _times(label: str, runs: list[tuple[float, float]]) -> str:
     return f"  {label:21} median {wall:.3f} s wall, {cpu:.3f} s CPU  (CPU of each: {each})"
 
 
+def _paired_ratio(loaded: list[tuple[float, float]], without: list[tuple[float, float]]) -> str:
+    """The median of each pair's CPU ratio (a session with the plugin over the one without it that followed it, so
+    that a change of load between pairs cancels) and its distribution-free interval, at the coverage the pairs give."""
+    from pytest_gpuperf.measuring import median_ci
+
+    pairs = [a[1] / b[1] for a, b in zip(loaded, without, strict=True)]
+    ci = median_ci(pairs)
+    if len(pairs) < 2:
+        return f"paired CPU ratio: {pairs[0]:.3f} from one pair (a point, not an interval)"
+    return (
+        f"paired CPU ratio: median {statistics.median(pairs):.3f}, {ci.confidence:.0%} interval "
+        f"[{ci.low:.3f}, {ci.high:.3f}] from {len(pairs)} pairs"
+    )
+
+
 def startup(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="gpuperf-startup-") as tmp:
         directory = Path(tmp)
@@ -129,6 +145,7 @@ def startup(args: argparse.Namespace) -> None:
     print(_times("with -p no:gpuperf:", without))
     ratios = [statistics.median(r[i] for r in loaded) / statistics.median(r[i] for r in without) for i in (0, 1)]
     print(f"  ratio: {ratios[0]:.3f} wall, {ratios[1]:.3f} CPU")
+    print(f"  {_paired_ratio(loaded, without)}")
     seconds, modules = _plugin_import(args.plugin or "pytest_gpuperf.plugin.entry", args.repeats)
     print(f"  importing the plugin after pytest: {seconds * 1e3:.1f} ms CPU median, {modules} of its modules loaded")
 

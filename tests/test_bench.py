@@ -136,6 +136,7 @@ def test_startup_measures_the_plugins_start_and_a_measuring_tests_parts() -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert re.search(r"^  ratio: [\d.]+ wall, [\d.]+ CPU$", out, re.MULTILINE)
+    assert re.search(r"^  paired CPU ratio: [\d.]+ from one pair \(a point, not an interval\)$", out, re.MULTILINE)
     assert re.search(
         r"^  importing the plugin after pytest: [\d.]+ ms CPU median, \d+ of its modules loaded$", out, re.M
     )
