@@ -110,6 +110,40 @@ def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
     assert {name for name in loaded if name.startswith("pytest_gpuperf.measuring.")} <= AT_START
 
 
+_SESSION_MODULES = """
+import sys
+import pytest
+code = pytest.main(["-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:benchmark", *sys.argv[1:]])
+made = [name for name in ("_session", "_gate", "_records") if f"pytest_gpuperf.plugin.{name}" in sys.modules]
+print("MADE:" + (",".join(made) or "none"), int(code))
+"""
+
+#: What each session gives, and what it must load: a session of plain tests, none of the session's or gate's code.
+_SESSIONS = {
+    "plain": ("def test_a():\n    pass\n", [], "none"),
+    "an option": ("def test_a():\n    pass\n", ["--gpuperf-max-time=1"], "_session,_gate,_records"),
+    "an ini key": ("def test_a():\n    pass\n", ["-o", "gpuperf_max_time=1"], "_session,_gate,_records"),
+    "a marker": (
+        "import pytest\n\n@pytest.mark.gpuperf(target=0.5)\ndef test_a():\n    pass\n",
+        [],
+        "_session,_gate,_records",
+    ),
+    "a measuring fixture": ("def test_a(benchmark):\n    benchmark(sum, [1])\n", [], "_session,_gate,_records"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SESSIONS))
+def test_a_session_of_plain_tests_loads_no_session_or_gate_code(case: str, tmp_path: Path) -> None:
+    """pytest loads the plugin at every start: the session and the gate are made only where a session uses them (an
+    option or ini key given, a test that measures or carries our marker); a session of plain tests loads neither."""
+    source, args, expected = _SESSIONS[case]
+    (tmp_path / "test_it.py").write_text(source)
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION_MODULES, *args], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert f"MADE:{expected} 0" in done.stdout, done.stdout + done.stderr
+
+
 #: What each subpackage may import of the package: dependencies point one way (docs/architecture.md).
 #: ``_git``, ``_process``, ``_progress``, ``_signals``, ``_jsonfile``, ``_escape`` and ``_suites`` are helpers beside
 #: the subpackages that import nothing of the package; the measuring core reads its expectations files through

@@ -6,7 +6,7 @@ imported when a collected test first asks for ``benchmark`` (``bench/startup.py`
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,15 +32,19 @@ class BenchmarkPlugin:
     """Registered by ``entry.py`` when pytest-benchmark is absent or blocked: the fixture, the marker's check,
     and the once-per-session list of marker keywords ignored."""
 
-    def __init__(self, session: GpuperfSession) -> None:
-        self.session = session
+    def __init__(self, config: pytest.Config, session: Callable[[], GpuperfSession]) -> None:
+        self._config = config
+        self._session = session  # made on first use: a session of plain tests makes none
         #: keyword -> (values as written, the reason), in the order first seen
         self.ignored: dict[str, tuple[list[str], str]] = {}
         #: host-clock CUDA backends by device: ``cuda`` (every visible device), ``cuda:N`` (a bound process's)
         self._host_timed: dict[str, AllCudaBackend] = {}
         self._exported: dict[str, Any] = {}  # the run as pytest-benchmark's JSON, for --benchmark-json
         self._json_line = ""
-        session.declare_measuring_fixture("benchmark")
+
+    @property
+    def session(self) -> GpuperfSession:
+        return self._session()
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """A ``benchmark`` test's marker is checked at collection, as pytest-benchmark reads it only for a test that
@@ -133,7 +137,7 @@ class BenchmarkPlugin:
         """``--benchmark-json``'s path, where this process writes it (the reporter of a timed run)."""
         from ._untimed import JSON_DEST
 
-        given = self.session.config.getoption(JSON_DEST, None)
+        given = self._config.getoption(JSON_DEST, None)
         if not given or not self.session.is_reporter or self.session.settings.measuring in ("untimed", "skip"):
             return None
         return Path(given)
@@ -149,7 +153,7 @@ class BenchmarkPlugin:
         from ..results import ResultsError, atomic_write_text, to_pytest_benchmark
         from ._benchmark import ExportedBenchmark, json_kind
 
-        config = self.session.config
+        config = self._config
         exported = to_pytest_benchmark(self.session.run(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
         benchmarks = [ExportedBenchmark(entry) for entry in exported["benchmarks"]]
         self._exported = exported
@@ -200,7 +204,7 @@ class BenchmarkPlugin:
         from ..results import Fingerprint, pytest_benchmark_commit_info, pytest_benchmark_machine_info
         from ._benchmark import json_safe
 
-        hook, config = self.session.config.hook, self.session.config
+        hook, config = self._config.hook, self._config
         view = Fingerprint.from_dict(fingerprint)
         for key, generate, update, derive in (
             (
@@ -223,6 +227,7 @@ class BenchmarkPlugin:
             update(config=config, **{key: info})
             fingerprint.update({key: json_safe(info)})  # the hook adds keys in place
 
+    @pytest.hookimpl(tryfirst=True)  # before the session's table, which may be registered after this plugin
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self._json_line:
             terminalreporter.write_line(self._json_line)

@@ -9,7 +9,7 @@ import pytest
 if TYPE_CHECKING:
     from ..measuring import Binding, DeviceSlot, Inventory
 
-__all__ = ["MARKERS", "bad_requirement", "gpus_used", "unmet_requirement"]
+__all__ = ["MARKERS", "bad_requirement", "gpus_used", "marked", "unmet_requirement"]
 
 MARKERS: Final = (
     "gpuperf(**settings): per-test sampling settings, for example "
@@ -60,3 +60,11 @@ def unmet_requirement(
     if count > 1 and binding is not None:
         return binding.multi_gpu_refusal(count)
     return ""
+
+
+def marked(item: pytest.Item) -> bool:
+    """Does ``item`` carry a ``gpuperf`` or ``gpuperf_requires`` marker, its own or its class's or module's? Read in
+    its keywords, which pytest keeps of every marker of it and of its parents: two lookups a node, not a walk of
+    every marker (asked of every collected test; a name among the keywords alike only costs its test the hooks)."""
+    keywords = item.keywords
+    return "gpuperf" in keywords or "gpuperf_requires" in keywords

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ._gate import GatePlugin
-from ._markers import bad_requirement, unmet_requirement
+from ._markers import bad_requirement, marked, unmet_requirement
 from ._processes import binding, is_controller, local_world_size, worker_index, workers
 from ._records import RecordBook
 from ._settings import SettingError, Settings, user_settings
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
     from ..results import Evidence, Fingerprint, Record, Run
 
-__all__ = ["AUTO_QUIET_WAIT", "SESSION_KEY", "GpuperfSession"]
+__all__ = ["AUTO_QUIET_WAIT", "PER_TEST_HOOKS", "GpuperfSession"]
 
 #: ``--gpuperf-quiet-wait=auto``: seconds to wait for a quiet machine when saving or comparing.
 AUTO_QUIET_WAIT: Final = 10.0
@@ -318,10 +318,10 @@ class GpuperfSession:
         from ..results import Evidence
 
         settings = self.item_settings(item)
-        marked = {name for marker in item.iter_markers("gpuperf") for name in marker.kwargs}
-        if tolerance is None and "tolerance" in marked:
+        keywords = {name for marker in item.iter_markers("gpuperf") for name in marker.kwargs}
+        if tolerance is None and "tolerance" in keywords:
             tolerance = settings.tolerance
-        if noise_floor is None and "noise_floor" in marked:
+        if noise_floor is None and "noise_floor" in keywords:
             noise_floor = settings.noise_floor
         # The sampling part of the measurement, and the peak-memory call after it; not the warmup or setup.
         load = self._monitor.load_over(measurement.sampling_seconds) if self._monitor else None
@@ -462,13 +462,13 @@ class GpuperfSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Register the hooks every test passes through (``PerTestHooks``) where a collected test measures or carries
         one of our markers: a session of plain tests pays nothing for them per test."""
-        if any(self.measures(item) or _marked(item) for item in session.items):
+        if any(self.measures(item) or marked(item) for item in session.items):
             self.config.pluginmanager.register(PerTestHooks(self), PER_TEST_HOOKS)
 
     def before_setup(self, item: pytest.Item) -> None:
         """Before a test's setup: a test's bad marker fails it (its message once, not chained); a measuring test's
         GPU is made current."""
-        if _marked(item):
+        if marked(item):
             problem = self.marker_problem(item)
             if problem:  # an error of this test alone, its message once (not chained)
                 pytest.fail(f"{item.nodeid}: {problem}", pytrace=False)
@@ -677,19 +677,8 @@ def _check_writable(path: Path, option: str) -> None:
         remove_stale_temporaries(path.parent)
 
 
-SESSION_KEY = pytest.StashKey[GpuperfSession]()
-
-
 #: The name ``PerTestHooks`` is registered under.
 PER_TEST_HOOKS: Final = "gpuperf-test-hooks"
-
-
-def _marked(item: pytest.Item) -> bool:
-    """Does ``item`` carry a ``gpuperf`` or ``gpuperf_requires`` marker, its own or its class's or module's? Read in
-    its keywords, which pytest keeps of every marker of it and of its parents: two lookups a node, not a walk of
-    every marker (asked of every collected test; a name among the keywords alike only costs its test the hooks)."""
-    keywords = item.keywords
-    return "gpuperf" in keywords or "gpuperf_requires" in keywords
 
 
 class PerTestHooks:

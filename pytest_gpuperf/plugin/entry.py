@@ -1,6 +1,10 @@
 """pytest entry point: options, ini keys, markers, hooks and fixtures. The work lives in ``_session.py``
 (the session's state and hooks, its record book in ``_records.py``) and ``_gate.py`` (saving, comparing, the
-exit status)."""
+exit status).
+
+A session of plain tests pays for none of it: the session and the gate are made (``_Start.session``) at
+configure only where an option or ini key is given or the run has several processes, and otherwise when
+collection first meets a test that measures or carries one of our markers (``bench/startup.py``)."""
 
 from __future__ import annotations
 
@@ -9,18 +13,21 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import hookspecs
-from ._gate import ReportStatus
-from ._markers import MARKERS
+from ._markers import MARKERS, marked
 from ._options import OPTIONS, add_ini, given_values
-from ._session import PER_TEST_HOOKS, SESSION_KEY, GpuperfSession
+from ._processes import is_controller, local_world_size, worker_index
 from ._settings import SettingError, Settings
-from ._untimed import UntimedPlugin, add_benchmark_flags, mode_from_benchmark_flags
-from ._xdist import XdistController
+from ._untimed import JSON_DEST, add_benchmark_flags, mode_from_benchmark_flags
 
 if TYPE_CHECKING:
     from ..measuring import DeviceSlot
     from ._fixture import Gpuperf
+    from ._session import GpuperfSession
 
+#: The session of this pytest run, once made (``_Start.session``).
+SESSION_KEY = pytest.StashKey["GpuperfSession"]()
+
+START_PLUGIN_NAME = "gpuperf-start"
 PLUGIN_NAME = "gpuperf-session"
 GATE_PLUGIN_NAME = "gpuperf-gate"
 XDIST_PLUGIN_NAME = "gpuperf-xdist"
@@ -29,12 +36,74 @@ UNTIMED_PLUGIN_NAME = "gpuperf-untimed"
 STATUS_PLUGIN_NAME = "gpuperf-report-status"
 #: The plugin objects a session registers only where it needs them, unregistered at its end.
 _REGISTERED_WHERE_NEEDED = (
+    START_PLUGIN_NAME,
     XDIST_PLUGIN_NAME,
     BENCHMARK_PLUGIN_NAME,
     UNTIMED_PLUGIN_NAME,
     STATUS_PLUGIN_NAME,
-    PER_TEST_HOOKS,
 )
+
+
+class _Start:
+    """Makes the session where it is first needed, and hands it the hooks it was made too late to receive."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self._config = config
+        self._settings = settings
+        self._pytest_session: pytest.Session | None = None  # pytest's, once started: a late session is told of it
+
+    def session(self) -> GpuperfSession:
+        """This run's session, made and registered (with the gate and the plugins it needs) on the first call."""
+        config = self._config
+        made = config.stash.get(SESSION_KEY, None)
+        if made is not None:
+            return made
+        from ._gate import ReportStatus
+        from ._session import GpuperfSession
+        from ._untimed import UntimedPlugin
+        from ._xdist import XdistController
+
+        settings = self._settings
+        session = GpuperfSession(config, settings)
+        config.stash[SESSION_KEY] = session
+        config.pluginmanager.register(session, PLUGIN_NAME)
+        config.pluginmanager.register(session.gate, GATE_PLUGIN_NAME)
+        if ReportStatus.makes_reports(settings):
+            config.pluginmanager.register(ReportStatus(), STATUS_PLUGIN_NAME)
+        if session.controller:
+            config.pluginmanager.register(XdistController(session.book), XDIST_PLUGIN_NAME)
+        if settings.measuring != "on":
+            config.pluginmanager.register(UntimedPlugin(session), UNTIMED_PLUGIN_NAME)
+        if config.pluginmanager.has_plugin(BENCHMARK_PLUGIN_NAME):
+            session.declare_measuring_fixture("benchmark")
+        if self._pytest_session is not None:  # made during collection: the start it missed
+            session.pytest_sessionstart(self._pytest_session)
+            session.gate.pytest_sessionstart(self._pytest_session)
+        return session
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._pytest_session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """A test that measures on a device: the session is made, and parametrizes this first one itself (a plugin
+        registered during a hook's call is not called for it)."""
+        if "gpuperf_device" in metafunc.fixturenames and SESSION_KEY not in self._config.stash:
+            self.session().pytest_generate_tests(metafunc)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A collected test carrying one of our markers, in a session that has none yet: made now."""
+        if SESSION_KEY not in self._config.stash and any(marked(item) for item in session.items):
+            self.session().pytest_collection_finish(session)
+
+
+def _eager(config: pytest.Config, cli: dict[str, object], ini: dict[str, object]) -> bool:
+    """Is the session needed from the start: an option or ini key given, or a run of several processes (an xdist
+    controller or worker, torchrun's ranks), or pytest-benchmark's JSON asked of our ``benchmark`` fixture?"""
+    given = any(value not in (None, "") for value in (*cli.values(), *ini.values()))
+    several = worker_index(config) is not None or is_controller(config) or local_world_size() > 1
+    return given or several or bool(config.getoption(JSON_DEST, None))
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -68,16 +137,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = Settings.resolve(cli, ini)
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = GpuperfSession(config, settings)
-    config.stash[SESSION_KEY] = session
-    config.pluginmanager.register(session, PLUGIN_NAME)
-    config.pluginmanager.register(session.gate, GATE_PLUGIN_NAME)
-    if ReportStatus.makes_reports(settings):
-        config.pluginmanager.register(ReportStatus(), STATUS_PLUGIN_NAME)
-    if session.controller:
-        config.pluginmanager.register(XdistController(session.book), XDIST_PLUGIN_NAME)
-    if settings.measuring != "on":
-        config.pluginmanager.register(UntimedPlugin(session), UNTIMED_PLUGIN_NAME)
+    start = _Start(config, settings)
+    config.pluginmanager.register(start, START_PLUGIN_NAME)
     if not config.pluginmanager.has_plugin("benchmark"):
         # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture, and their
         # conftests' pytest-benchmark hooks the specifications pytest checks them against. They are added here,
@@ -89,7 +150,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if not _has_benchmark_specs(config):
             config.pluginmanager.add_hookspecs(_benchmark_hooks)
         config.addinivalue_line("markers", MARKER)
-        config.pluginmanager.register(BenchmarkPlugin(session), BENCHMARK_PLUGIN_NAME)
+        config.pluginmanager.register(BenchmarkPlugin(config, start.session), BENCHMARK_PLUGIN_NAME)
+    if _eager(config, cli, ini):
+        start.session()
 
 
 def _has_benchmark_specs(config: pytest.Config) -> bool:
@@ -100,11 +163,15 @@ def _has_benchmark_specs(config: pytest.Config) -> bool:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
+    names = [*_REGISTERED_WHERE_NEEDED]
     if session is not None:
-        config.pluginmanager.unregister(name=GATE_PLUGIN_NAME)
-        for name in _REGISTERED_WHERE_NEEDED:
-            if config.pluginmanager.has_plugin(name):
-                config.pluginmanager.unregister(name=name)
+        from ._session import PER_TEST_HOOKS
+
+        names += [GATE_PLUGIN_NAME, PER_TEST_HOOKS]
+    for name in names:
+        if config.pluginmanager.has_plugin(name):
+            config.pluginmanager.unregister(name=name)
+    if session is not None:
         config.pluginmanager.unregister(session)
         del config.stash[SESSION_KEY]
 
