@@ -129,6 +129,12 @@ _SESSIONS = {
         "_session,_gate,_records",
     ),
     "a measuring fixture": ("def test_a(benchmark):\n    benchmark(sum, [1])\n", [], "_session,_gate,_records"),
+    "the gpuperf fixture": (
+        "import pytest\n\n@pytest.mark.gpuperf(max_time=0.05, min_time=0.01, warmup_time=0.01)\n"
+        "def test_a(gpuperf):\n    gpuperf.measure(lambda: None)\n",
+        [],
+        "_session,_gate,_records",
+    ),
 }
 
 
@@ -142,6 +148,9 @@ def test_a_session_of_plain_tests_loads_no_session_or_gate_code(case: str, tmp_p
         [sys.executable, "-c", _SESSION_MODULES, *args], capture_output=True, text=True, cwd=tmp_path, check=False
     )
     assert f"MADE:{expected} 0" in done.stdout, done.stdout + done.stderr
+    # a session made during collection still parametrizes, measures and reports its first test
+    if case == "the gpuperf fixture":
+        assert re.search(r"^test_a +cpu +\S+ ", done.stdout, re.MULTILINE), done.stdout
 
 
 #: What each subpackage may import of the package: dependencies point one way (docs/architecture.md).
