@@ -24,7 +24,7 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.measuring import FixedBudget, OpStat, SettingError, WorkProfile
-from pytest_gpuperf.plugin._options import BY_FIELD
+from pytest_gpuperf.plugin._settings import PARSERS
 from pytest_gpuperf.results import (
     RESULTS_OUTPUT,
     Record,
@@ -64,7 +64,7 @@ LONG = "a" * 256  # one byte over what a file name may have
 def test_an_option_value_past_its_bound_is_refused_by_its_parser(
     field: str, most: str, over: str, message: str
 ) -> None:
-    parse = BY_FIELD[field].parse
+    parse = PARSERS[field]
     parse(most)  # the bound itself is a value
     with pytest.raises(SettingError, match=message) as info:
         parse(over)

@@ -89,25 +89,19 @@ print("\\n".join(sorted(sys.modules)))
 """
 
 
-#: The measuring core's modules that parsing the options needs: every session loads them (bench/startup.py).
-AT_START = {f"pytest_gpuperf.measuring.{name}" for name in ("_settings", "_units", "_values")}
-
-
-def test_loading_the_plugin_imports_no_measuring_machinery() -> None:
-    """What pytest imports at every start: no torch, numpy or tabulate, no results, gate or history code, of the
-    measuring core only what parsing the options needs, and none of the standard library's modules that only
-    measuring (``statistics``, ``fractions``) or a misspelt marker keyword (``difflib``) needs."""
+def test_loading_the_plugin_imports_no_parser_measuring_or_gate_code() -> None:
+    """What pytest imports at every start: no torch, numpy or tabulate, none of the measuring core, the results,
+    the gate or history, not even the options' parsers (``_settings``: loaded with the session), and none of the
+    standard library's modules that only measuring (``statistics``, ``fractions``) or a misspelt marker keyword
+    (``difflib``) needs."""
     done = subprocess.run([sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
     assert "pytest_gpuperf.plugin.entry" in loaded
     heavy = {"torch", "numpy", "tabulate", "statistics", "fractions", "difflib"}
-    heavy |= {"pytest_gpuperf.cli", "pytest_gpuperf.suites"}
-    heavy |= {f"pytest_gpuperf.{name}" for name in ("results", "history", "report")}
+    heavy |= {"pytest_gpuperf.cli", "pytest_gpuperf.suites", "pytest_gpuperf.plugin._settings"}
+    heavy |= {f"pytest_gpuperf.{name}" for name in ("measuring", "results", "gate", "history", "report")}
     assert not heavy & loaded
-    assert not {
-        name for name in loaded if name.startswith("pytest_gpuperf.gate.") and name != "pytest_gpuperf.gate._verdicts"
-    }
-    assert {name for name in loaded if name.startswith("pytest_gpuperf.measuring.")} <= AT_START
+    assert not {name for name in loaded if name.split(".")[1:2] in (["measuring"], ["gate"])}
 
 
 _SESSION_MODULES = """
@@ -116,6 +110,9 @@ import pytest
 code = pytest.main(["-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:benchmark", *sys.argv[1:]])
 made = [name for name in ("_session", "_gate", "_records") if f"pytest_gpuperf.plugin.{name}" in sys.modules]
 print("MADE:" + (",".join(made) or "none"), int(code))
+core = sorted({name.split(".")[1] for name in sys.modules if name.split(".")[:2] in [["pytest_gpuperf", p] for p in (
+    "measuring", "results", "gate")]})
+print("CORE:" + (",".join(core) or "none"))
 """
 
 #: What each session gives, and what it must load: a session of plain tests, none of the session's or gate's code.
@@ -148,6 +145,8 @@ def test_a_session_of_plain_tests_loads_no_session_or_gate_code(case: str, tmp_p
         [sys.executable, "-c", _SESSION_MODULES, *args], capture_output=True, text=True, cwd=tmp_path, check=False
     )
     assert f"MADE:{expected} 0" in done.stdout, done.stdout + done.stderr
+    if case == "plain":  # nor the measuring core's settings, the options' parsers or the gate's verdicts
+        assert "CORE:none" in done.stdout, done.stdout
     # a session made during collection still parametrizes, measures and reports its first test
     if case == "the gpuperf fixture":
         assert re.search(r"^test_a +cpu +\S+ ", done.stdout, re.MULTILINE), done.stdout

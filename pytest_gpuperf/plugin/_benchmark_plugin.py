@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from ..measuring import SettingError
 from ._markers import gpus_used
 
 if TYPE_CHECKING:
@@ -51,6 +50,7 @@ class BenchmarkPlugin:
         asks for the fixture (a plain test pays nothing here)."""
         if "benchmark" not in metafunc.fixturenames:
             return
+        from ..measuring import SettingError
         from ._benchmark import gpuperf_marked, read_markers
 
         node = metafunc.definition

@@ -10,18 +10,87 @@ rest is the session's: devices, files, baselines and the gate.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from ..gate import DEFAULT_FAIL_ON
-from ..measuring import MEASURE_FIELDS, MeasureSettings, SettingError
-from ._options import BY_FIELD, OPTIONS, OptionSpec, given_values
+from ..measuring import MEASURE_FIELDS, SIZES, MeasureSettings, SettingError, values
+from ._options import BY_FIELD, OPTIONS, OptionSpec, chosen, given_values, in_ini
 
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["SettingError", "Settings", "chosen", "user_settings"]
+__all__ = ["PARSERS", "SettingError", "Settings", "user_settings"]
+
+
+def _checked(raw: object, check: Callable[[str], Any]) -> Any:
+    """``check`` (the gate's or the results' own validator, raising ValueError with the fix) as a parser."""
+    try:
+        return check(str(raw))
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+
+
+# The devices', the gate's and the results' validators are imported when a value is parsed, not with the
+# settings: a session made for its tests' own measuring options need not load them.
+
+
+def _devices(raw: object) -> tuple[str, ...]:
+    from ..measuring import parse_device_option
+
+    return tuple(_checked(raw, parse_device_option))  # a DeviceError is a ValueError
+
+
+def _optional_name(raw: object) -> str | None:
+    text = values.given_text("a baseline name such as main")(raw)
+    if text is None:
+        return None
+    from ..results import check_name
+
+    name: str = _checked(text, check_name)
+    return name
+
+
+def _mismatch_keys(raw: object) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    from ..results import parse_mismatch_keys
+
+    return tuple(_checked(raw, parse_mismatch_keys))
+
+
+def _verdicts(raw: object) -> tuple[str, ...]:
+    from ..gate import parse_verdicts
+
+    return tuple(_checked(raw, parse_verdicts))
+
+
+#: Every option's parser, by field (``_options.OPTIONS`` declares the same fields, tested): the measuring core's for
+#: the measuring settings, shared with the ``pytest-gpuperf`` command line, and the session's own.
+PARSERS: Final[dict[str, Callable[[object], Any]]] = {
+    "device": _devices,
+    "missing_device": values.choice("skip", "error"),
+    **MEASURE_FIELDS,
+    "trace": values.choice("failing", "all", "off"),
+    "size": values.choice(*SIZES),
+    "json": values.given_text("a file path such as results.json"),
+    "html": values.given_text("a file path such as report.html"),
+    "asv": values.given_text("an asv results directory such as .asv/results"),
+    "asv_machine": values.given_text("a machine name"),
+    "results_dir": values.given_text("a directory such as .gpuperf"),
+    "save": _optional_name,
+    "replace": values.on_off,
+    "compare": values.given_text("a baseline name or a results file path"),
+    "tolerance": values.fraction,
+    "noise_floor": values.fraction,
+    "fail_on": _verdicts,
+    "allow_mismatch": _mismatch_keys,
+    "quiet_wait": values.quiet_wait,
+    "confirm": values.confirmations,
+    "rounds": values.rounds,
+    "measuring": values.choice("on", "untimed", "skip", "only"),
+}
 
 #: Options that belong to one session, not to a confirmation run measuring its tests again.
 _SESSION_ONLY: Final = frozenset(
@@ -66,15 +135,15 @@ class Settings:
 
         Raises SettingError naming the option or ini key, the value and the fix.
         """
-        values: dict[str, Any] = {}
+        parsed: dict[str, Any] = {}
         for spec in OPTIONS:  # what is not given keeps the field's default, the option's default parsed (tested)
             raw_cli, raw_ini = cli.get(spec.field), ini.get(spec.field)
             if raw_cli is not None:
-                values[spec.field] = _parse(spec, raw_cli, f"{spec.flag}={raw_cli}")
-            elif _in_ini(raw_ini):
-                values[spec.field] = _parse(spec, raw_ini, f"ini {spec.ini} = {raw_ini}")
-        measure = dataclasses.replace(_DEFAULT.measure, **{k: values.pop(k) for k in MEASURE_FIELDS if k in values})
-        settings = dataclasses.replace(_DEFAULT, measure=measure, **values)
+                parsed[spec.field] = _parse(spec, raw_cli, f"{spec.flag}={raw_cli}")
+            elif in_ini(raw_ini):
+                parsed[spec.field] = _parse(spec, raw_ini, f"ini {spec.ini} = {raw_ini}")
+        measure = dataclasses.replace(_DEFAULT.measure, **{k: parsed.pop(k) for k in MEASURE_FIELDS if k in parsed})
+        settings = dataclasses.replace(_DEFAULT, measure=measure, **parsed)
         if cli.get("replace") and not settings.save:  # an ini default may hold it for the sessions that save
             raise SettingError(
                 "--gpuperf-replace only changes what --gpuperf-save=NAME does: add --gpuperf-save=NAME, "
@@ -149,16 +218,6 @@ def user_settings(config: pytest.Config) -> frozenset[str]:
     return chosen(*given_values(config))
 
 
-def chosen(cli: Mapping[str, object], ini: Mapping[str, object]) -> frozenset[str]:
-    """The fields that ``Settings.resolve`` takes from ``cli`` or ``ini`` rather than from the defaults."""
-    return frozenset(spec.field for spec in OPTIONS if cli.get(spec.field) is not None or _in_ini(ini.get(spec.field)))
-
-
-def _in_ini(raw: object) -> bool:
-    """Set in an ini file: pytest gives None for a key not written, and '' or [] for one written empty."""
-    return raw not in (None, "", [])
-
-
 def _flag_value(value: Any) -> str | None:
     if value is None:
         return None
@@ -171,6 +230,6 @@ def _flag_value(value: Any) -> str | None:
 
 def _parse(spec: OptionSpec, raw: object, source: str) -> Any:
     try:
-        return spec.parse(raw)
+        return PARSERS[spec.field](raw)
     except SettingError as exc:
         raise SettingError(f"{source}: {exc}") from None

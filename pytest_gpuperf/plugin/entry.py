@@ -14,15 +14,15 @@ import pytest
 
 from . import hookspecs
 from ._markers import MARKERS, marked
-from ._options import OPTIONS, add_ini, given_values
+from ._options import OPTIONS, add_ini, chosen, given_values
 from ._processes import is_controller, local_world_size, worker_index
-from ._settings import SettingError, Settings
 from ._untimed import JSON_DEST, add_benchmark_flags, mode_from_benchmark_flags
 
 if TYPE_CHECKING:
     from ..measuring import DeviceSlot
     from ._fixture import Gpuperf
     from ._session import GpuperfSession
+    from ._settings import Settings
 
 #: The session of this pytest run, once made (``_Start.session``).
 SESSION_KEY = pytest.StashKey["GpuperfSession"]()
@@ -47,9 +47,9 @@ _REGISTERED_WHERE_NEEDED = (
 class _Start:
     """Makes the session where it is first needed, and hands it the hooks it was made too late to receive."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, cli: dict[str, object], ini: dict[str, object]) -> None:
         self._config = config
-        self._settings = settings
+        self._given = cli, ini  # resolved with the session: a session of plain tests loads no parser
         self._pytest_session: pytest.Session | None = None  # pytest's, once started: a late session is told of it
 
     def session(self) -> GpuperfSession:
@@ -63,7 +63,7 @@ class _Start:
         from ._untimed import UntimedPlugin
         from ._xdist import XdistController
 
-        settings = self._settings
+        settings = _resolved(*self._given)
         session = GpuperfSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, PLUGIN_NAME)
@@ -98,10 +98,21 @@ class _Start:
             self.session().pytest_collection_finish(session)
 
 
+def _resolved(cli: dict[str, object], ini: dict[str, object]) -> Settings:
+    """The session's settings; a bad value is a usage error naming it (only a value given can be bad: the defaults
+    resolve, tested, and where one is given the session is made at configure)."""
+    from ._settings import SettingError, Settings
+
+    try:
+        return Settings.resolve(cli, ini)
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _eager(config: pytest.Config, cli: dict[str, object], ini: dict[str, object]) -> bool:
     """Is the session needed from the start: an option or ini key given, or a run of several processes (an xdist
     controller or worker, torchrun's ranks), or pytest-benchmark's JSON asked of our ``benchmark`` fixture?"""
-    given = any(value not in (None, "") for value in (*cli.values(), *ini.values()))
+    given = bool(chosen(cli, ini))  # "--gpuperf-json=" is given (and refused); an empty ini key is not
     several = worker_index(config) is not None or is_controller(config) or local_world_size() > 1
     return given or several or bool(config.getoption(JSON_DEST, None))
 
@@ -133,11 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 "disagree: give one of them"
             )
         cli["measuring"] = mapped
-    try:
-        settings = Settings.resolve(cli, ini)
-    except SettingError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    start = _Start(config, settings)
+    start = _Start(config, cli, ini)
     config.pluginmanager.register(start, START_PLUGIN_NAME)
     if not config.pluginmanager.has_plugin("benchmark"):
         # pytest-benchmark absent or blocked (-p no:benchmark): its suites get our `benchmark` fixture, and their

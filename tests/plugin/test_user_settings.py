@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.plugin._settings import chosen
+from pytest_gpuperf.plugin._options import chosen
 
 _CONFTEST = """
 import pytest
@@ -74,12 +74,25 @@ def test_an_option_not_given_keeps_its_default_parsed() -> None:
     """``Settings.resolve`` parses only what is given (a session that gives nothing loads no parser it does not
     need, bench/startup.py): each option's default, as its help states it, parses to the field's default."""
     from pytest_gpuperf.plugin._options import OPTIONS
-    from pytest_gpuperf.plugin._settings import Settings
+    from pytest_gpuperf.plugin._settings import PARSERS, Settings
 
     defaults = Settings()
+    assert sorted(PARSERS) == sorted(spec.field for spec in OPTIONS)  # every option parsed, and nothing else
     for spec in OPTIONS:
-        assert spec.parse(spec.default) == defaults.value(spec.field), spec.flag
+        assert PARSERS[spec.field](spec.default) == defaults.value(spec.field), spec.flag
     assert Settings.resolve({}, {}) == defaults
     given = Settings.resolve({"device": "cpu", "max_time": "0.5"}, {"tolerance": "3%", "json": ""})
     assert given.device == ("cpu",) and given.measure.max_time == 0.5 and given.tolerance == 0.03
     assert given.json is None and given.measure.min_samples == defaults.measure.min_samples
+
+
+def test_the_fail_on_help_names_every_verdict_and_work_name_of_the_gate() -> None:
+    """The help is written out (so that every start need not load the gate): it names each of the gate's names, in
+    the gate's order, and its default is the gate's."""
+    from pytest_gpuperf.gate import DEFAULT_FAIL_ON, MORE_WORK, VERDICTS, WORK_NAMES
+    from pytest_gpuperf.plugin._options import BY_FIELD
+
+    spec = BY_FIELD["fail_on"]
+    assert spec.default == ",".join(DEFAULT_FAIL_ON) and spec.help.endswith(f"(default: {spec.default})")
+    assert f"verdicts: {', '.join(VERDICTS)} (" in spec.help
+    assert f"went up: {', '.join(WORK_NAMES)}, or {MORE_WORK}: any of them" in spec.help
