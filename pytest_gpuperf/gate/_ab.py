@@ -65,7 +65,7 @@ from ._ab_load import (
 )
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
-from ._rule import DEFAULT_TOLERANCE
+from ._rule import DEFAULT_TOLERANCE, POWER, detectable
 from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
@@ -176,7 +176,17 @@ class AbResult:
 def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]:
     est, paired = row.estimate, row.paired
     ratio = (
-        None if est is None else {"ratio": est.value, "low": est.low, "high": est.high, "confidence": est.confidence}
+        None
+        if est is None
+        else {
+            "ratio": est.value,
+            "low": est.low,
+            "high": est.high,
+            "confidence": est.confidence,
+            # the smallest change these rounds could see, either way, at POWER (null: too few rounds to see any)
+            "detectable": detectable(est),
+            "power": POWER,
+        }
     )
     return {
         "name": row.key,

@@ -21,9 +21,11 @@ __all__ = [
     "DEFAULT_NOISE_FLOOR",
     "DEFAULT_TOLERANCE",
     "OUTLIER_FLOORS",
+    "POWER",
     "PRIOR_DF",
     "UNCHANGED_REACH",
     "Policy",
+    "detectable",
     "estimate",
     "reason_for",
     "verdict_for",
@@ -37,6 +39,9 @@ PRIOR_DF: Final = 4.0
 UNCHANGED_REACH: Final = 2.0
 #: Runs slower than their side's low median run by more than this many noise floors are left out.
 OUTLIER_FLOORS: Final = 4.0
+#: The power at which a row states the smallest change it can see (``detectable``): a change that large is called
+#: significant in four of five like measurements.
+POWER: Final = 0.8
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,26 @@ def estimate(
         spread=math.sqrt(sigma2),
         df=total_df,
     )
+
+
+def detectable(est: Estimate, power: float = POWER) -> float | None:
+    """The smallest change this evidence can see (its minimum detectable effect): the relative change, either way,
+    that an estimate with this one's interval width and degrees of freedom calls significant with probability
+    ``power``, at the interval's own confidence. None where the interval decides nothing (too few paired rounds).
+
+    The interval's half-width in log units is q * se, q its quantile (Student's t with ``df`` on the stored route;
+    the normal for ``ab``'s distribution-free interval of the median, whose width follows the median's standard
+    error); a change of (q + q_power) * se puts the interval's near end past 1 in ``power`` of such measurements.
+    It says what this run's noise and count could see, not what the next run's will: ``tests/gate/test_rule.py``
+    checks the rate at which a planted change of that size is found."""
+    if not 0.5 <= power < 1.0:
+        raise ValueError(f"power={power!r} must be at least 0.5 and below 1")
+    if est.falls_short or not (est.low > 0.0 and est.high >= est.low):
+        return None
+    half = (math.log(est.high) - math.log(est.low)) / 2.0
+    df = math.inf if est.df is None else est.df
+    q = t_quantile((1.0 + est.confidence) / 2.0, df)
+    return math.expm1(half / q * (q + t_quantile(power, df))) if half > 0.0 else 0.0
 
 
 def verdict_for(est: Estimate, tolerance: float) -> Verdict:

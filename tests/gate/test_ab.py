@@ -161,6 +161,9 @@ def test_python_dash_m_with_head_revision_and_json(repo: Path, tmp_path: Path) -
     sleepy = next(r for r in data["results"] if r["name"] == "sleepy")
     assert sleepy["verdict"] == "slower" and len(sleepy["base"]) == len(sleepy["head"]) == sleepy["rounds"] >= 6
     assert sleepy["ratio"]["low"] > 1.5 and sleepy["base_work"] == {"items": 1.0}
+    # the smallest change its rounds could see (tests/gate/test_rule.py): any, as the fake clock's rounds agree
+    assert sleepy["ratio"]["power"] == 0.8 and sleepy["ratio"]["low"] == sleepy["ratio"]["high"]
+    assert sleepy["ratio"]["detectable"] == 0.0
 
 
 def test_new_missing_and_incomparable_workloads(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
