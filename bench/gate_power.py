@@ -1,20 +1,22 @@
-"""Evidence for the gates: false positives on A/A pairs and detection of planted 5% and 10% slowdowns,
-next to pytest-benchmark's and asv's rules applied to the same measurements.
+"""Evidence for the gates: false positives on A/A pairs and detection of planted 2%, 3%, 5% and 10% slowdowns,
+next to pytest-benchmark's and asv's rules applied to the same measurements, and for ``ab`` the detection rate
+each trial's smallest detectable change predicts beside the one observed (issue 38, item 4).
 
-    python bench/gate_power.py --trials 40                                      # ab (default), ~20 min
+    python bench/gate_power.py --trials 40                                      # ab (default), ~35 min
     python bench/gate_power.py --threads 1 --protocol sequential                # stored baseline, ~25 min
     python bench/gate_power.py --threads 1 --protocol interleaved               # ~25 min
     python bench/gate_power.py --trials 4                                       # a quick look
     python bench/gate_power.py --trials 60 --conditions A/A --load 2            # ab's false alarms, both CPUs busy
 
 The step is 20 matmuls of a 64x1024 block by a 1024x1024 matrix (a 1024^3 matmul and a
-quarter, in blocks); B does 21 or 22 of them while declaring the same work, as a code
-change that makes the step slower would.
+quarter, in blocks); B does more rows of them while declaring the same work, as a code
+change that makes the step slower would: 26 or 38 rows more (one more matmul of a
+26x1024 or 38x1024 block, about 2% and 3%), or one or two whole blocks (5%, 10%).
 
 Protocols, one trial each:
 
 - ab (the interleaved A/B gate, the default): a tiny git repository whose commits are
-  A, A' (a comment changed), B +5% and B +10% (one and two extra blocks) holds the step
+  A, A' (a comment changed) and B +2% to +10% (the extra rows) holds the step
   as a workload (``perf/workloads.py``); each trial runs ``python -m pytest_gpuperf ab
   --base A --head X`` for X = A', B +5%, B +10% in random order, one process each
   (``--threads`` sets its ``--threads``; by default ``auto``, 1 on a CPU), and counts exit
@@ -52,6 +54,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import random
 import statistics
@@ -74,9 +77,9 @@ from pytest_gpuperf.measuring import median_ci
 from pytest_gpuperf.results import Record, Run, load_run
 
 ROUNDS = 3
-#: the conditions of every trial (``--conditions`` keeps some): extra blocks out of 20
-CONDITIONS = {"A/A": 0, "B +5%": 1, "B +10%": 2}
-COLUMNS = {"A/A": "A/A flagged (false +)", "B +5%": "B +5% caught", "B +10%": "B +10% caught"}
+#: the conditions of every trial (``--conditions`` keeps some): extra rows beyond 20 blocks of 64
+CONDITIONS = {"A/A": 0, "B +2%": 26, "B +3%": 38, "B +5%": 64, "B +10%": 128}
+COLUMNS = {c: "A/A flagged (false +)" if c == "A/A" else f"{c} caught" for c in CONDITIONS}
 #: one busy loop of ``--load``
 SPINNER = "while True: pass"
 
@@ -86,18 +89,21 @@ import os
 import torch
 
 BLOCKS = 20
-EXTRA = int(os.environ.get("GATE_POWER_EXTRA_BLOCKS", "0"))
+EXTRA = int(os.environ.get("GATE_POWER_EXTRA_ROWS", "0"))
 
 
 def test_step(gpuperf):
     a = torch.randn(64, 1024)
     b = torch.randn(1024, 1024)
     out = torch.empty(64, 1024)
-    blocks = BLOCKS + EXTRA
+    full, part = divmod(EXTRA, 64)
+    blocks = BLOCKS + full
 
     def step():
         for _ in range(blocks):
             torch.mm(a, b, out=out)
+        if part:
+            torch.mm(a[:part], b, out=out[:part])
 
     # The declared work stays that of 20 blocks: B is a change that makes the same step slower.
     gpuperf.measure(step, flops=2.0 * 64 * 1024 * 1024 * BLOCKS)
@@ -116,8 +122,8 @@ class Trial:
 OPTIONS: list[str] = ["--gpuperf-device=cpu", "--gpuperf-memory=off"]
 
 
-def run_pytest(workdir: Path, extra_blocks: int, args: Sequence[str]) -> int:
-    env = {**os.environ, "GATE_POWER_EXTRA_BLOCKS": str(extra_blocks)}
+def run_pytest(workdir: Path, extra_rows: int, args: Sequence[str]) -> int:
+    env = {**os.environ, "GATE_POWER_EXTRA_ROWS": str(extra_rows)}
     command = [sys.executable, "-m", "pytest", "test_step.py", "-q", "-p", "no:cacheprovider"]
     command += [*OPTIONS, *args]
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
@@ -171,7 +177,7 @@ import torch
 from pytest_gpuperf import Step, Workload
 
 BLOCKS = 20
-EXTRA = {extra}  # planted: extra blocks of the same step; the declared work stays that of BLOCKS
+EXTRA = {extra}  # planted: extra rows of the same step; the declared work stays that of BLOCKS
 # {comment}
 
 
@@ -179,11 +185,14 @@ def build(device, size):
     a = torch.randn(64, 1024, device=device)
     b = torch.randn(1024, 1024, device=device)
     out = torch.empty(64, 1024, device=device)
-    blocks = BLOCKS + EXTRA
+    full, part = divmod(EXTRA, 64)
+    blocks = BLOCKS + full
 
     def step():
         for _ in range(blocks):
             torch.mm(a, b, out=out)
+        if part:
+            torch.mm(a[:part], b, out=out[:part])
 
     return Step(step, work={{"FLOP": 2.0 * 64 * 1024 * 1024 * BLOCKS}})
 
@@ -191,7 +200,7 @@ def build(device, size):
 WORKLOADS = {{"mm_blocks": Workload("mm_blocks", build, "20 x mm(64x1024, 1024x1024)")}}
 """
 #: condition -> the tag of its head commit in the ab repository (base: tag "a")
-AB_HEADS = {"A/A": "a2", "B +5%": "b5", "B +10%": "b10"}
+AB_HEADS = {c: "a2" if c == "A/A" else "b" + slug(c)[2:] for c in CONDITIONS}
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -201,16 +210,17 @@ def _git(repo: Path, *args: str) -> None:
 
 
 def make_ab_repo(repo: Path) -> None:
-    """Commits A, A' (a comment changed), B +5%, B +10% (extra blocks), tagged a, a2, b5, b10."""
+    """Commits A, A' (a comment changed) and B at each planted size (extra rows), tagged a, a2, b2 ... b10."""
     repo.mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
     (repo / "perf").mkdir()
     (repo / "perf" / "__init__.py").write_text("")
-    commits = [("a", 0, "variant A"), ("a2", 0, "variant A, the comment reworded"), ("b5", 1, "B"), ("b10", 2, "B")]
+    commits = [("a", 0, "variant A"), ("a2", 0, "variant A, the comment reworded")]
+    commits += [(AB_HEADS[c], rows, "B") for c, rows in CONDITIONS.items() if rows]
     for tag, extra, comment in commits:
         (repo / "perf" / "workloads.py").write_text(AB_WORKLOADS.format(extra=extra, comment=comment))
         _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"{tag}: {comment}, {extra} extra blocks")
+        _git(repo, "commit", "-q", "-m", f"{tag}: {comment}, {extra} extra rows")
         _git(repo, "tag", tag)
 
 
@@ -282,6 +292,37 @@ def ab_summary(trials: Sequence[AbTrial]) -> list[str]:
         f"(2 CPUs; an ab command itself keeps one busy)"
     )
     return lines
+
+
+def ab_power(trials: Sequence[AbTrial]) -> str:
+    """Per condition: the ratio over trials, the smallest change each trial's rounds could see (its ``detectable``),
+    and the share of trials whose interval called head significantly slower (its low end above 1), beside the share
+    the trials' ``detectable`` predicts for a change of the ratio's median over trials (issue 38, item 4)."""
+    normal = statistics.NormalDist()
+    rows = []
+    for condition in CONDITIONS:
+        ratios = [t.results[condition]["ratio"] for t in trials]
+        change = statistics.median(r["ratio"] for r in ratios)  # the planted change, as the trials measured it
+        predicted = []
+        for r in ratios:
+            if r.get("detectable") is None:  # too few rounds: no interval of theirs calls anything significant
+                predicted.append(0.0)
+                continue
+            q = normal.inv_cdf((1.0 + r["confidence"]) / 2.0)  # ab's interval: the normal's quantiles (gate.detectable)
+            se = math.log1p(r["detectable"]) / (q + normal.inv_cdf(r["power"]))
+            predicted.append(normal.cdf(math.log(change) / se - q) if se > 0 else float(change > 1.0))
+        seen = sorted(r["detectable"] for r in ratios if r.get("detectable") is not None)
+        rows.append(
+            (
+                condition,
+                f"{change:.3f}",
+                f"{statistics.median(seen):.1%}" if seen else "-",
+                f"{statistics.fmean(predicted):.0%}",
+                rate(sum(r["low"] > 1.0 for r in ratios), len(ratios)),
+            )
+        )
+    headers = ("condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed")
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def dump_ab(trials: Sequence[AbTrial], path: Path) -> None:
@@ -440,7 +481,7 @@ def dump(trials: Sequence[Trial], path: Path) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=40, help="trials, each A/A, B +5%% and B +10%% once (40)")
+    parser.add_argument("--trials", type=int, default=40, help="trials, each condition once (40)")
     parser.add_argument("--minutes", type=float, default=25.0, help="start no trial after this many minutes (25)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -495,6 +536,7 @@ def _report(args: argparse.Namespace, trials: Sequence[Any], workdir: Path) -> N
         tables = [
             results_table(ab_rules(), trials, "measurements"),
             verdict_table(trials, lambda t, c: str(t.results[c]["verdict"]), "ab verdicts"),
+            ab_power(trials),
         ]
         lines = ab_summary(trials)
     else:

@@ -265,3 +265,18 @@ def test_profile_cost_says_what_each_profile_reduced_and_reads_older_files(tmp_p
     assert lines[1].startswith("test_b") and "reduced" not in lines[1]
     assert lines[2] == "records=3 measuring=2.00s profile=0.030s share=1.50% worst=2.0%"
     assert lines[3] == "reduced=1 (1 the counting call's figures only)"
+
+
+def test_gate_power_predicts_each_planted_sizes_detection_beside_the_observed(tmp_path: Path) -> None:
+    """Issue 38, item 4: the ab protocol's power table, per condition, the ratio the trials measured, what their
+    rounds could see and the detection rate that predicts, beside the rate observed (one trial: rates of one)."""
+    done = run_bench(
+        "gate_power.py", "--trials", "1", "--max-time", "0.5", "--conditions", "A/A,B +3%", "--workdir", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    header = ["condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed"]
+    assert re.search(r"\s*\|\s*".join(map(re.escape, header)), done.stdout), done.stdout
+    for condition in ("A/A", "B +3%"):  # "-": too few rounds at this budget to see any change
+        cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| (-|[\d.]+%) +\| \d+% +\| [01]/1 "
+        assert re.search(cells, done.stdout, re.MULTILINE), done.stdout
+    assert "B +5%" not in done.stdout  # only the conditions asked for
