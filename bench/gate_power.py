@@ -43,6 +43,10 @@ the head's times of the same paired rounds for ab) are also judged by
   samples) and the median is above 1.1 times the baseline's (``asv compare``'s factor);
 
 given one session each, and all sessions' samples pooled (asv pools its processes).
+Last, for every protocol, the power table: per condition, the smallest change each trial
+could see (``gate.detectable``: ab's ``--json`` rows, or the stored route's estimate of the
+trial's runs), the detection rate that predicts for a change the size of the condition's
+median ratio, and the rate observed (trials whose interval's low end is above 1).
 Background load is reported as measured by the gate itself while sampling (sequential,
 interleaved) and as the load average (all). ``--load N`` adds N busy loops (``while True:
 pass``, one process each) for the whole run, so that the figures hold under heavy load;
@@ -72,8 +76,8 @@ from asv import _stats as asv_stats
 from pytest_benchmark import utils as pytest_benchmark_utils
 from tabulate import tabulate
 
-from pytest_gpuperf.gate import compare_runs, disturbed
-from pytest_gpuperf.measuring import median_ci
+from pytest_gpuperf.gate import POWER, compare_runs, detectable, disturbed
+from pytest_gpuperf.measuring import median_ci, t_quantile, t_two_sided_p
 from pytest_gpuperf.results import Record, Run, load_run
 
 ROUNDS = 3
@@ -294,31 +298,63 @@ def ab_summary(trials: Sequence[AbTrial]) -> list[str]:
     return lines
 
 
-def ab_power(trials: Sequence[AbTrial]) -> str:
-    """Per condition: the ratio over trials, the smallest change each trial's rounds could see (its ``detectable``),
-    and the share of trials whose interval called head significantly slower (its low end above 1), beside the share
-    the trials' ``detectable`` predicts for a change of the ratio's median over trials (issue 38, item 4)."""
-    normal = statistics.NormalDist()
+@dataclass(frozen=True)
+class Seen:
+    """What one trial's estimate of one condition says: its ratio, whether its interval's low end is above 1 (a
+    significant slowdown), the smallest change it could see (``gate.detectable``; None: too few rounds), and the
+    interval's confidence and degrees of freedom (None: the normal's quantiles, as ab's interval)."""
+
+    ratio: float
+    significant: bool
+    detectable: float | None
+    confidence: float
+    df: float | None
+
+    def predicted(self, change: float) -> float:
+        """The chance that an interval this wide calls a change of ``change`` (a ratio) significantly slower."""
+        if self.detectable is None:
+            return 0.0
+        df = math.inf if self.df is None else self.df
+        q = t_quantile((1.0 + self.confidence) / 2.0, df)
+        se = math.log1p(self.detectable) / (q + t_quantile(POWER, df))
+        if se <= 0:
+            return float(change > 1.0)
+        x = q - math.log(change) / se  # P(T > x), T Student's t with df (the normal where df is infinite)
+        tail = 0.5 * (2.0 * (1.0 - statistics.NormalDist().cdf(abs(x))) if math.isinf(df) else t_two_sided_p(x, df))
+        return tail if x >= 0 else 1.0 - tail
+
+
+def ab_seen(trial: AbTrial, condition: str) -> Seen:
+    """What the ab command's --json row printed."""
+    r = trial.results[condition]["ratio"]
+    return Seen(r["ratio"], r["low"] > 1.0, r["detectable"], r["confidence"], None)
+
+
+def stored_seen(trial: Trial, condition: str) -> Seen:
+    """What the stored route's estimate of this trial's runs says (``compare_runs``, as the gate verdicts table)."""
+    (row,) = compare_runs(trial.base, trial.heads[condition]).rows
+    est = row.estimate
+    if est is None:
+        raise SystemExit(f"{condition}: the gate compared nothing ({row.reason})")
+    return Seen(est.value, est.low > 1.0, detectable(est), est.confidence, est.df)
+
+
+def power_table(trials: Sequence[Any], seen: Callable[[Any, str], Seen]) -> str:
+    """Per condition: the ratio over trials, the smallest change each trial could see (``gate.detectable``), and the
+    share of trials whose interval called head significantly slower, beside the share the trials' ``detectable``
+    predicts for a change of the ratio's median over trials (issue 38, item 4)."""
     rows = []
     for condition in CONDITIONS:
-        ratios = [t.results[condition]["ratio"] for t in trials]
-        change = statistics.median(r["ratio"] for r in ratios)  # the planted change, as the trials measured it
-        predicted = []
-        for r in ratios:
-            if r.get("detectable") is None:  # too few rounds: no interval of theirs calls anything significant
-                predicted.append(0.0)
-                continue
-            q = normal.inv_cdf((1.0 + r["confidence"]) / 2.0)  # ab's interval: the normal's quantiles (gate.detectable)
-            se = math.log1p(r["detectable"]) / (q + normal.inv_cdf(r["power"]))
-            predicted.append(normal.cdf(math.log(change) / se - q) if se > 0 else float(change > 1.0))
-        seen = sorted(r["detectable"] for r in ratios if r.get("detectable") is not None)
+        each = [seen(t, condition) for t in trials]
+        change = statistics.median(e.ratio for e in each)  # the planted change, as the trials measured it
+        sizes = sorted(e.detectable for e in each if e.detectable is not None)
         rows.append(
             (
                 condition,
                 f"{change:.3f}",
-                f"{statistics.median(seen):.1%}" if seen else "-",
-                f"{statistics.fmean(predicted):.0%}",
-                rate(sum(r["low"] > 1.0 for r in ratios), len(ratios)),
+                f"{statistics.median(sizes):.1%}" if sizes else "-",
+                f"{statistics.fmean(e.predicted(change) for e in each):.0%}",
+                rate(sum(e.significant for e in each), len(each)),
             )
         )
     headers = ("condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed")
@@ -536,7 +572,7 @@ def _report(args: argparse.Namespace, trials: Sequence[Any], workdir: Path) -> N
         tables = [
             results_table(ab_rules(), trials, "measurements"),
             verdict_table(trials, lambda t, c: str(t.results[c]["verdict"]), "ab verdicts"),
-            ab_power(trials),
+            power_table(trials, ab_seen),
         ]
         lines = ab_summary(trials)
     else:
@@ -544,6 +580,7 @@ def _report(args: argparse.Namespace, trials: Sequence[Any], workdir: Path) -> N
         tables = [
             results_table(rules(args.protocol), trials, "runs compared"),
             verdict_table(trials, lambda t, c: gate_verdict(t.base, t.heads[c]), "gate verdicts"),
+            power_table(trials, stored_seen),
         ]
         lines = conditions_summary(trials)
     for table in tables:

@@ -280,3 +280,13 @@ def test_gate_power_predicts_each_planted_sizes_detection_beside_the_observed(tm
         cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| (-|[\d.]+%) +\| \d+% +\| [01]/1 "
         assert re.search(cells, done.stdout, re.MULTILINE), done.stdout
     assert "B +5%" not in done.stdout  # only the conditions asked for
+
+
+def test_gate_power_predicts_the_stored_routes_detection_too(tmp_path: Path) -> None:
+    """The same table for the stored route, from the gate's estimate of three sessions against three (interleaved)."""
+    args = ["--protocol", "interleaved", "--trials", "1", "--conditions", "A/A,B +10%", "--workdir", str(tmp_path)]
+    done = run_bench("gate_power.py", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for condition in ("A/A", "B +10%"):  # three runs a side always give an interval: a size is stated
+        cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| [\d.]+% +\| \d+% +\| [01]/1 "
+        assert re.search(cells, done.stdout, re.MULTILINE), done.stdout
