@@ -2,7 +2,8 @@
 
 Precedence, highest first: ``@pytest.mark.gpuperf(...)`` on the test > command-line
 option > ini value (``pytest.ini``, ``pyproject.toml`` ``[tool.pytest.ini_options]``,
-``tox.ini``, ``setup.cfg``) > default. Every option is declared once in ``_options.py``.
+``tox.ini``, ``setup.cfg``) > default. Every option is declared once in ``_options.py`` and
+parsed by its entry in ``PARSERS`` here, which a session of plain tests never loads.
 What one measurement needs is ``settings.measure`` (the core's MeasureSettings); the
 rest is the session's: devices, files, baselines and the gate.
 """
