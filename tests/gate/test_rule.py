@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Callable
 
 import pytest
 
@@ -27,7 +28,7 @@ def _paired(rng: random.Random, rounds: int, change: float) -> Estimate:
     return estimate_median("time ratio head/base", ratios)
 
 
-ROUTES = {
+ROUTES: dict[str, Callable[[random.Random, float], Estimate]] = {
     "stored, 3 baseline runs and 3 current": lambda rng, change: _stored(rng, (3, 3), change),
     "stored, 1 run a side": lambda rng, change: _stored(rng, (1, 1), change),
     "ab, 20 paired rounds": lambda rng, change: _paired(rng, 20, change),
