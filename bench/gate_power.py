@@ -320,7 +320,7 @@ class Seen:
         if se <= 0:
             return float(change > 1.0)
         x = q - math.log(change) / se  # P(T > x), T Student's t with df (the normal where df is infinite)
-        tail = 0.5 * (2.0 * (1.0 - statistics.NormalDist().cdf(abs(x))) if math.isinf(df) else t_two_sided_p(x, df))
+        tail = 1.0 - statistics.NormalDist().cdf(abs(x)) if math.isinf(df) else t_two_sided_p(x, df) / 2.0
         return tail if x >= 0 else 1.0 - tail
 
 
