@@ -41,6 +41,7 @@ from ..measuring import (
     open_device,
     readings,
     resolve_size,
+    values,
 )
 from ..results import (
     DEFAULT_RESULTS_DIR,
@@ -65,7 +66,7 @@ from ._ab_load import (
 )
 from ._ab_measure import Bench, compare_workload
 from ._compare import GateResult, Row
-from ._rule import DEFAULT_TOLERANCE, POWER, detectable
+from ._rule import DEFAULT_TOLERANCE, POWER, describe_tolerance
 from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
@@ -108,7 +109,7 @@ class AbOptions:
     repo: Path = Path(".")
     device: str = "auto"
     size: str = "auto"
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: values.Tolerance = DEFAULT_TOLERANCE
     max_time: float = DEFAULT_MAX_TIME
     threads: Threads = "auto"
     select: tuple[str, ...] = ()
@@ -159,7 +160,7 @@ class AbResult:
             "device": bench.slot.id,
             "size": bench.size,
             "threads": bench.settings.threads,
-            "tolerance": bench.tolerance,
+            "tolerance": values.tolerance_json(bench.tolerance),
             "max_time": bench.settings.max_time,
             "fail_on": sorted(self.result.fail_on),
             "fingerprint": collect(self.head.path),
@@ -184,7 +185,7 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
             "high": est.high,
             "confidence": est.confidence,
             # the smallest change these rounds could see, either way, at POWER (null: too few rounds to see any)
-            "detectable": detectable(est),
+            "detectable": row.detectable,
             "power": POWER,
         }
     )
@@ -194,6 +195,8 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
         "failing": row.failing_on(fail_on),  # what fails it: its verdict, then its work ([] where it passes)
         "reason": row.reason,
         "ratio": ratio,
+        # the row's own tolerance: the one given, or under auto what its rounds can see (never under auto's floor)
+        "tolerance": row.tolerance,
         "rounds": row.head_rounds,
         "iterations": paired.iterations if paired else 0,
         "seconds": paired.seconds if paired else 0.0,
@@ -329,7 +332,7 @@ def _header(result: AbResult, progress: Progress) -> None:
     progress.say(f"base {result.base.describe()}, head {result.head.describe()}")
     progress.line(
         f"{result.workloads} on {bench.slot.id} ({bench.backend.describe().get('name', bench.slot.id)}), "
-        f"threads: {threads}, size {bench.size}, tolerance {bench.tolerance:.0%}, "
+        f"threads: {threads}, size {bench.size}, tolerance {describe_tolerance(bench.tolerance)}, "
         f"up to {bench.settings.max_time:g} s of rounds per workload"
     )
 

@@ -23,10 +23,11 @@ from ..measuring import (
     counted,
     measure_paired,
     median,
+    values,
 )
 from ._compare import PairedRounds, Row, with_work
 from ._evidence import work_difference
-from ._rule import reason_for, verdict_for
+from ._rule import reason_for, tolerance_for, verdict_for
 from ._verdicts import Verdict
 
 __all__ = ["Bench", "compare_workload"]
@@ -40,7 +41,7 @@ class Bench:
     backend: Backend
     size: str
     settings: MeasureSettings
-    tolerance: float
+    tolerance: values.Tolerance
 
     @property
     def device(self) -> Any:
@@ -67,7 +68,9 @@ def _try_build(workload: Any, bench: Bench) -> Step | str:
 
 
 def _row(name: str, bench: Bench, verdict: Verdict, reason: str, **more: Any) -> Row:
-    return Row(name, name, bench.slot.id, verdict, reason, tolerance=bench.tolerance, **more)
+    tolerance = tolerance_for(bench.tolerance, more.get("estimate"))
+    auto = isinstance(bench.tolerance, values.AutoTolerance)
+    return Row(name, name, bench.slot.id, verdict, reason, tolerance=tolerance, auto_tolerance=auto, **more)
 
 
 def _one_sided(name: str, bench: Bench, base: Step | str | None, head: Step | str | None) -> Row | str:
@@ -112,9 +115,11 @@ def _measure(
     except Exception as exc:  # noqa: BLE001 - reported as this workload's verdict, the others still run
         return _row(name, bench, Verdict.MISSING, f"measuring failed: {type(exc).__name__}: {exc}")
     ratio = paired.time_ratio("head", "base")
-    verdict = verdict_for(ratio, bench.tolerance)
+    tolerance = tolerance_for(bench.tolerance, ratio)
+    verdict = verdict_for(ratio, tolerance)
     noise = counted(ratio.count, "paired round")
-    reason = reason_for(verdict, ratio, bench.tolerance, noise=noise, remedy="raise --max-time")
+    auto = isinstance(bench.tolerance, values.AutoTolerance)
+    reason = reason_for(verdict, ratio, tolerance, noise=noise, remedy="raise --max-time", auto=auto)
     rounds = _rounds(paired, work)
     baseline, current = median(rounds.base), median(rounds.head)
     row = _row(

@@ -34,7 +34,7 @@ from ..results import (
 from . import _ab
 from ._compare import baseline_noise, compare_runs
 from ._render import gate_lines, gate_table, report_to_github, why_lines
-from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy
+from ._rule import DEFAULT_NOISE_FLOOR, DEFAULT_TOLERANCE, Policy, stored_tolerance
 from ._verdicts import DEFAULT_FAIL_ON, MORE_WORK, VERDICTS, WORK_NAMES, parse_verdicts
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_ab_option", "add_parsers"]
@@ -59,13 +59,13 @@ def _compare_parser(commands: Any) -> None:
     cmp.add_argument("base", metavar="BASE", help="baseline name or results file path")
     cmp.add_argument("head", metavar="HEAD", help="baseline name or results file path")
     add_results_dir_argument(cmp)
-    for flag, default, what in (
-        ("--tolerance", DEFAULT_TOLERANCE, "tolerance"),
-        ("--noise-floor", DEFAULT_NOISE_FLOOR, "noise floor"),
+    for flag, parse, default, what in (
+        ("--tolerance", values.tolerance, DEFAULT_TOLERANCE, "tolerance (a fraction, auto or auto:FLOOR)"),
+        ("--noise-floor", values.fraction, DEFAULT_NOISE_FLOOR, "noise floor"),
     ):
         cmp.add_argument(
             flag,
-            type=values.argtype(values.fraction),
+            type=values.argtype(parse),
             default=None,
             help=f"{what} for records without their own (a test's marker); "
             f"default: the one HEAD was measured with, else {default * 100:g}%%",
@@ -85,7 +85,7 @@ def _compare_parser(commands: Any) -> None:
 #: ``ab``'s measuring options, declared once for ``ab`` and the history commands that run it (``add_ab_option``).
 _AB_OPTIONS: Final[dict[str, dict[str, Any]]] = {
     "--device": {"default": "auto"},
-    "--tolerance": {"type": values.argtype(values.fraction), "default": DEFAULT_TOLERANCE},
+    "--tolerance": {"type": values.argtype(values.tolerance), "default": DEFAULT_TOLERANCE},
     "--max-time": {"type": values.argtype(values.positive_seconds), "default": _ab.DEFAULT_MAX_TIME, "metavar": "TIME"},
 }
 
@@ -105,7 +105,12 @@ def add_ab_option(
 def _ab_measuring_options(abp: argparse.ArgumentParser) -> None:
     add_ab_option(abp, "--device", "one device: cpu, cuda, cuda:N, mps, auto (default: auto)")
     abp.add_argument("--size", choices=SIZES, default="auto", help="workload size preset (default: auto)")
-    add_ab_option(abp, "--tolerance", f"slower/faster only beyond this ratio (default: {DEFAULT_TOLERANCE * 100:g}%%)")
+    add_ab_option(
+        abp,
+        "--tolerance",
+        "slower/faster only beyond this ratio; auto: each workload's own smallest detectable change, at least 2%% "
+        f"(auto:3%% for at least 3%%) (default: {DEFAULT_TOLERANCE * 100:g}%%)",
+    )
     max_time = _ab.DEFAULT_MAX_TIME
     add_ab_option(
         abp, "--max-time", f"paired rounds per workload stop after this long, after warmup (default: {max_time:g} s)"
@@ -189,12 +194,17 @@ def add_parsers(commands: Any) -> None:
     _ab_parser(commands)
 
 
-def _setting(given: float | None, head: Baseline, name: str, default: float) -> float:
-    """The command line's value, else the one HEAD's session ran with, else the default."""
+def _tolerance(given: values.Tolerance | None, head: Baseline) -> values.Tolerance:
+    """The command line's tolerance, else the one HEAD's session ran with, else the default."""
+    return given if given is not None else stored_tolerance(head.runs[-1].settings, DEFAULT_TOLERANCE)
+
+
+def _noise_floor(given: float | None, head: Baseline) -> float:
+    """The command line's noise floor, else the one HEAD's session ran with, else the default."""
     if given is not None:
         return given
-    value = head.runs[-1].settings.get(name)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    value = head.runs[-1].settings.get("noise_floor")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else DEFAULT_NOISE_FLOOR
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -215,8 +225,8 @@ def compare_command(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     policy = Policy(
-        tolerance=_setting(args.tolerance, head, "tolerance", DEFAULT_TOLERANCE),
-        noise_floor=_setting(args.noise_floor, head, "noise_floor", DEFAULT_NOISE_FLOOR),
+        tolerance=_tolerance(args.tolerance, head),
+        noise_floor=_noise_floor(args.noise_floor, head),
         fail_on=frozenset(args.fail_on),
         allow_mismatch=frozenset(args.allow_mismatch),
     )

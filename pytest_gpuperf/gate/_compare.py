@@ -27,6 +27,7 @@ from ..measuring import (
     counted,
     profiles_of,
     readings,
+    values,
 )
 from ..results import Record, Run, blocking_differences, differences, short_test
 from ._evidence import (
@@ -39,7 +40,7 @@ from ._evidence import (
     unrecorded,
     work_difference,
 )
-from ._rule import DEFAULT_TOLERANCE, Policy, estimate, reason_for, verdict_for
+from ._rule import DEFAULT_TOLERANCE, Policy, detectable, estimate, percent, reason_for, tolerance_for, verdict_for
 from ._verdicts import NOT_COMPARED, Verdict, work_fail_on
 from ._why import Attribution, why_for
 
@@ -82,7 +83,9 @@ class Row:
     baseline: float | None = None  # seconds per call
     current: float | None = None
     estimate: Estimate | None = None
+    #: the row's tolerance: the one given, or under ``auto`` (``auto_tolerance``) what its evidence can see
     tolerance: float = DEFAULT_TOLERANCE
+    auto_tolerance: bool = False
     base_runs: int = 0  # runs used on each side, of how many (some may be left out: disturbed, outliers)
     head_runs: int = 0
     base_total: int = 0
@@ -108,6 +111,17 @@ class Row:
     #: why a slower or unattributed row got slower: the ops and kernels whose time per call grew most; an
     #: inconclusive row whose counts went up: its count lines (``_why.py``)
     why: Attribution | None = None
+
+    @property
+    def detectable(self) -> float | None:
+        """The smallest change, either way, this row's evidence can see at the gate's power (``detectable``); None
+        where it sees none (too few rounds) or was not compared."""
+        return None if self.estimate is None else detectable(self.estimate)
+
+    @property
+    def tolerance_text(self) -> str:
+        """``5%``; ``3.4% (auto)`` where the row's tolerance is what it can see."""
+        return percent(self.tolerance) + (" (auto)" if self.auto_tolerance else "")
 
     @property
     def work(self) -> WorkComparison | None:
@@ -178,9 +192,16 @@ def count_verdicts(rows: Iterable[Row]) -> dict[str, int]:
     return out
 
 
-def _setting(records: Sequence[Record], name: str, default: float) -> float:
-    value: float | None = getattr(records[-1].evidence, name)
-    return default if value is None else value
+def _tolerance(records: Sequence[Record], default: values.Tolerance) -> values.Tolerance:
+    """The newest record's own tolerance (its marker's), else the policy's."""
+    own = records[-1].evidence.tolerance
+    return default if own is None else own
+
+
+def _noise_floor(records: Sequence[Record], default: float) -> float:
+    """The newest record's own noise floor (its marker's), else the policy's."""
+    own = records[-1].evidence.noise_floor
+    return default if own is None else own
 
 
 def _busy_verdict(
@@ -190,7 +211,7 @@ def _busy_verdict(
     by default: seen, never a plain pass), and a busy baseline cannot show the absence of one."""
     if h.all_busy and verdict is Verdict.SLOWER:
         return Verdict.UNATTRIBUTED, (
-            f"{est.value - 1:+.1%}: significant and over the {tolerance:.0%} tolerance, but measured while busy "
+            f"{est.value - 1:+.1%}: significant and over the {percent(tolerance)} tolerance, but measured while busy "
             f"({h.busy_text}), so the load may explain it; re-run on a quiet machine"
         )
     if b.all_busy and verdict in (Verdict.FASTER, Verdict.UNCHANGED):
@@ -231,7 +252,7 @@ def _clocks_verdict(
     change, per_cycle = f"{est.value - 1:+.1%}", f"time x SM clock {_change(clocked.value)}"
     if verdict is Verdict.SLOWER and hc.sm_clock_mhz < bc.sm_clock_mhz and clocked.value <= 1.0 + tolerance:
         return Verdict.UNATTRIBUTED, (
-            f"{change}: significant and over the {tolerance:.0%} tolerance, but the GPU's median SM clock was "
+            f"{change}: significant and over the {percent(tolerance)} tolerance, but the GPU's median SM clock was "
             f"{hc.describe()} against the baseline's {bc.describe()}, which explains it ({per_cycle}); "
             "let the GPU cool, check its power and cooling, and re-run"
         )
@@ -282,13 +303,17 @@ def _left_out(b: Side, h: Side) -> str:
 
 def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -> Row:
     newest = head[-1]
-    tolerance = _setting(head, "tolerance", policy.tolerance)
-    floor = _setting(head, "noise_floor", policy.noise_floor)
+    given = _tolerance(head, policy.tolerance)
+    floor = _noise_floor(head, policy.noise_floor)
+    auto = isinstance(given, values.AutoTolerance)
     mismatches = record_mismatches(base[-1], newest, policy.allow_mismatch)
     if mismatches:
         keys = ",".join(m.split(" ", 1)[0] for m in mismatches)
         reason = "; ".join(mismatches) + f" (compare anyway: --gpuperf-allow-mismatch={keys})"
-        return Row(key, newest.test, newest.device, Verdict.INCOMPARABLE, reason, tolerance=tolerance)
+        tolerance = tolerance_for(given, None)
+        return Row(
+            key, newest.test, newest.device, Verdict.INCOMPARABLE, reason, tolerance=tolerance, auto_tolerance=auto
+        )
     b = select([s for r in base for s in runs_of(r)], floor)
     h = select([s for r in head for s in runs_of(r)], floor)
     est = estimate(
@@ -299,12 +324,13 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         head_within=[s.within for s in h.kept],
         confidence=policy.confidence,
     )
+    tolerance = tolerance_for(given, est)
     verdict = verdict_for(est, tolerance)
     runs = counted(len(b.kept), "baseline run")
     noise = f"run-to-run noise {est.spread or 0.0:.1%} ({runs})"
     if len(b.kept) + len(h.kept) <= 2:  # one run a side shows no run-to-run noise: the floor's alone, assumed
         noise = f"run-to-run noise {est.spread or 0.0:.1%} assumed (the noise floor: {runs} and 1 current run)"
-    reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs")
+    reason = reason_for(verdict, est, tolerance, noise=noise, remedy="save more baseline runs", auto=auto)
     clocked = _clock_estimate(b, h, floor, policy.confidence)
     verdict, reason, cause = _other_cause(verdict, reason, est, clocked, b, h, tolerance)
     reason += _left_out(b, h)
@@ -322,6 +348,7 @@ def _row_for(key: str, base: list[Record], head: list[Record], policy: Policy) -
         current=current,
         estimate=est,
         tolerance=tolerance,
+        auto_tolerance=auto,
         base_runs=len(b.kept),
         head_runs=len(h.kept),
         base_total=b.total,
@@ -381,7 +408,7 @@ def row_runs(
 ) -> tuple[list[RunSamples], list[RunSamples]]:
     """One benchmark's runs on each side (its records in the baseline's runs and the current ones), each with its
     samples and whether the comparison kept it: what ``compare_runs`` judged, for a picture of it."""
-    floor = _setting(head, "noise_floor", (policy or Policy()).noise_floor)
+    floor = _noise_floor(head, (policy or Policy()).noise_floor)
     return run_samples(base, floor), run_samples(head, floor)
 
 
@@ -432,19 +459,18 @@ def compare_runs(
 
 @dataclass(frozen=True)
 class BaselineNoise:
-    """What a baseline's run-to-run noise lets the gate call, told before its verdicts.
+    """What a baseline's run-to-run noise lets the gate see, told before its verdicts.
 
-    ``callable`` is, per record, the smallest slowdown that a session of one run (no
-    confirmation) would find significant and beyond the tolerance against the baseline as it is:
-    the upper end of the interval of an unchanged run, or the tolerance if that is larger.
+    ``seen`` is, per record, the smallest change that a session of one run (no confirmation) could see against the
+    baseline as it is (``detectable``, at the gate's power): the median record's, and the worst one's.
     """
 
     records: int
     runs: int  # the fewest baseline runs of any record
     spread: float  # the median record's run-to-run standard deviation (of log time)
-    callable: float  # the median record's smallest callable slowdown
+    seen: float  # the median record's smallest change a session of one run can see
     worst_test: str
-    worst_callable: float
+    worst_seen: float
     #: the median record's runs kept (``select``) and saved: one kept run shows no run-to-run noise, and its
     #: ``spread`` is the noise floor, assumed, not measured
     kept: int = 0
@@ -455,7 +481,7 @@ class BaselineNoise:
         """The spread is the noise floor alone: the median record has one baseline run kept."""
         return self.kept == 1
 
-    def describe(self, tolerance: float, rows: Sequence[Row] = ()) -> str:
+    def describe(self, tolerance: values.Tolerance, rows: Sequence[Row] = ()) -> str:
         """The line; with the gate's ``rows``, it states the run-to-run noise their verdicts used (each row's own,
         over its baseline and current runs) wherever that is not the figure the line gives (issue 35)."""
         runs = counted(self.runs, "run")
@@ -467,14 +493,17 @@ class BaselineNoise:
             over = f"the noise floor; {over}{left}"
         text = (
             f"baseline noise: run-to-run {spread} ({over}): "
-            f"a session of one run can call a slowdown of {self.callable:.0%} or more"
+            f"a session of one run can see a change of {percent(self.seen)} or more"
         )
-        if self.worst_callable > self.callable:
-            text += f" ({self.worst_callable:.0%} for {self.worst_test})"
-        if self.callable > 2 * tolerance:
+        if self.worst_seen > self.seen:
+            text += f" ({percent(self.worst_seen)} for {self.worst_test})"
+        if isinstance(tolerance, values.AutoTolerance):
+            text += f"; each row's tolerance is what it can see, at least {percent(tolerance.floor)}"
+        elif self.seen > tolerance:
             text += (
-                f"; changes under ~{self.callable:.0%} cannot be called here against the {tolerance:.0%} tolerance: "
-                "on a shared machine gate with `pytest-gpuperf ab`, or save more runs on a quieter one"
+                f"; the {percent(tolerance)} tolerance cannot be seen here, so a row within it is inconclusive, "
+                "not unchanged: save more runs on a quieter machine, gate with `pytest-gpuperf ab`, or give "
+                "--gpuperf-tolerance=auto"
             )
         return text + _verdicts_noise(f"{self.spread:.1%}", rows)
 
@@ -500,15 +529,15 @@ def baseline_noise(base_runs: Sequence[Run], policy: Policy | None = None) -> Ba
     policy = policy or Policy()
     rows: list[tuple[float, float, int, Record, int]] = []
     for records in _by_key(base_runs).values():
-        floor = _setting(records, "noise_floor", policy.noise_floor)
-        tolerance = _setting(records, "tolerance", policy.tolerance)
+        floor = _noise_floor(records, policy.noise_floor)
         side = select([s for r in records for s in runs_of(r)], floor)
-        values = [s.value for s in side.kept]
-        if not values:
+        logs = [s.value for s in side.kept]
+        if not logs:
             continue
-        middle = sum(values) / len(values)
-        est = estimate(values, [middle], noise_floor=floor, base_within=[s.within for s in side.kept])
-        rows.append((max(tolerance, est.high - 1.0), est.spread or 0.0, len(values), records[-1], side.total))
+        middle = sum(logs) / len(logs)
+        est = estimate(logs, [middle], noise_floor=floor, base_within=[s.within for s in side.kept])
+        seen = detectable(est)
+        rows.append((math.inf if seen is None else seen, est.spread or 0.0, len(logs), records[-1], side.total))
     if not rows:
         return None
     rows.sort(key=lambda row: row[0])

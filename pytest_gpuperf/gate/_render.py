@@ -36,6 +36,7 @@ from ..measuring import SHOWN_CHANGES, Estimate, clipped, counted, format_durati
 from ..results import short_test
 from ._ab_load import module_file
 from ._compare import GateResult, Row, count_verdicts
+from ._rule import percent
 from ._verdicts import CLEARED, MORE_WORK, WORK_NAMES, Verdict, describe_fail_on
 from ._why import Attribution, WhyLine
 
@@ -50,6 +51,7 @@ __all__ = [
     "ratio_cell",
     "report_to_github",
     "runs_cell",
+    "seen_cell",
     "verdict_cell",
     "why_cells",
     "why_heading",
@@ -58,7 +60,7 @@ __all__ = [
     "work_lines",
 ]
 
-HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why")
+HEADERS = ("test", "device", "baseline", "current", "ratio [95% CI]", "can see", "runs", "verdict", "why")
 #: The column after the ratio where some row has clocks on both sides.
 CLOCK_HEADER = "time x clock [95% CI]"
 
@@ -74,6 +76,13 @@ def ratio_cell(row: Row) -> str:
 def clock_ratio_cell(row: Row) -> str:
     """The ratio of time x median SM clock, the clocks' part of the time ratio taken out; ``-`` without clocks."""
     return _interval(row.clock_estimate)
+
+
+def seen_cell(row: Row) -> str:
+    """The smallest change the row's evidence can see, either way, at the gate's power: ``>= 3.1%``; ``-`` where
+    it sees none (too few rounds) or was not compared."""
+    seen = row.detectable
+    return "-" if seen is None else f">= {percent(seen)}"
 
 
 def runs_cell(row: Row) -> str:
@@ -111,6 +120,7 @@ def _table(result: GateResult) -> tuple[list[str], list[tuple[str, ...]]]:
             "-" if row.current is None else format_duration(row.current),
             ratio_cell(row),
             *([clock_ratio_cell(row)] if clocked else []),
+            seen_cell(row),
             runs_cell(row),
             verdict_cell(row, result.fail_on),
             row.reason,
@@ -141,7 +151,7 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
     """The lines under the table: what differs, what was skipped, the counts, and pass or fail."""
     lines = [f"differs (shown, not blocking): {note}" for note in result.notes]
     lines += [f"skipped {name}: {why}" for name, why in result.skipped.items()]
-    lines += work_lines(result)
+    lines += work_lines(result) + _unseen_note(result, label)
     counts = ", ".join(f"{n} {verdict}" for verdict, n in result.counts().items())
     fail_on = describe_fail_on(result.fail_on)
     failing = result.failing
@@ -171,6 +181,34 @@ def gate_lines(result: GateResult, label: str = "gpuperf gate") -> list[str]:
             )
     lines += _same_work_note(result, label) + _cleared_note(result, label)
     return [printable(line) for line in lines]
+
+
+#: How many rows the warning of a tolerance below what rows can see names (the least sighted first).
+_UNSEEN_NAMED = 5
+
+
+def _unseen_note(result: GateResult, label: str) -> list[str]:
+    """The warning that a fixed tolerance is below what some inconclusive rows can see (they could not be called
+    unchanged): each named with what it can see; [] where there is none."""
+    unseen = [
+        (seen, row)
+        for row in result.rows
+        if row.verdict is Verdict.INCONCLUSIVE
+        and not row.auto_tolerance
+        and (seen := row.detectable) is not None
+        and seen > row.tolerance
+    ]
+    if not unseen:
+        return []
+    unseen.sort(key=lambda pair: -pair[0])
+    named = [f"{short_test(row)} [{row.device}] (can see >= {percent(seen)})" for seen, row in unseen[:_UNSEEN_NAMED]]
+    more = f" and {len(unseen) - _UNSEEN_NAMED} more" if len(unseen) > _UNSEEN_NAMED else ""
+    tolerances = sorted({percent(row.tolerance) for _, row in unseen})
+    return [
+        f"{label}: warning: {counted(len(unseen), 'row')} cannot see the {' or '.join(tolerances)} tolerance, so "
+        f"none of them can be called unchanged: {', '.join(named)}{more}; gather more evidence, or give the "
+        "tolerance auto (each row's own smallest detectable change)"
+    ]
 
 
 def _nothing_compared(result: GateResult) -> str:

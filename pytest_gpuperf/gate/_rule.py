@@ -10,11 +10,11 @@ decides and ``reason_for`` says why.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..measuring import Estimate, min_samples_for, t_quantile
+from ..measuring import Estimate, min_samples_for, t_quantile, values
 from ._verdicts import DEFAULT_FAIL_ON, Verdict
 
 __all__ = [
@@ -23,11 +23,14 @@ __all__ = [
     "OUTLIER_FLOORS",
     "POWER",
     "PRIOR_DF",
-    "UNCHANGED_REACH",
     "Policy",
+    "describe_tolerance",
     "detectable",
     "estimate",
+    "percent",
     "reason_for",
+    "stored_tolerance",
+    "tolerance_for",
     "verdict_for",
 ]
 
@@ -35,8 +38,6 @@ DEFAULT_TOLERANCE: Final = 0.05
 DEFAULT_NOISE_FLOOR: Final = 0.02
 #: How many runs' worth of evidence the noise floor counts for.
 PRIOR_DF: Final = 4.0
-#: "Unchanged" needs the interval to rule out a change of this many tolerances.
-UNCHANGED_REACH: Final = 2.0
 #: Runs slower than their side's low median run by more than this many noise floors are left out.
 OUTLIER_FLOORS: Final = 4.0
 #: The power at which a row states the smallest change it can see (``detectable``): a change that large is called
@@ -46,7 +47,7 @@ POWER: Final = 0.8
 
 @dataclass(frozen=True)
 class Policy:
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: values.Tolerance = DEFAULT_TOLERANCE
     noise_floor: float = DEFAULT_NOISE_FLOOR
     confidence: float = 0.95
     fail_on: frozenset[str] = frozenset(DEFAULT_FAIL_ON)
@@ -115,8 +116,18 @@ def detectable(est: Estimate, power: float = POWER) -> float | None:
     return math.expm1(half / q * (q + t_quantile(power, df))) if half > 0.0 else 0.0
 
 
+def tolerance_for(setting: values.Tolerance, est: Estimate | None) -> float:
+    """A row's tolerance: the one given, or under ``auto`` the smallest change its evidence can see
+    (``detectable``), never under auto's floor (the floor where the evidence sees nothing)."""
+    if not isinstance(setting, values.AutoTolerance):
+        return setting
+    seen = None if est is None else detectable(est)
+    return setting.floor if seen is None else max(setting.floor, seen)
+
+
 def verdict_for(est: Estimate, tolerance: float) -> Verdict:
-    """Significance first, then the tolerance, both ways; never a verdict from too few rounds for the interval."""
+    """Significance first, then the tolerance, both ways; never a verdict from too few rounds for the interval,
+    and never *unchanged* where the evidence could not see a change of the tolerance (``detectable``)."""
     if est.falls_short:
         return Verdict.INCONCLUSIVE
     above, below = est.value > 1.0 + tolerance, est.value < 1.0 / (1.0 + tolerance)
@@ -124,23 +135,50 @@ def verdict_for(est: Estimate, tolerance: float) -> Verdict:
         return Verdict.SLOWER
     if est.significant and below:
         return Verdict.FASTER
-    if above or below or not _rules_out(est, UNCHANGED_REACH * tolerance):
+    if above or below or not _sees(est, tolerance):
         return Verdict.INCONCLUSIVE
     return Verdict.UNCHANGED
 
 
-def _rules_out(est: Estimate, change: float) -> bool:
-    """Does the interval exclude a change of ``change`` either way?"""
-    return est.high < 1.0 + change and est.low > 1.0 / (1.0 + change)
+def _sees(est: Estimate, tolerance: float) -> bool:
+    """Could this evidence see a change of ``tolerance``, at ``POWER``?"""
+    seen = detectable(est)
+    return seen is not None and seen <= tolerance
 
 
-def reason_for(verdict: Verdict, est: Estimate, tolerance: float, *, noise: str, remedy: str) -> str:
+def stored_tolerance(settings: Mapping[str, object], default: values.Tolerance) -> values.Tolerance:
+    """The tolerance a run's ``settings`` say its session ran with (a fraction, or auto's text), else ``default``."""
+    value = settings.get("tolerance")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return default
+    try:
+        return values.tolerance(value)
+    except values.SettingError:
+        return default
+
+
+def describe_tolerance(setting: values.Tolerance) -> str:
+    """``5%``, ``auto``, ``auto:3%``: a tolerance as given."""
+    return str(setting) if isinstance(setting, values.AutoTolerance) else percent(setting)
+
+
+def percent(fraction: float) -> str:
+    """``5%``, ``3.4%``: a tolerance or a detectable change, to the tenth of a percent it is written to."""
+    text = f"{fraction:.1%}"
+    return text.replace(".0%", "%")
+
+
+def reason_for(
+    verdict: Verdict, est: Estimate, tolerance: float, *, noise: str, remedy: str, auto: bool = False
+) -> str:
     """Why ``verdict``: the change, and for an inconclusive one the noise that hid it and what to do.
 
     ``noise`` names what the interval comes from ("run-to-run noise 2.0% (3 baseline runs)",
-    "40 paired rounds"); ``remedy`` is what would narrow it ("raise --max-time").
+    "40 paired rounds"); ``remedy`` is what would narrow it ("raise --max-time"); ``auto``: the tolerance is the
+    row's own (``tolerance_for``), said as ``the 6.3% tolerance (auto)``.
     """
     change = f"{est.value - 1:+.1%}"
+    named = f"{percent(tolerance)} tolerance" + (" (auto)" if auto else "")
     if est.falls_short and est.nominal is not None:
         need = min_samples_for(est.nominal)
         return (
@@ -148,9 +186,13 @@ def reason_for(verdict: Verdict, est: Estimate, tolerance: float, *, noise: str,
             f"{need}; {remedy}"
         )
     if verdict in (Verdict.SLOWER, Verdict.FASTER):
-        return f"{change}: significant and over the {tolerance:.0%} tolerance"
+        return f"{change}: significant and over the {named}"
     if verdict is Verdict.UNCHANGED:
-        return f"within the {tolerance:.0%} tolerance" + (f" ({change}, significant)" if est.significant else "")
+        return f"within the {named}" + (f" ({change}, significant)" if est.significant else "")
     if 1.0 / (1.0 + tolerance) <= est.value <= 1.0 + tolerance:
-        return f"{change}, but {noise} cannot rule out {UNCHANGED_REACH * tolerance:.0%}; {remedy}"
+        seen = detectable(est)
+        return (
+            f"{change}: inconclusive at {percent(tolerance)}, this test can see >= {percent(seen or 0.0)} "
+            f"({noise}); {remedy}"
+        )
     return f"{change} but not significant against {noise}; {remedy}"

@@ -36,7 +36,7 @@ from ..gate import (
     select_names,
     workload_names,
 )
-from ..measuring import DeviceError, clipped, counted, open_device
+from ..measuring import DeviceError, clipped, counted, open_device, values
 from ..results import OutputKind, ResultsError, atomic_write_text, output_problem
 from ._bisect import Culprit, Pair, Probe, Span, hunt_span
 from ._changes import (
@@ -118,7 +118,7 @@ class Hunt:
     workloads: Path
     workload: str | None = None  # --workload: confirm every benchmark with this one
     benchmarks: tuple[str, ...] = ()  # -k: benchmark name patterns (substring, or glob with * ? [)
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: values.Tolerance = DEFAULT_TOLERANCE
     max_time: float = DEFAULT_MAX_TIME
     device: str = "auto"
     rule: ChangeRule = DEFAULT_RULE
@@ -188,7 +188,7 @@ class Report:
             "machine": hunt.layout.machine,
             "results": str(hunt.layout.results),
             "workloads_module": str(hunt.workloads),
-            "tolerance": hunt.tolerance,
+            "tolerance": values.tolerance_json(hunt.tolerance),
             "max_time": hunt.max_time,
             "since": None if hunt.since is None else hunt.since.given,
             "series": self.series,

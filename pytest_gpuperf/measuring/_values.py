@@ -20,6 +20,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
@@ -33,10 +34,12 @@ __all__ = [
     "MAX_ROUNDS",
     "MAX_SAMPLES",
     "MAX_SECONDS",
+    "AutoTolerance",
     "FieldError",
     "PastBound",
     "SettingError",
     "Threads",
+    "Tolerance",
     "argtype",
     "budget_iterations",
     "budget_rounds",
@@ -64,7 +67,10 @@ __all__ = [
     "stored_number",
     "stored_numbers",
     "stored_text",
+    "stored_tolerance",
     "threads",
+    "tolerance",
+    "tolerance_json",
     "whole",
 ]
 
@@ -150,6 +156,45 @@ def fraction(raw: object) -> float:
     if not 0 < value < 1:
         raise SettingError("must be between 0 and 1 (exclusive); write 0.01 or 1% for one percent")
     return value
+
+
+@dataclass(frozen=True)
+class AutoTolerance:
+    """A tolerance of ``auto``: each row's is the smallest change its own evidence can see (the gate's
+    ``detectable``), never under ``floor``. Written as the option takes it: ``auto``, ``auto:3%``."""
+
+    floor: float = 0.02
+
+    def __str__(self) -> str:
+        return "auto" if self == AutoTolerance() else f"auto:{self.floor * 100:.4g}%"
+
+
+#: A fixed tolerance (a fraction) or ``auto``.
+Tolerance: TypeAlias = float | AutoTolerance
+
+
+def tolerance_json(value: Tolerance) -> float | str:
+    """How a file stores a tolerance: the fraction, or auto's text (``tolerance`` reads either back)."""
+    return value if isinstance(value, float) else str(value)
+
+
+def tolerance(raw: object) -> Tolerance:
+    """``0.05`` or ``5%`` (fixed), ``auto`` (each row's own smallest detectable change, at least 2%), or
+    ``auto:3%`` (at least 3%); also the value a run's settings store (a number or that text)."""
+    if isinstance(raw, AutoTolerance):
+        return raw
+    text = str(raw).strip().lower()
+    if text == "auto":
+        return AutoTolerance()
+    if text.startswith("auto:"):
+        try:
+            return AutoTolerance(fraction(text[len("auto:") :]))
+        except SettingError as exc:
+            raise SettingError(f"the floor after auto: {exc}") from None
+    try:
+        return fraction(raw)
+    except SettingError as exc:
+        raise SettingError(f"{exc}; or auto, or auto:3% for auto with a floor of 3%") from None
 
 
 def _bound(most: int) -> str:
@@ -371,6 +416,16 @@ def stored_number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FieldError("", f"must be a number, not {shown(value)}")
     return float(value)
+
+
+def stored_tolerance(value: object) -> Tolerance:
+    """A tolerance as ``tolerance_json`` writes it: a number, or auto's text."""
+    if isinstance(value, str):
+        try:
+            return tolerance(value)
+        except SettingError:
+            raise FieldError("", f"must be a fraction or auto's text (auto, auto:3%), not {shown(value)}") from None
+    return stored_number(value)
 
 
 def stored_numbers(value: object) -> tuple[float, ...]:

@@ -32,6 +32,7 @@ from ..measuring import (
     measure_on,
     measure_paired,
     resolve_size,
+    values,
     work_from,
 )
 from ..results import Ceiling, Evidence, Record
@@ -249,7 +250,7 @@ class Gpuperf:
         measurement: Measurement,
         *,
         params: Mapping[str, object] | None = None,
-        tolerance: float | None = None,
+        tolerance: values.Tolerance | None = None,
         noise_floor: float | None = None,
         metadata: Mapping[str, Any] | None = None,
         evidence: Evidence | None = None,
@@ -258,7 +259,8 @@ class Gpuperf:
 
         Assertions made later on the record's measurement (``record.measurement``) land in the
         record. ``tolerance`` and ``noise_floor`` are the gate's
-        for this record (as fractions; default: the test's marker, else the session's).
+        for this record (as fractions, or ``values.AutoTolerance()`` for ``auto``; default: the test's marker, else
+        the session's).
         """
         self._check_unrecorded(measurement.name)
         key = self._key(measurement.name)

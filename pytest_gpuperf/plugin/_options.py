@@ -225,8 +225,10 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
     OptionSpec(
         "tolerance",
         "5%",
-        "a record is slower (or faster) only when the change is significant and beyond this ratio (default: 5%)",
-        "FRACTION",
+        "a record is slower (or faster) only when the change is significant and beyond this ratio, and unchanged "
+        "only where its evidence can see it; auto: each record's own smallest detectable change, at least 2% "
+        "(auto:3% for at least 3%) (default: 5%)",
+        "FRACTION|auto",
     ),
     OptionSpec(
         "noise_floor",

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         Measurement,
         MeasureSettings,
         Monitor,
+        values,
     )
     from ..results import Evidence, Fingerprint, Record, Run
 
@@ -310,7 +311,7 @@ class GpuperfSession:
         item: pytest.Item,
         measurement: Measurement,
         *,
-        tolerance: float | None = None,
+        tolerance: values.Tolerance | None = None,
         noise_floor: float | None = None,
     ) -> Evidence:
         """What the gate needs of a measurement just made: the test's own tolerances (its marker's, unless

@@ -83,7 +83,7 @@ PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "save": _optional_name,
     "replace": values.on_off,
     "compare": values.given_text("a baseline name or a results file path"),
-    "tolerance": values.fraction,
+    "tolerance": values.tolerance,
     "noise_floor": values.fraction,
     "fail_on": _verdicts,
     "allow_mismatch": _mismatch_keys,
@@ -116,7 +116,7 @@ class Settings:
     save: str | None = None
     replace: bool = False
     compare: str | None = None
-    tolerance: float = 0.05
+    tolerance: values.Tolerance = 0.05
     noise_floor: float = 0.02
     fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
     allow_mismatch: tuple[str, ...] = ()
@@ -192,6 +192,7 @@ class Settings:
         """Every option's value by field, as a run's ``settings`` stores it (devices joined by commas)."""
         out = {spec.field: self.value(spec.field) for spec in OPTIONS}
         out["device"] = ",".join(self.device)
+        out["tolerance"] = values.tolerance_json(self.tolerance)
         return out
 
 

@@ -32,6 +32,8 @@ from ..gate import (
     ratio_cell,
     row_runs,
     runs_cell,
+    seen_cell,
+    stored_tolerance,
     verdict_cell,
     why_cells,
     why_heading,
@@ -98,7 +100,7 @@ def policy_of(run: Run) -> Policy:
         return frozenset(str(v) for v in value) if isinstance(value, (list, tuple)) else fallback
 
     return Policy(
-        tolerance=fraction("tolerance", default.tolerance),
+        tolerance=stored_tolerance(settings, default.tolerance),
         noise_floor=fraction("noise_floor", default.noise_floor),
         fail_on=names("fail_on", default.fail_on),
         allow_mismatch=names("allow_mismatch", default.allow_mismatch),
@@ -281,7 +283,7 @@ def _summary(
     head = ["test", "device", "median", "95% CI", *(["p99"] if tail else []), "throughput"]
     head += ["% peak"] if peaks else []
     head += [header for header, _ in columns]
-    head += ["flags"] + (["ratio [95% CI]", *([CLOCK_HEADER] if clocked else []), "verdict"] if gate else [])
+    head += ["flags"] + (["ratio [95% CI]", *([CLOCK_HEADER] if clocked else []), "can see", "verdict"] if gate else [])
     out = ['<section class="summary"><h2>records</h2><div class="wide"><table><thead><tr>']
     out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
@@ -302,6 +304,7 @@ def _summary(
             row = rows.get(record.key)
             cells.append(_figure(ratio_cell(row)) if row else "-")
             cells += [_figure(clock_ratio_cell(row)) if row else "-"] if clocked else []
+            cells.append(_figure(seen_cell(row)) if row else "-")
             cells.append(_verdict_badge(row, fail_on or frozenset()))
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table></div></section>")
@@ -374,6 +377,8 @@ def _gate_facts(row: Row, fail_on: frozenset[str]) -> str:
     if row.baseline is not None and row.current is not None:
         pairs.append(("baseline / current", f"{format_duration(row.baseline)} / {format_duration(row.current)}"))
     if row.estimate is not None:
+        pairs.append(("can see", seen_cell(row)))
+        pairs.append(("tolerance", row.tolerance_text))
         pairs.append(("runs", runs_cell(row)))
     pairs.append(("why", row.reason))
     return f'<div class="gate-row">{_facts(pairs)}{_why_table(row)}</div>'

@@ -121,7 +121,7 @@ class Evidence:
     """What the gate needs besides the measurement; every field is optional."""
 
     #: the test's own tolerance and noise floor (its marker); absent: the session's, in the run's settings
-    tolerance: float | None = None
+    tolerance: values.Tolerance | None = None
     noise_floor: float | None = None
     #: other processes' CPU use while the measurement sampled
     load: Load | None = None
@@ -138,7 +138,9 @@ class Evidence:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in ("tolerance", "noise_floor", "quiet_wait_s"):
+        if self.tolerance is not None:
+            out["tolerance"] = values.tolerance_json(self.tolerance)
+        for name in ("noise_floor", "quiet_wait_s"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.load is not None:
@@ -156,7 +158,7 @@ class Evidence:
             return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
         return cls(
-            tolerance=number("tolerance"),
+            tolerance=values.stored(data, "tolerance", values.stored_tolerance, None),
             noise_floor=number("noise_floor"),
             load=values.stored(data, "load", Load.from_dict, None),
             quiet_wait_s=number("quiet_wait_s"),

@@ -23,6 +23,7 @@ from pytest_gpuperf.gate import (
     gate_lines,
     gate_table,
     parse_verdicts,
+    percent,
     reason_for,
     verdict_for,
     work_difference,
@@ -31,6 +32,10 @@ from pytest_gpuperf.measuring import Estimate, t_quantile
 from pytest_gpuperf.measuring._stats import estimate_median
 from pytest_gpuperf.results import Run, parse_mismatch_keys
 from tests.synthetic import BUSY, QUIET, make_record, make_run, with_fingerprint
+
+#: A machine quieter than the default noise floor (2%): one run a side at 0.5% can see a change of 2.7%, under the 5%
+#: tolerance, so a row within it can be called unchanged (at the default floor one run a side sees only 11.1%).
+QUIET_FLOOR = Policy(noise_floor=0.005)
 
 
 def only_row(
@@ -107,7 +112,8 @@ def test_too_few_paired_rounds_give_no_verdict(rounds: list[float]) -> None:
 
 
 def test_same_code_is_unchanged_and_a_planted_slowdown_fails() -> None:
-    assert only_row([10e-3], [10.05e-3]).verdict is Verdict.UNCHANGED
+    # three runs a side: evidence that can see a change of the 5% tolerance (one run a side sees only 11.1%)
+    assert only_row([10e-3] * 3, [10.05e-3] * 3).verdict is Verdict.UNCHANGED
     result = compare_runs([make_run(make_record(10e-3))], [make_run(make_record(12e-3))])
     (row,) = result.rows
     assert row.verdict is Verdict.SLOWER and result.failed
@@ -185,32 +191,36 @@ def test_busy_current_run_that_is_still_fast_is_unchanged() -> None:
 
 
 def test_baseline_measured_only_while_busy_cannot_show_unchanged() -> None:
-    result = compare_runs([make_run(make_record(10e-3, load=BUSY))], [make_run(make_record(10e-3))])
+    """Three runs a side could see a change of the tolerance (3.8%): it is the busy baseline that keeps the row from
+    being unchanged."""
+    result = compare_runs([make_run(make_record(10e-3, load=BUSY))] * 3, [make_run(make_record(10e-3))] * 3)
     (row,) = result.rows
     assert row.verdict is Verdict.INCONCLUSIVE
     assert "the baseline was measured while busy" in row.reason
 
 
 def test_busy_baseline_runs_are_left_out_when_quiet_ones_exist() -> None:
-    base = [make_run(make_record(10e-3)), make_run(make_record(40e-3, load=BUSY))]
-    (row,) = compare_runs(base, [make_run(make_record(10e-3))]).rows
-    assert row.verdict is Verdict.UNCHANGED and row.base_runs == 1 and row.base_total == 2
+    base = [make_run(make_record(10e-3))] * 3 + [make_run(make_record(40e-3, load=BUSY))]
+    (row,) = compare_runs(base, [make_run(make_record(10e-3))] * 3).rows
+    assert row.verdict is Verdict.UNCHANGED and row.base_runs == 3 and row.base_total == 4
 
 
 def test_invisible_slow_rounds_are_left_out_on_each_side() -> None:
     # A quiet-looking round 20% slow (another guest on the host): one-sided, so left out.
-    row = only_row([10e-3, 10e-3, 12e-3], [10.02e-3])
-    assert row.verdict is Verdict.UNCHANGED and row.base_runs == 2
-    assert "left out as far slower than the rest: 1 of 3 baseline runs" in row.reason
+    # Three runs kept a side, enough to see a change of the tolerance.
+    row = only_row([10e-3, 10e-3, 10e-3, 12e-3], [10.02e-3] * 3)
+    assert row.verdict is Verdict.UNCHANGED and row.base_runs == 3
+    assert "left out as far slower than the rest: 1 of 4 baseline runs" in row.reason
 
 
 def test_confirmation_rounds_overrule_a_transient() -> None:
+    """On a quiet machine's noise floor, where one run a side can see a change of the tolerance."""
     base = [make_run(make_record(10e-3))]
     transient = make_record(12e-3, rounds=[10.01e-3])
-    (row,) = compare_runs(base, [make_run(transient)]).rows
+    (row,) = compare_runs(base, [make_run(transient)], QUIET_FLOOR).rows
     assert row.verdict is Verdict.UNCHANGED and row.head_runs == 1 and row.head_rounds == 2
     real = make_record(12e-3, rounds=[12.03e-3, 11.97e-3])
-    assert compare_runs(base, [make_run(real)]).rows[0].verdict is Verdict.SLOWER
+    assert compare_runs(base, [make_run(real)], QUIET_FLOOR).rows[0].verdict is Verdict.SLOWER
 
 
 def test_rounds_of_one_run_do_not_count_as_independent_runs() -> None:
@@ -227,8 +237,8 @@ def test_rounds_of_one_run_do_not_count_as_independent_runs() -> None:
 
 
 def test_records_with_other_threads_are_incomparable_unless_allowed() -> None:
-    base = [make_run(make_record(10e-3, threads=2))]
-    head = [make_run(make_record(10e-3, threads=1))]
+    base = [make_run(make_record(10e-3, threads=2))] * 3
+    head = [make_run(make_record(10e-3, threads=1))] * 3
     (row,) = compare_runs(base, head).rows
     assert row.verdict is Verdict.INCOMPARABLE
     assert row.reason == "threads 2 -> 1 (compare anyway: --gpuperf-allow-mismatch=threads)"
@@ -237,7 +247,7 @@ def test_records_with_other_threads_are_incomparable_unless_allowed() -> None:
 
 
 def test_changed_work_or_params_are_incomparable() -> None:
-    assert only_row([1e-3], [1e-3]).verdict is Verdict.UNCHANGED
+    assert only_row([1e-3] * 3, [1e-3] * 3).verdict is Verdict.UNCHANGED
     base = [make_run(make_record(1e-3, params={"n": "512"}))]
     head = [make_run(make_record(1e-3, params={"n": "1024"}))]
     assert compare_runs(base, head).rows[0].verdict is Verdict.INCOMPARABLE
@@ -286,8 +296,8 @@ def test_runs_from_other_hardware_are_never_silently_compared() -> None:
 
 
 def test_shown_differences_do_not_block() -> None:
-    base = [make_run(make_record(10e-3), fingerprint=with_fingerprint(hostname="box-2", torch="2.13.1+cpu"))]
-    result = compare_runs(base, [make_run(make_record(10e-3))])
+    base = [make_run(make_record(10e-3), fingerprint=with_fingerprint(hostname="box-2", torch="2.13.1+cpu"))] * 3
+    result = compare_runs(base, [make_run(make_record(10e-3))] * 3)
     assert result.rows[0].verdict is Verdict.UNCHANGED
     assert "host box-2 -> box-1" in result.notes and "torch 2.13.1+cpu -> 2.13.0+cpu" in result.notes
 
@@ -337,8 +347,8 @@ def test_a_gate_whose_every_row_is_incomparable_fails_saying_nothing_was_compare
 
 
 def test_one_row_compared_is_a_gate_of_its_verdicts() -> None:
-    base = [make_run(make_record(1e-3), make_record(1e-3, test="t.py::test_b", params={"n": "1"}))]
-    head = [make_run(make_record(1e-3), make_record(1e-3, test="t.py::test_b", params={"n": "2"}))]
+    base = [make_run(make_record(1e-3), make_record(1e-3, test="t.py::test_b", params={"n": "1"}))] * 3
+    head = [make_run(make_record(1e-3), make_record(1e-3, test="t.py::test_b", params={"n": "2"}))] * 3
     result = compare_runs(base, head)
     assert [r.verdict for r in result.rows] == [Verdict.UNCHANGED, Verdict.INCOMPARABLE]
     assert not result.failed
@@ -383,10 +393,10 @@ def test_table_shows_baseline_current_ratio_interval_and_verdict() -> None:
     result = compare_runs(base, [make_run(make_record(12e-3))])
     table = gate_table(result)
     header, _, row = table.splitlines()[:3]
-    for column in ("test", "device", "baseline", "current", "ratio [95% CI]", "runs", "verdict", "why"):
-        assert column in header
+    columns = ("test", "device", "baseline", "current", "ratio [95% CI]", "can see", "runs", "verdict", "why")
+    assert [header.index(column) for column in columns] == sorted(header.index(column) for column in columns)
     assert row.split()[:5] == ["test_step", "cpu", "10", "ms", "12"]
-    assert "1.200 [" in row and "3/1" in row and "SLOWER" in row
+    assert "1.200 [" in row and ">= 6.5%" in row and "3/1" in row and "SLOWER" in row
     assert (
         gate_lines(result)[-1] == "gpuperf gate: FAILED: 1 slower; failing on slower,unattributed + more work "
         "unless measured unchanged or faster: test_step [cpu]"
@@ -403,23 +413,37 @@ def test_t_quantile_matches_scipy(df: float, p: float) -> None:
 
 
 def test_baseline_noise_says_what_the_baseline_can_call_before_the_verdicts() -> None:
-    quiet = [make_run(make_record(10e-3 * (1 + d))) for d in (0.0, 0.005, -0.004)]
+    """The line says the smallest change a session of one run can see against the baseline (``detectable``); six
+    quiet runs see under the 5% tolerance, four noisy ones (one left out) cannot, and the line says what follows."""
+    quiet = [make_run(make_record(10e-3 * (1 + d))) for d in (0.0, 0.005, -0.004) * 2]
     noise = baseline_noise(quiet)
-    assert noise is not None and noise.runs == 3 and noise.records == 1
-    assert noise.callable == pytest.approx(0.05)  # the tolerance: the interval is narrower than it
+    assert noise is not None and noise.runs == 6 and noise.records == 1
+    assert noise.seen < 0.05  # six quiet runs can see a change of the tolerance
     assert noise.describe(0.05) == (
-        f"baseline noise: run-to-run {noise.spread:.1%} (3 runs): "
-        "a session of one run can call a slowdown of 5% or more"
+        "baseline noise: run-to-run 1.4% (6 runs): a session of one run can see a change of 4.8% or more"
     )
     noisy = [make_run(make_record(10e-3 * (1 + d))) for d in (0.0, 0.09, -0.08, 0.05)]
     loud = baseline_noise(noisy)
-    assert loud is not None and loud.callable > 0.1 and loud.spread > 0.03
+    assert loud is not None and loud.seen > 0.1 and loud.spread > 0.03
     text = loud.describe(0.05)
-    assert f"changes under ~{loud.callable:.0%} cannot be called here against the 5% tolerance" in text
-    assert "gate with `pytest-gpuperf ab`" in text
-    # The interval an unchanged run would get is the one the gate computes: a ratio at its upper end is not slower.
-    just_under = compare_runs(noisy, [make_run(make_record(10e-3 * math.exp(0.0) * (1 + loud.callable) * 0.97))])
-    assert just_under.rows[0].verdict is not Verdict.SLOWER
+    assert text.endswith(
+        f"a session of one run can see a change of {percent(loud.seen)} or more; the 5% tolerance cannot be seen "
+        "here, so a row within it is inconclusive, not unchanged: save more runs on a quieter machine, gate with "
+        "`pytest-gpuperf ab`, or give --gpuperf-tolerance=auto"
+    )
+    # The figure is the one the gate computes: a session of one run gets that detectable change, and a row within
+    # the tolerance is inconclusive, not unchanged.
+    one_run = compare_runs(noisy, [make_run(make_record(10e-3))])
+    (row,) = one_run.rows
+    assert row.detectable == pytest.approx(loud.seen)
+    assert row.verdict is Verdict.INCONCLUSIVE and f"this test can see >= {percent(loud.seen)}" in row.reason
+    assert gate_lines(one_run)[-2] == (
+        "gpuperf gate: warning: 1 row cannot see the 5% tolerance, so none of them can be called unchanged: "
+        f"test_step [cpu] (can see >= {percent(loud.seen)}); gather more evidence, or give the tolerance auto "
+        "(each row's own smallest detectable change)"
+    )
+    (seen,) = compare_runs(quiet, [make_run(make_record(10e-3))]).rows
+    assert seen.detectable == pytest.approx(noise.seen) and seen.verdict is Verdict.UNCHANGED
     assert baseline_noise([]) is None
 
 
@@ -490,8 +514,8 @@ def test_baseline_noise_names_the_noisiest_record() -> None:
     runs = [run(10e-3, 10e-3 * f) for f in (1.0, 1.2, 0.85)]
     noise = baseline_noise(runs)
     assert noise is not None and noise.records == 2
-    assert noise.worst_test == "test_loud [cpu]" and noise.worst_callable > noise.callable
-    assert f"({noise.worst_callable:.0%} for test_loud [cpu])" in noise.describe(0.05)
+    assert noise.worst_test == "test_loud [cpu]" and noise.worst_seen > noise.seen
+    assert f"({percent(noise.worst_seen)} for test_loud [cpu])" in noise.describe(0.05)
 
 
 def test_the_gates_lines_and_the_report_judge_each_row_a_bounded_number_of_times(

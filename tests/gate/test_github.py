@@ -57,9 +57,10 @@ def test_an_ab_workload_is_located_in_the_module_of_its_package_that_names_it(tm
 
 
 def slower_result(fail_on: str = "slower") -> GateResult:
+    """test_step 20% slower, test_same unchanged: three runs a side, enough to see a change of the 5% tolerance."""
     base = make_run(make_record(10e-3), make_record(10e-3, test="test_x.py::test_same[cpu]"))
     head = make_run(make_record(12e-3), make_record(10e-3, test="test_x.py::test_same[cpu]"))
-    return compare_runs([base] * 3, [head], Policy(fail_on=frozenset({fail_on}) - {"none"}))
+    return compare_runs([base] * 3, [head] * 3, Policy(fail_on=frozenset({fail_on}) - {"none"}))
 
 
 def test_an_error_annotation_per_failing_record(tmp_path: Path) -> None:
@@ -85,6 +86,7 @@ def test_the_summary_is_appended_and_annotations_printed_only_on_github(tmp_path
     text = summary.read_text()
     assert text.startswith("earlier step\n### T\n\nc\n\n| test ")
     assert "| test_step | cpu " in text and "- gpuperf gate: FAILED: 1 slower; 1 unchanged;" in text
+    assert "| ratio [95% CI] | can see | runs |" in text
     assert len(printed) == 1 and printed[0].startswith("::error ")
     printed.clear()
     assert report_to_github(result, title="T", root=tmp_path, environ={}, out=printed.append) == []
@@ -177,7 +179,7 @@ def test_a_summary_that_would_pass_the_limit_leaves_out_rows_and_says_so(tmp_pat
     tests = [f"test_x.py::test_{i}[cpu]" for i in range(50)]
     base = make_run(*(make_record(10e-3, test=test) for test in tests))
     head = make_run(*(make_record(12e-3 if i == 49 else 10e-3, test=test) for i, test in enumerate(tests)))
-    result = compare_runs([base] * 3, [head])
+    result = compare_runs([base] * 3, [head] * 3)  # three runs a side: the 49 unchanged rows can see 5%
     summary = tmp_path / "summary.md"
     earlier = "earlier step\n" * ((SUMMARY_LIMIT - 5000) // 13)
     summary.write_text(earlier)

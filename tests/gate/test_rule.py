@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 from collections.abc import Callable
 
 import pytest
 
-from pytest_gpuperf.gate import POWER, detectable, estimate
-from pytest_gpuperf.measuring import Estimate
+from pytest_gpuperf.gate import (
+    POWER,
+    Verdict,
+    detectable,
+    estimate,
+    percent,
+    reason_for,
+    tolerance_for,
+    verdict_for,
+)
+from pytest_gpuperf.measuring import Estimate, values
 from pytest_gpuperf.measuring._stats import estimate_median
 
 SIGMA = 0.03  # run-to-run (stored route) or round-to-round (ab) noise, in log units
@@ -60,3 +70,72 @@ def test_what_a_row_can_see_follows_its_interval() -> None:
     assert detectable(too_few) is None
     with pytest.raises(ValueError, match=r"power=1\.0 must be at least 0\.5 and below 1"):
         detectable(est, power=1.0)
+
+
+def _interval(half: float, value: float = 1.0, df: float | None = None) -> Estimate:
+    """An estimate of ``value`` whose 95% interval's half-width is ``half`` in log units."""
+    return Estimate("r", value, value * math.exp(-half), value * math.exp(half), 0.95, 40, df=df)
+
+
+def test_unchanged_is_claimed_only_where_the_row_can_see_the_tolerance() -> None:
+    """Issue 38 item 1: a row within the tolerance is unchanged only where its evidence can see a change of the
+    tolerance; else it is inconclusive and says what it can see."""
+    sharp, blurred = _interval(0.02), _interval(0.06)  # can see 2.9% and 9.0%
+    assert verdict_for(sharp, 0.05) is Verdict.UNCHANGED
+    assert verdict_for(blurred, 0.05) is Verdict.INCONCLUSIVE  # the old rule (rule out 10%) called it unchanged
+    seen = detectable(blurred)
+    assert seen is not None and 0.05 < seen < 0.10
+    reason = reason_for(Verdict.INCONCLUSIVE, blurred, 0.05, noise="40 paired rounds", remedy="raise --max-time")
+    assert (
+        reason
+        == f"+0.0%: inconclusive at 5%, this test can see >= {percent(seen)} (40 paired rounds); raise --max-time"
+    )
+    assert verdict_for(blurred, seen) is Verdict.UNCHANGED  # a tolerance it can see
+    assert verdict_for(_interval(0.02, 1.2), 0.05) is Verdict.SLOWER  # significant and over: slower, seen or not
+    assert verdict_for(_interval(0.3, 1.2), 0.05) is Verdict.INCONCLUSIVE
+
+
+def test_an_auto_tolerance_is_what_the_row_can_see_never_under_its_floor() -> None:
+    """Issue 38 item 2: under ``auto`` a row's tolerance is max(its smallest detectable change, the floor)."""
+    blurred, sharp = _interval(0.06), _interval(0.005)
+    seen = detectable(blurred)
+    assert seen is not None
+    assert tolerance_for(values.AutoTolerance(), blurred) == seen
+    assert tolerance_for(values.AutoTolerance(), sharp) == 0.02  # it sees 0.7%; the floor holds
+    assert tolerance_for(values.AutoTolerance(0.03), sharp) == 0.03
+    assert tolerance_for(0.05, blurred) == 0.05  # a fixed one is the one given
+    too_few = Estimate("r", 1.3, 1.1, 1.5, 0.75, 3, nominal=0.95)
+    assert tolerance_for(values.AutoTolerance(), too_few) == 0.02  # it sees nothing: the floor, and inconclusive
+    assert verdict_for(blurred, tolerance_for(values.AutoTolerance(), blurred)) is Verdict.UNCHANGED
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("5%", 0.05),
+        ("0.02", 0.02),
+        ("auto", values.AutoTolerance()),
+        (" AUTO ", values.AutoTolerance()),
+        ("auto:3%", values.AutoTolerance(0.03)),
+        ("auto:0.1", values.AutoTolerance(0.1)),
+    ],
+)
+def test_a_tolerance_is_a_fraction_or_auto_with_an_optional_floor(written: str, read: object) -> None:
+    assert values.tolerance(written) == read
+    # what a file stores reads back, and what the option is written as parses to it again (confirmation runs)
+    assert values.stored_tolerance(values.tolerance_json(values.tolerance(written))) == read
+    assert values.tolerance(str(read) if isinstance(read, values.AutoTolerance) else read) == read
+
+
+@pytest.mark.parametrize(
+    ("written", "says"),
+    [
+        ("fast", "is not a number; write a fraction such as 0.01 or a percentage such as 1%; or auto, or auto:3%"),
+        ("auto:", "the floor after auto: is not a number"),
+        ("auto:0", "the floor after auto: must be between 0 and 1"),
+        ("150%", "must be between 0 and 1 (exclusive)"),
+    ],
+)
+def test_a_bad_tolerance_says_how_to_write_one(written: str, says: str) -> None:
+    with pytest.raises(values.SettingError, match=re.escape(says)):
+        values.tolerance(written)

@@ -28,8 +28,9 @@ def clocked(
     return record if reading is None else with_clocks(record, count, reading=reading)
 
 
-def judge(base: list[Record], head: Record, policy: Policy | None = None) -> Row:
-    (row,) = compare_runs([make_run(r) for r in base], [make_run(head)], policy).rows
+def judge(base: list[Record], head: Record, policy: Policy | None = None, *, runs: int = 1) -> Row:
+    """The one row of ``base`` (a run each) against ``runs`` current runs of ``head``."""
+    (row,) = compare_runs([make_run(r) for r in base], [make_run(head)] * runs, policy).rows
     return row
 
 
@@ -88,9 +89,10 @@ def test_a_power_cap_or_locked_clocks_on_both_sides_are_the_normal_state(
     head: float, verdict: Verdict, state: ClockReading
 ) -> None:
     """A heavy matmul keeps an H100 power-capped at 1425 of 1980 MHz in every run; clocks locked at 1200 MHz stay
-    there: the clocks are equal, no sample is flagged, and every verdict is the ratio's."""
-    without = judge(three(10e-3, None), clocked(head, None))
-    normal = judge(three(10e-3, state), clocked(head, state))
+    there: the clocks are equal, no sample is flagged, and every verdict is the ratio's. Three runs a side, so that
+    the evidence can see a change of the tolerance and no change is unchanged."""
+    without = judge(three(10e-3, None), clocked(head, None), runs=3)
+    normal = judge(three(10e-3, state), clocked(head, state), runs=3)
     assert without.verdict is normal.verdict is verdict
     assert normal.reason == without.reason and normal.cause == ""
     assert normal.clock_estimate is not None and normal.estimate is not None
@@ -112,9 +114,9 @@ def test_without_clock_data_on_either_side_the_verdict_stands(
 @pytest.mark.parametrize(("head", "verdict"), [(8e-3, Verdict.FASTER), (10.02e-3, Verdict.UNCHANGED)])
 def test_a_baseline_at_lower_clocks_cannot_show_what_its_clocks_explain(head: float, verdict: Verdict) -> None:
     """Against a baseline at 1650 MHz a speedup of 20% is its clocks (time x clock 0.96), and no change hides a
-    slowdown of 20% per cycle."""
-    assert judge(three(10e-3, COOL), clocked(head, COOL)).verdict is verdict  # the same runs, both at 1980
-    row = judge(three(10e-3, SLOW), clocked(head, COOL))
+    slowdown of 20% per cycle. Three runs a side, so that the evidence can see a change of the tolerance."""
+    assert judge(three(10e-3, COOL), clocked(head, COOL), runs=3).verdict is verdict  # the same runs, both at 1980
+    row = judge(three(10e-3, SLOW), clocked(head, COOL), runs=3)
     assert row.verdict is Verdict.INCONCLUSIVE and row.cause == "throttled"
     assert "but the baseline's GPU ran at a median SM clock of 1650 MHz (123 of 123 samples throttled; seen: " in (
         row.reason

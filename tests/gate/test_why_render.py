@@ -47,8 +47,9 @@ def test_a_slower_row_of_the_stored_route_gets_its_why() -> None:
 
 
 def test_an_unchanged_row_gets_none() -> None:
+    """Three current runs of the baseline's record: evidence that can see a change of the tolerance, unchanged."""
     base, _ = planted()
-    (row,) = compare_runs([make_run(r) for r in base], [make_run(base[0])]).rows
+    (row,) = compare_runs([make_run(r) for r in base], [make_run(r) for r in base]).rows
     assert row.verdict is Verdict.UNCHANGED and row.why is None
 
 

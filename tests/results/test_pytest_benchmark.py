@@ -240,6 +240,9 @@ def pb_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_compare_against_a_pytest_benchmark_baseline(pb_baseline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pytest-benchmark file is one run: against one current run, only a noise floor below the default 2% (here
+    0.5%, the synthetic records' spread being 0.4%) lets the gate see the 5% tolerance and call the row unchanged;
+    under the default it sees only >= 11.1%, and the row is inconclusive."""
     save_run(pb_baseline / "same.json", make_run(make_record(10.01e-3)))
     assert main(["compare", "pb.json", "same.json"]) == 2
     err = capsys.readouterr().err
@@ -247,6 +250,9 @@ def test_compare_against_a_pytest_benchmark_baseline(pb_baseline: Path, capsys: 
     assert "was written by pytest-benchmark, which records neither the GPU nor the torch and CUDA versions" in err
 
     assert main(["compare", "pb.json", "same.json", "--allow-mismatch=torch_minor"]) == 0
+    assert "inconclusive at 5%, this test can see >= 11.1%" in capsys.readouterr().out
+
+    assert main(["compare", "pb.json", "same.json", "--allow-mismatch=torch_minor", "--noise-floor=0.5%"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"base: pytest-benchmark file {pb_baseline / 'pb.json'} (1 run of commit aaaaaaaaaa")
     assert out[2].startswith("baseline noise: ")
