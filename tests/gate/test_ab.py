@@ -126,6 +126,27 @@ def test_a_planted_slowdown_fails_with_the_table(repo: Path, capsys: pytest.Capt
     assert out.splitlines()[-1].startswith("gpuperf ab: FAILED: 1 slower; ") and out.rstrip().endswith(": sleepy [cpu]")
 
 
+def test_an_auto_tolerance_judges_each_workload_at_what_its_rounds_can_see(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38 item 2: ``--tolerance auto:3%``: each row's tolerance is what its rounds can see, at least 3%,
+    stated in its reason and its JSON row; a threefold sleep is still slower."""
+    commit(repo, {"perf/delays.py": delays(0.006)}, "three times the sleep")
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "base", "--tolerance", "auto:3%", *FAST, "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    assert "tolerance auto:3%, up to" in out.splitlines()[2]
+    assert re.search(r"significant and over the [0-9.]+% tolerance \(auto\)", rows(out)["sleepy"])
+    data = json.loads(out_json.read_text())
+    assert data["tolerance"] == "auto:3%"
+    for row in data["results"]:
+        seen = row["ratio"]["detectable"]
+        assert row["tolerance"] == max(0.03, seen if seen is not None else 0.0)
+    with pytest.raises(SystemExit) as info:
+        main(["ab", "--base", "base", "--tolerance", "auto:fast"])
+    assert info.value.code == 2 and "the floor after auto: is not a number" in capsys.readouterr().err
+
+
 def test_quiet_prints_only_the_table_and_the_verdict(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ab", "--base", "HEAD", "--tolerance", "50%", "-q", *FAST, "-k", "steady"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import json
 import os
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -195,6 +196,46 @@ def test_tolerance_from_the_command_line_or_ini(steps: pytest.Pytester, monkeypa
     steps.makeini("[pytest]\ngpuperf_tolerance = 0.3\n")
     assert steps.runpytest(*FAST, "--gpuperf-compare=main").ret == pytest.ExitCode.OK
     assert steps.runpytest(*FAST, "--gpuperf-compare=main", "--gpuperf-tolerance=0.1").ret == 1
+
+
+def test_a_tolerance_of_auto_judges_each_record_at_what_it_can_see(
+    steps: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38 items 1-2: one run a side at the 2% noise floor can see only >= 11.1%. At the fixed 5% the A/A
+    row is inconclusive, never unchanged, and a warning names it; under auto its tolerance is what it can see, so
+    it is unchanged, a planted 25% is still slower, and the run file keeps auto for ``compare`` to read back."""
+    save_rounds(steps, 1)
+    fixed = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "not lenient")
+    assert fixed.ret == pytest.ExitCode.OK
+    fixed.stdout.fnmatch_lines(
+        [
+            "test *device*ratio [[]95% CI[]]*can see*runs*verdict*why",
+            "test_step *1.000 [[]*>= 11.1%*inconclusive*+0.0%: inconclusive at 5%, this test can see >= 11.1% "
+            "(run-to-run noise 2.0% assumed*",
+            "gpuperf gate: warning: 1 row cannot see the 5% tolerance, so none of them can be called unchanged: "
+            "test_step [[]cpu[]] (can see >= 11.1%)*",
+            "gpuperf gate: passed (1 inconclusive, 1 missing; *",
+        ]
+    )
+    auto = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "not lenient", "--gpuperf-tolerance=auto")
+    assert auto.ret == pytest.ExitCode.OK
+    auto.stdout.fnmatch_lines(
+        [
+            "baseline noise: * each row's tolerance is what it can see, at least 2%*",
+            "test_step *>= 11.1%*unchanged*within the 11.1% tolerance (auto)",
+            "gpuperf gate: passed (1 unchanged, 1 missing; *",
+        ]
+    )
+    assert "cannot see the" not in auto.stdout.str()
+    monkeypatch.setenv("GATE_TEST_STEP_MS", "2.5")
+    slower = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "not lenient", "--gpuperf-tolerance=auto:3%")
+    assert slower.ret == pytest.ExitCode.TESTS_FAILED
+    slower.stdout.fnmatch_lines(["test_step *1.250*SLOWER*+25.0%: significant and over the 11.1% tolerance (auto)"])
+    newest = max((steps.path / ".gpuperf" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    assert json.loads(newest.read_text())["settings"]["tolerance"] == "auto:3%"
+    judged = steps.run(sys.executable, "-m", "pytest_gpuperf", "compare", "main", str(newest))
+    assert judged.ret == 1
+    judged.stdout.fnmatch_lines(["test_step *SLOWER*+25.0%: significant and over the 11.1% tolerance (auto)"])
 
 
 def test_which_verdicts_fail_is_configurable(steps: pytest.Pytester) -> None:
@@ -536,7 +577,8 @@ def test_bad_gate_options(steps: pytest.Pytester) -> None:
             "(ops, kernels, runtime, syncs, flops, allocated, copied, compiles, memory), more-work (any of them, on a "
             "row not measured unchanged or faster), or none",
         ),
-        (["--gpuperf-tolerance=5"], "ERROR: --gpuperf-tolerance=5: must be between 0 and 1*"),
+        (["--gpuperf-tolerance=5"], "ERROR: --gpuperf-tolerance=5: must be between 0 and 1*; or auto, or auto:3%*"),
+        (["--gpuperf-tolerance=auto:0"], "ERROR: --gpuperf-tolerance=auto:0: the floor after auto: must be between 0*"),
         (["--gpuperf-allow-mismatch=gpu"], "ERROR: --gpuperf-allow-mismatch=gpu: 'gpu' is not a fingerprint key*"),
         (["--gpuperf-quiet-wait=soon"], "ERROR: --gpuperf-quiet-wait=soon: must be auto, off, or a time such as*"),
         (["--gpuperf-confirm=-1"], "ERROR: --gpuperf-confirm=-1: must be 0 or more"),

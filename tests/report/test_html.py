@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.measuring import MEMORY, Check, duration_unit
+from pytest_gpuperf.gate import percent
+from pytest_gpuperf.measuring import MEMORY, Check, duration_unit, values
 from pytest_gpuperf.measuring._memory import MemoryReading
 from pytest_gpuperf.report import compare, render
 from pytest_gpuperf.report._html import policy_of
@@ -80,6 +81,11 @@ def test_against_a_baseline_the_largest_slowdown_comes_first() -> None:
     assert "in the baseline, not in this run" in html and "test_gone [cpu]: not measured in this run" in html
     assert "baseline noise: run-to-run " in html
     assert "gpuperf gate: FAILED: " in html
+    # what each row can see (issue 38 item 1): a column of the records table, and a fact of each compared card
+    assert "<th>can see</th><th>verdict</th>" in html
+    seen = compare(base, run).result.rows[0].detectable
+    assert seen is not None and f'<span class="fig">&gt;= {percent(seen)}</span>' in html
+    assert "<dt>tolerance</dt><dd>5%</dd>" in html
 
 
 def test_without_a_baseline_the_run_order_is_kept() -> None:
@@ -140,6 +146,8 @@ def test_the_policy_is_the_sessions() -> None:
     policy = policy_of(run)
     assert (policy.tolerance, policy.noise_floor, policy.fail_on) == (0.1, 0.03, frozenset({"faster"}))
     assert policy_of(make_run()).tolerance == 0.05
+    auto = dataclasses.replace(make_run(), settings={"tolerance": "auto:3%"})  # as a run file stores auto
+    assert policy_of(auto).tolerance == values.AutoTolerance(0.03)
 
 
 def test_an_interrupted_run_says_so() -> None:
