@@ -76,8 +76,8 @@ from asv import _stats as asv_stats
 from pytest_benchmark import utils as pytest_benchmark_utils
 from tabulate import tabulate
 
-from pytest_gpuperf.gate import POWER, compare_runs, detectable, disturbed
-from pytest_gpuperf.measuring import median_ci, t_quantile, t_two_sided_p
+from pytest_gpuperf.gate import POWER, compare_runs, detectable, disturbed, tolerance_for, verdict_for
+from pytest_gpuperf.measuring import Estimate, median_ci, t_quantile, t_two_sided_p, values
 from pytest_gpuperf.results import Record, Run, load_run
 
 ROUNDS = 3
@@ -309,6 +309,8 @@ class Seen:
     detectable: float | None
     confidence: float
     df: float | None
+    #: the gate's verdict of this estimate under ``--tolerance auto`` (each row at what it can see, at least 2%)
+    auto: str
 
     def predicted(self, change: float) -> float:
         """The chance that an interval this wide calls a change of ``change`` (a ratio) significantly slower."""
@@ -326,8 +328,11 @@ class Seen:
 
 def ab_seen(trial: AbTrial, condition: str) -> Seen:
     """What the ab command's --json row printed."""
-    r = trial.results[condition]["ratio"]
-    return Seen(r["ratio"], r["low"] > 1.0, r["detectable"], r["confidence"], None)
+    row = trial.results[condition]
+    r = row["ratio"]
+    est = Estimate("time ratio head/base", r["ratio"], r["low"], r["high"], r["confidence"], row["rounds"])
+    auto = "inconclusive" if r["detectable"] is None else _auto(est)  # None: too few rounds for the interval
+    return Seen(r["ratio"], r["low"] > 1.0, r["detectable"], r["confidence"], None, auto)
 
 
 def stored_seen(trial: Trial, condition: str) -> Seen:
@@ -336,7 +341,12 @@ def stored_seen(trial: Trial, condition: str) -> Seen:
     est = row.estimate
     if est is None:
         raise SystemExit(f"{condition}: the gate compared nothing ({row.reason})")
-    return Seen(est.value, est.low > 1.0, detectable(est), est.confidence, est.df)
+    return Seen(est.value, est.low > 1.0, detectable(est), est.confidence, est.df, _auto(est))
+
+
+def _auto(est: Estimate) -> str:
+    """The gate's verdict of ``est`` under ``--tolerance auto``."""
+    return verdict_for(est, tolerance_for(values.AutoTolerance(), est)).value
 
 
 def power_table(trials: Sequence[Any], seen: Callable[[Any, str], Seen]) -> str:
@@ -355,9 +365,13 @@ def power_table(trials: Sequence[Any], seen: Callable[[Any, str], Seen]) -> str:
                 f"{statistics.median(sizes):.1%}" if sizes else "-",
                 f"{statistics.fmean(e.predicted(change) for e in each):.0%}",
                 rate(sum(e.significant for e in each), len(each)),
+                rate(sum(e.auto == "slower" for e in each), len(each)),
             )
         )
-    headers = ("condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed")
+    headers = (
+        *("condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed"),
+        "slower under auto",
+    )
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 

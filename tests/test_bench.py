@@ -275,9 +275,10 @@ def test_gate_power_predicts_each_planted_sizes_detection_beside_the_observed(tm
     )
     assert done.returncode == 0, done.stdout + done.stderr
     header = ["condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed"]
+    header.append("slower under auto")
     assert re.search(r"\s*\|\s*".join(map(re.escape, header)), done.stdout), done.stdout
     for condition in ("A/A", "B +3%"):  # "-": too few rounds at this budget to see any change
-        cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| (-|[\d.]+%) +\| \d+% +\| [01]/1 "
+        cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| (-|[\d.]+%) +\| \d+% +\| [01]/1 \(\d+%\) +\| [01]/1 "
         assert re.search(cells, done.stdout, re.MULTILINE), done.stdout
     assert "B +5%" not in done.stdout  # only the conditions asked for
 
@@ -288,5 +289,5 @@ def test_gate_power_predicts_the_stored_routes_detection_too(tmp_path: Path) -> 
     done = run_bench("gate_power.py", *args)
     assert done.returncode == 0, done.stdout + done.stderr
     for condition in ("A/A", "B +10%"):  # three runs a side always give an interval: a size is stated
-        cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| [\d.]+% +\| \d+% +\| [01]/1 "
+        cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| [\d.]+% +\| \d+% +\| [01]/1 \(\d+%\) +\| [01]/1 "
         assert re.search(cells, done.stdout, re.MULTILINE), done.stdout
