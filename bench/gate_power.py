@@ -7,6 +7,7 @@ each trial's smallest detectable change predicts beside the one observed (issue 
     python bench/gate_power.py --threads 1 --protocol interleaved               # ~25 min
     python bench/gate_power.py --trials 4                                       # a quick look
     python bench/gate_power.py --trials 60 --conditions A/A --load 2            # ab's false alarms, both CPUs busy
+    python bench/gate_power.py --trials 40 --conditions A/A --load 1 --bursts 2 # a load that comes and goes
 
 The step is 20 matmuls of a 64x1024 block by a 1024x1024 matrix (a 1024^3 matmul and a
 quarter, in blocks); B does more rows of them while declaring the same work, as a code
@@ -49,7 +50,10 @@ trial's runs), the detection rate that predicts for a change the size of the con
 median ratio, and the rate observed (trials whose interval's low end is above 1).
 Background load is reported as measured by the gate itself while sampling (sequential,
 interleaved) and as the load average (all). ``--load N`` adds N busy loops (``while True:
-pass``, one process each) for the whole run, so that the figures hold under heavy load;
+pass``, one process each) for the whole run, so that the figures hold under heavy load, or with
+``--bursts S`` loops that come and go (busy, then idle, each for a time of mean S seconds: ab's
+paired rounds then cluster, and the table shows ab's interval beside the one that treats rounds as
+independent draws);
 ``--conditions`` runs only the conditions named (``A/A`` alone: the false-alarm rate).
 """
 
@@ -86,6 +90,17 @@ CONDITIONS = {"A/A": 0, "B +2%": 26, "B +3%": 38, "B +5%": 64, "B +10%": 128}
 COLUMNS = {c: "A/A flagged (false +)" if c == "A/A" else f"{c} caught" for c in CONDITIONS}
 #: one busy loop of ``--load``
 SPINNER = "while True: pass"
+#: one busy loop of ``--load`` under ``--bursts S``: busy for a time drawn from an exponential of mean S seconds,
+#: then idle for another such time, and so on (a load that comes and goes, issue 38 item 5)
+BURSTY = """
+import random, sys, time
+mean = float(sys.argv[1])
+while True:
+    until = time.monotonic() + random.expovariate(1.0 / mean)
+    while time.monotonic() < until:
+        pass
+    time.sleep(random.expovariate(1.0 / mean))
+"""
 
 WORKER = """
 import os
@@ -267,8 +282,15 @@ def ab_rules() -> dict[tuple[str, str], Callable[[AbTrial, str], bool]]:
     def times(t: AbTrial, c: str, side: str) -> list[float]:
         return [float(x) for x in t.results[c][side]]
 
+    def independent(t: AbTrial, c: str) -> bool:
+        """ab's interval were its rounds independent draws (no serial widening): low end above 1."""
+        ratios = [h / b for b, h in zip(times(t, c, "base"), times(t, c, "head"), strict=True)]
+        return median_ci(ratios).low > 1.0
+
     return {
         ("pytest-gpuperf ab: exit status", "paired rounds, 1 process"): lambda t, c: t.exit_status[c] == 1,
+        ("ab's interval: low end > 1", "paired rounds, 1 process"): lambda t, c: t.results[c]["ratio"]["low"] > 1.0,
+        ("the same, rounds as independent", "same rounds"): independent,
         ("pytest-benchmark mean:5%", "same rounds"): lambda t, c: mean_check_fails(
             times(t, c, "base"), times(t, c, "head")
         ),
@@ -282,11 +304,16 @@ def ab_summary(trials: Sequence[AbTrial]) -> list[str]:
         ratios = sorted(t.results[condition]["ratio"]["ratio"] for t in trials)
         widths = sorted((r["ratio"]["high"] - r["ratio"]["low"]) / 2 for t in trials for r in [t.results[condition]])
         rounds = sorted(t.results[condition]["rounds"] for t in trials)
+        worth = [t.results[condition]["ratio"].get("independent_rounds") for t in trials]
+        clustered = sum(
+            w is not None and w < r - 0.5
+            for w, r in zip(worth, (t.results[condition]["rounds"] for t in trials), strict=True)
+        )
         spread = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
         lines.append(
             f"{condition}: ratio head/base median {statistics.median(ratios):.3f} (SD over trials {spread:.3f}, "
             f"range {ratios[0]:.3f}-{ratios[-1]:.3f}), CI half-width median {statistics.median(widths):.3f}, "
-            f"rounds median {statistics.median(rounds):g}"
+            f"rounds median {statistics.median(rounds):g}, clustered (interval widened) in {clustered} of {len(trials)}"
         )
     seconds = [s for t in trials for s in t.seconds.values()]
     loads = [x for t in trials for x in t.load.values()]
@@ -558,6 +585,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--load", type=int, default=0, help="busy loops (one process each) kept running during the whole run (0)"
     )
+    parser.add_argument(
+        "--bursts",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the --load loops come and go: busy, then idle, each for a time drawn with this mean (default: always on)",
+    )
     return parser
 
 
@@ -610,11 +644,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chosen = [c.strip() for c in args.conditions.split(",") if c.strip()]
     unknown = [c for c in chosen if c not in CONDITIONS]
-    if unknown or not chosen or args.load < 0:
-        parser.error(f"--conditions takes some of {', '.join(CONDITIONS)}; --load a count >= 0")
+    if unknown or not chosen or args.load < 0 or (args.bursts is not None and not args.bursts > 0):
+        parser.error(f"--conditions takes some of {', '.join(CONDITIONS)}; --load a count >= 0; --bursts seconds > 0")
     for condition in [c for c in CONDITIONS if c not in chosen]:
         del CONDITIONS[condition]
-    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER]) for _ in range(args.load)]
+    loop = [SPINNER] if args.bursts is None else [BURSTY, str(args.bursts)]
+    spinners = [subprocess.Popen([sys.executable, "-c", *loop]) for _ in range(args.load)]
     try:
         return _run(args)
     finally:
@@ -636,9 +671,11 @@ def _run(args: argparse.Namespace) -> int:
         (workdir / "test_step.py").write_text(textwrap.dedent(WORKER))
     load_before = os.getloadavg()
     threads = args.threads or "auto (1 on a CPU)"
+    bursts = "" if args.bursts is None else f" in bursts (mean {args.bursts:g} s on, {args.bursts:g} s off)"
     print(
         f"gate_power: {args.trials} trials of {', '.join(CONDITIONS)}, {args.protocol} protocol, threads: {threads}, "
-        f"{args.load} busy loops, in {workdir}; load average {load_before[0]:.2f}"
+        f"{args.load} busy loops{bursts}, "
+        f"in {workdir}; load average {load_before[0]:.2f}"
     )
     trials = _trials(args, workdir, start)
     _report(args, trials, workdir)

@@ -269,11 +269,15 @@ def test_profile_cost_says_what_each_profile_reduced_and_reads_older_files(tmp_p
 
 def test_gate_power_predicts_each_planted_sizes_detection_beside_the_observed(tmp_path: Path) -> None:
     """Issue 38, item 4: the ab protocol's power table, per condition, the ratio the trials measured, what their
-    rounds could see and the detection rate that predicts, beside the rate observed (one trial: rates of one)."""
-    done = run_bench(
-        "gate_power.py", "--trials", "1", "--max-time", "0.5", "--conditions", "A/A,B +3%", "--workdir", str(tmp_path)
-    )
+    rounds could see and the detection rate that predicts, beside the rate observed (one trial: rates of one);
+    under a load that comes and goes (item 5), ab's interval beside the one of rounds as independent draws."""
+    args = ["--trials", "1", "--max-time", "0.5", "--conditions", "A/A,B +3%", "--workdir", str(tmp_path)]
+    done = run_bench("gate_power.py", *args, "--load", "1", "--bursts", "0.5")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 busy loops in bursts (mean 0.5 s on, 0.5 s off)" in done.stdout
+    for rule in ("ab's interval: low end > 1", "the same, rounds as independent"):
+        assert re.search(rf"^\| {re.escape(rule)} +\| .+ \| [01]/1 \(\d+%\) +\| [01]/1", done.stdout, re.MULTILINE)
+    assert re.search(r"^A/A: .*rounds median \d+, clustered \(interval widened\) in [01] of 1$", done.stdout, re.M)
     header = ["condition", "ratio (median of trials)", "can see (median)", "predicted: significant", "observed"]
     header.append("slower under auto")
     assert re.search(r"\s*\|\s*".join(map(re.escape, header)), done.stdout), done.stdout
@@ -281,6 +285,11 @@ def test_gate_power_predicts_each_planted_sizes_detection_beside_the_observed(tm
         cells = rf"^\| {re.escape(condition)} +\| \d\.\d{{3}} +\| (-|[\d.]+%) +\| \d+% +\| [01]/1 \(\d+%\) +\| [01]/1 "
         assert re.search(cells, done.stdout, re.MULTILINE), done.stdout
     assert "B +5%" not in done.stdout  # only the conditions asked for
+
+
+def test_gate_power_refuses_bursts_of_no_length(tmp_path: Path) -> None:
+    done = run_bench("gate_power.py", "--trials", "1", "--load", "1", "--bursts", "0", "--workdir", str(tmp_path))
+    assert done.returncode == 2 and "--bursts seconds > 0" in done.stderr
 
 
 def test_gate_power_predicts_the_stored_routes_detection_too(tmp_path: Path) -> None:

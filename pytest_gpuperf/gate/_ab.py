@@ -187,6 +187,9 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
             # the smallest change these rounds could see, either way, at POWER (null: too few rounds to see any)
             "detectable": row.detectable,
             "power": POWER,
+            # what the rounds are worth as independent ones: below "rounds" where consecutive rounds clustered
+            # and the interval was widened for it (measuring.serial_median_ci)
+            "independent_rounds": est.worth,
         }
     )
     return {

@@ -20,7 +20,6 @@ from ..measuring import (
     Paired,
     Step,
     WorkloadUnsupported,
-    counted,
     measure_paired,
     median,
     values,
@@ -117,7 +116,7 @@ def _measure(
     ratio = paired.time_ratio("head", "base")
     tolerance = tolerance_for(bench.tolerance, ratio)
     verdict = verdict_for(ratio, tolerance)
-    noise = counted(ratio.count, "paired round")
+    noise = ratio.rounds
     auto = isinstance(bench.tolerance, values.AutoTolerance)
     reason = reason_for(verdict, ratio, tolerance, noise=noise, remedy="raise --max-time", auto=auto)
     rounds = _rounds(paired, work)

@@ -37,7 +37,9 @@ and a load with that period (another process's periodic work, a timer tick that 
 sleeper late) falls on the same step in every round: ``ab`` once read an unchanged 2 ms
 sleeper as 2.750 [2.714, 2.764], slower, at load 4 to 6. Drawn at random, the load falls
 on either step equally often, whatever its period; the sign of each round's deviation is
-then a fair coin, which is what the distribution-free interval of the median assumes. In
+then a fair coin, which is what the distribution-free interval of the median assumes. A load
+in bursts longer than a round still makes consecutive rounds deviate alike: the interval is
+widened for what the rounds' order shows of that (``serial_median_ci``). In
 a distributed run the orders come from a seed all ranks share, so that every rank times
 the same step in the same block.
 
@@ -67,7 +69,7 @@ from ._reading import After, Around, open_sensors, read_after, sensed
 from ._runner import BlockTimes, Coordinator, Subject, measurement_of
 from ._sampling import SamplingPlan, block_size, caps_reached, sample
 from ._settings import MeasureSettings
-from ._stats import Estimate, estimate_median, median, median_ci
+from ._stats import Estimate, estimate_median, median, serial_median_ci
 from ._workload import Step
 
 __all__ = ["Paired", "PairedStopRule", "StepFactory", "measure_paired"]
@@ -143,7 +145,7 @@ class PairedStopRule:
         return caps_reached(plan, n, elapsed, f"the ratios reached {plan.target:.2%}")
 
     def _width(self, values: Sequence[float]) -> float:
-        ci = median_ci(values, self.plan.confidence)
+        ci, _ = serial_median_ci(values, self.plan.confidence)  # the interval the ratio will be given
         if ci.confidence < self.plan.confidence:
             return math.inf
         return ci.relative_half_width(median(values))

@@ -30,6 +30,8 @@ __all__ = [
     "quantile",
     "quantile_ci",
     "quantile_ci_ranks",
+    "serial_factor",
+    "serial_median_ci",
     "summarize",
     "t_quantile",
     "t_two_sided_p",
@@ -95,6 +97,9 @@ class Estimate:
     evidence: str | None = None
     subject: str | None = None
     stopped: str | None = None
+    #: what ``count`` values in order are worth as independent ones (``serial_median_ci``): below ``count`` where
+    #: consecutive rounds clustered and the interval was widened for it; None: not assessed
+    worth: float | None = None
 
     @property
     def asked(self) -> float:
@@ -127,12 +132,20 @@ class Estimate:
         return min_samples_for(self.asked, 0.5 if self.quantile is None else self.quantile)
 
     @property
+    def rounds(self) -> str:
+        """``12 paired rounds``, or where they clustered ``40 paired rounds, clustered: worth 12 independent``."""
+        counted = counted_as(self.count, self.counted)
+        if self.worth is None or self.worth > self.count - 0.5:
+            return counted
+        return f"{counted}, clustered: worth {self.worth:.0f} independent"
+
+    @property
     def source(self) -> str:
         """Where the interval comes from: ``evidence``, or ``from 12 paired rounds``."""
-        return f"from {counted_as(self.count, self.counted)}" if self.evidence is None else self.evidence
+        return f"from {self.rounds}" if self.evidence is None else self.evidence
 
     def __str__(self) -> str:
-        rounds = counted_as(self.count, self.counted)
+        rounds = self.rounds
         if self.falls_short:
             return (
                 f"{self.what} {self.value:.3g} (only {rounds}: their range [{self.low:.3g}, {self.high:.3g}] "
@@ -354,13 +367,65 @@ def summarize(samples: Iterable[float], confidence: float = 0.95) -> Summary:
     )
 
 
+def serial_factor(values: Sequence[float]) -> float:
+    """How much the clustering of consecutive ``values`` (in the order measured) multiplies the variance of the
+    count of them below the median, against independent draws: 1 where they do not cluster (never less).
+
+    The distribution-free interval of the median rests on that count being Binomial(n, 1/2): true for
+    independent values, not when the load comes in bursts longer than one value and several values in a row
+    fall on the same side. The count's variance is then ``n/4 * (1 + 2 * sum of rho_k)``, rho_k the
+    autocorrelation at lag k of the values' signs about their median; this is its Bartlett-weighted estimate
+    (Newey and West) over lags up to ``ceil(sqrt(n))``, clamped at 1 so that an interval is never narrowed by
+    an estimate of anti-correlation."""
+    n = len(values)
+    if n < 3:
+        return 1.0
+    centre = median(values)
+    signs = [(v > centre) - (v < centre) for v in values]
+    mean = math.fsum(signs) / n
+    dev = [x - mean for x in signs]
+    total = math.fsum(d * d for d in dev)
+    if total == 0.0:
+        return 1.0
+    lags = math.ceil(n ** (1.0 / 3.0))
+    weighted = math.fsum(
+        (1.0 - k / (lags + 1)) * math.fsum(dev[i] * dev[i + k] for i in range(n - k)) / total
+        for k in range(1, min(lags, n - 1) + 1)
+    )
+    return min(float(n), max(1.0, 1.0 + 2.0 * weighted))
+
+
+def serial_median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[Interval, float]:
+    """The median's interval from ``values`` in the order measured, and what they are worth as independent ones.
+
+    Where consecutive values cluster (``serial_factor`` f above 1), the n values count as n/f independent ones:
+    the ranks of ``median_ci`` for that many, scaled back to n values (the rank's distance from the middle grows
+    by sqrt(f), as the count's standard deviation does), and an interval that falls short where n/f values
+    could not give one. Where they do not cluster this is ``median_ci`` exactly. Checked by planting bursts of
+    load in ``tests/measuring/test_stats.py``."""
+    data = _sorted(values)
+    n = len(data)
+    factor = serial_factor(values)
+    worth = n / factor
+    if factor == 1.0:
+        lo, hi, coverage = median_ci_ranks(n, confidence)
+        return Interval(data[lo], data[hi], coverage), worth
+    m = max(1, math.floor(worth))
+    lo_m, _, coverage = median_ci_ranks(m, confidence)
+    if _short(coverage, confidence):
+        return Interval(data[0], data[-1], coverage), worth
+    lo = min(math.floor(lo_m * n / m), (n - 1) // 2)
+    return Interval(data[lo], data[n - 1 - lo], coverage), worth
+
+
 def estimate_median(what: str, values: Iterable[float], confidence: float = 0.95) -> Estimate:
-    """The median of per-round ``values`` (non-finite ones dropped) with its distribution-free interval."""
+    """The median of per-round ``values`` in the order measured (non-finite ones dropped) with its
+    distribution-free interval, widened where consecutive rounds cluster (``serial_median_ci``)."""
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         raise ValueError(f"{what}: no finite per-round values to estimate from")
-    ci = median_ci(finite, confidence)
-    return Estimate(what, median(finite), ci.low, ci.high, ci.confidence, len(finite), nominal=confidence)
+    ci, worth = serial_median_ci(finite, confidence)
+    return Estimate(what, median(finite), ci.low, ci.high, ci.confidence, len(finite), nominal=confidence, worth=worth)
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -213,11 +213,12 @@ def test_a_single_step_waits_for_its_own_median_to_reach_the_target() -> None:
 
 
 def test_estimate_is_the_median_with_a_distribution_free_ci() -> None:
-    values = [float(v) for v in range(1, 22)]
+    # in an order without runs above or below the median (a trend would cluster: test_stats.py)
+    values = [float(v) for pair in zip(range(1, 11), range(21, 11, -1), strict=True) for v in pair] + [11.0]
     est = estimate_median("x", values, 0.95)
-    assert est.value == 11.0 and est.count == 21
+    assert est.value == 11.0 and est.count == 21 and est.worth == 21
     assert est.low < 11.0 < est.high and est.confidence >= 0.95
-    assert "x 11 (" in str(est) and "21 paired rounds" in str(est)
+    assert "x 11 (" in str(est) and "from 21 paired rounds)" in str(est)
     assert estimate_median("even", [1.0, 2.0, 3.0, 4.0], 0.5).value == 2.5
     with pytest.raises(ValueError, match="no finite"):
         estimate_median("nan", [math.nan], 0.95)

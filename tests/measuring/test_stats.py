@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.measuring import median, median_ci, min_samples_for, quantile, quantile_ci, summarize
-from pytest_gpuperf.measuring._stats import binomial_cdf, estimate_median, median_ci_ranks, quantile_ci_ranks, trend
+from pytest_gpuperf.measuring._stats import (
+    binomial_cdf,
+    estimate_median,
+    median_ci_ranks,
+    quantile_ci_ranks,
+    serial_factor,
+    serial_median_ci,
+    trend,
+)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 20, 61])
@@ -168,3 +176,61 @@ def test_quantile_interpolates_like_numpy() -> None:
     data = [float(x) for x in range(1, 101)]
     assert quantile(data, 0.99) == pytest.approx(99.01)
     assert quantile(data, 0.5) == median(data)
+
+
+def _bursty(rng: random.Random, n: int, shift: float, stay: float, sigma: float = 0.02) -> list[float]:
+    """Per-round ratios of an unchanged step (true median 1) under a load that comes in bursts: each round keeps
+    the last one's state (ratio shifted by +-``shift``, log units) with probability ``stay``, else draws it anew."""
+    state, out = rng.choice((-shift, shift)), []
+    for _ in range(n):
+        if rng.random() > stay:
+            state = rng.choice((-shift, shift))
+        out.append(math.exp(state + rng.gauss(0.0, sigma)))
+    return out
+
+
+def _coverage(intervals: list[tuple[float, float]]) -> float:
+    return sum(low <= 1.0 <= high for low, high in intervals) / len(intervals)
+
+
+def test_rounds_in_bursts_widen_the_interval_to_its_coverage() -> None:
+    """Issue 38 item 5: bursts of load longer than a round cluster the rounds' ratios, and the interval of
+    independent draws covers the true median in 85% of runs, not 95%; the serial one widens for it (planted)."""
+    rng = random.Random(5)
+    runs = [_bursty(rng, 40, 0.02, 0.5) for _ in range(1000)]
+    independent = [(ci.low, ci.high) for ci in map(median_ci, runs)]
+    serial = [(ci.low, ci.high) for ci, _ in map(serial_median_ci, runs)]
+    assert _coverage(independent) < 0.89
+    assert _coverage(serial) >= 0.9
+    worth = [serial_median_ci(run)[1] for run in runs]
+    assert 20 < sum(worth) / len(worth) < 38  # 40 rounds worth about 31 independent ones
+
+
+def test_independent_rounds_keep_their_coverage_at_a_small_cost_in_width() -> None:
+    rng = random.Random(6)
+    runs = [[math.exp(rng.gauss(0.0, 0.02)) for _ in range(40)] for _ in range(1000)]
+    plain, serial = [median_ci(run) for run in runs], [serial_median_ci(run)[0] for run in runs]
+    assert _coverage([(ci.low, ci.high) for ci in serial]) >= 0.95
+    widths = [math.log(b.high / b.low) / math.log(a.high / a.low) for a, b in zip(plain, serial, strict=True)]
+    assert min(widths) >= 1.0 and sum(widths) / len(widths) < 1.15  # never narrower; about 9% wider on average
+    assert sum(w == 1.0 for w in widths) > 500  # most runs show no clustering: median_ci's own interval
+
+
+def test_a_trend_across_the_rounds_is_worth_few_independent_ones() -> None:
+    drifting = [1.0 + i / 100 for i in range(21)]
+    assert serial_factor(drifting) > 3.0
+    ci, worth = serial_median_ci(drifting)
+    # worth 6: the whole range, a 96.9% interval of 6 independent values, where 21 would give [1.05, 1.15]
+    assert 6 <= worth < 7 and (ci.low, ci.high) == (1.0, 1.2) and ci.confidence == 1 - 2 / 2**6
+    assert median_ci(drifting).high < 1.16
+    est = estimate_median("time ratio", drifting)
+    assert est.worth == worth and est.low == 1.0
+    assert f"21 paired rounds, clustered: worth {worth:.0f} independent" in str(est)
+
+
+def test_rounds_without_runs_about_the_median_are_median_ci_exactly() -> None:
+    alternating = [1.0 + (0.01 if i % 2 else -0.01) * (1 + i / 50) for i in range(30)]
+    assert serial_factor(alternating) == 1.0  # anti-correlated: never narrowed below independent draws
+    ci, worth = serial_median_ci(alternating)
+    assert worth == 30 and ci == median_ci(alternating)
+    assert serial_factor([1.0, 2.0]) == 1.0 and serial_factor([1.0] * 10) == 1.0
