@@ -36,8 +36,11 @@ from .._git import GitError, worktree
 from .._progress import Progress, format_elapsed
 from ..measuring import (
     DeviceError,
+    Estimate,
     MeasureSettings,
+    Paired,
     Threads,
+    counted,
     open_device,
     readings,
     resolve_size,
@@ -52,6 +55,7 @@ from ..results import (
     collect,
     output_problem,
 )
+from ._ab_confirm import CONFIRM_BUILDS, RUN_FALSE_ALARMS, confirmed, run_confidence, suspect
 from ._ab_load import (
     ALIASES,
     AbError,
@@ -64,13 +68,14 @@ from ._ab_load import (
     resolve_commit,
     trees,
 )
-from ._ab_measure import Bench, compare_workload
+from ._ab_measure import Bench, compare_workload, measure_again
 from ._compare import GateResult, Row
 from ._rule import DEFAULT_TOLERANCE, POWER, describe_tolerance
 from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
 __all__ = [
+    "CONFIRM_BUILDS",
     "DEFAULT_MAX_TIME",
     "DEFAULT_WORKLOADS",
     "DEFAULT_WORKLOADS_HELP",
@@ -118,6 +123,8 @@ class AbOptions:
     #: whose traces to write: ``failing`` rows, ``all``, ``off`` (``_traces.py``), under ``results_dir``/traces/
     trace: str = "failing"
     results_dir: Path = DEFAULT_RESULTS_DIR
+    #: fresh builds each row the first pass calls slower or faster is measured in again (``_ab_confirm.py``; 0: none)
+    confirm: int = CONFIRM_BUILDS
 
 
 @dataclass
@@ -134,6 +141,28 @@ class AbResult:
     #: the installed suites' workloads ran on both sides: the folder ``workloads`` is relative to; None when the
     #: workloads module is the repository's
     installed_at: Path | None = None
+    #: fresh builds each suspect was confirmed in (``AbOptions.confirm``), and the first pass's ratio of each
+    #: confirmed row, by name
+    confirm: int = CONFIRM_BUILDS
+    first_pass: dict[str, Estimate] = field(default_factory=dict)
+
+    def false_alarm_line(self) -> str:
+        """How the run's chance of any false alarm is bounded (``_ab_confirm.py``), said before the verdict."""
+        rows = counted(len(self.result.rows), "row")
+        if self.confirm == 0:
+            return (
+                f"gpuperf ab: false alarms: not confirmed (--confirm 0): each of {rows} judged alone at 95%, so a "
+                "run of unchanged code can fail on any of them"
+            )
+        builds = counted(self.confirm, "fresh build")
+        suspects = len(self.first_pass)
+        if not suspects:
+            return f"gpuperf ab: false alarms: no suspect among {rows} (one would be confirmed in {builds})"
+        return (
+            f"gpuperf ab: false alarms: {counted(suspects, 'suspect')} of {rows} confirmed in {builds} each at "
+            f"{run_confidence(suspects):.1%}, so at most {RUN_FALSE_ALARMS:.0%} of runs of unchanged code raise "
+            "one where builds are independent"
+        )
 
     def same_code_warning(self) -> str:
         """With the installed workloads, why the verdicts say nothing of the revisions ('' otherwise)."""
@@ -164,9 +193,25 @@ class AbResult:
             "max_time": bench.settings.max_time,
             "fail_on": sorted(self.result.fail_on),
             "fingerprint": collect(self.head.path),
-            "results": [_row_dict(row, self.result.fail_on) | self._traces_entry(row) for row in self.result.rows],
+            # each suspect confirmed in this many fresh builds at run_confidence(suspects): a run's chance of any
+            # false alarm at most run_false_alarms where builds are independent (builds 0: not confirmed)
+            "confirm": {
+                "builds": self.confirm,
+                "suspects": len(self.first_pass),
+                "confidence": run_confidence(len(self.first_pass)) if self.first_pass else None,
+                "run_false_alarms": RUN_FALSE_ALARMS if self.confirm else None,
+            },
+            "results": [
+                _row_dict(row, self.result.fail_on) | self._traces_entry(row) | self._first_pass(row)
+                for row in self.result.rows
+            ],
             "skipped": dict(self.result.skipped),
         }
+
+    def _first_pass(self, row: Row) -> dict[str, Any]:
+        """The JSON row's ``first_pass``: the ratio that made it a suspect (null where it was not one)."""
+        est = self.first_pass.get(row.key)
+        return {"first_pass": None if est is None else {"ratio": est.value, "low": est.low, "high": est.high}}
 
     def _traces_entry(self, row: Row) -> dict[str, Any]:
         """The JSON row's ``traces``: ``{"base": path, "head": path}``, null for a side (or row) not traced."""
@@ -200,7 +245,7 @@ def _row_dict(row: Row, fail_on: frozenset[str] = frozenset()) -> dict[str, Any]
         "ratio": ratio,
         # the row's own tolerance: the one given, or under auto what its rounds can see (never under auto's floor)
         "tolerance": row.tolerance,
-        "rounds": row.head_rounds,
+        "rounds": len(paired.head) if paired else row.head_rounds,  # the rounds listed (a confirmed row's first pass)
         "iterations": paired.iterations if paired else 0,
         "seconds": paired.seconds if paired else 0.0,
         "stop_reason": paired.stop_reason if paired else "",
@@ -294,8 +339,10 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
         with trees(repo, options.base, options.head) as (base, head):
             sides = _load_sides(base, head, relative, installed_at)
             result = AbResult(base, head, bench, relative, GateResult([], options.fail_on), installed_at=installed_at)
+            result.confirm = options.confirm
             _header(result, progress)
             _run_all(result, sides["base"], sides["head"], options.select, progress)
+            _confirm_all(result, lambda: _load_sides(base, head, relative, installed_at, fresh=True), progress)
         _write_traces(result, options)
     except GitError as exc:
         raise AbError(f"{exc}; check the repository and the revisions") from None
@@ -305,9 +352,14 @@ def run(options: AbOptions, *, out: Callable[[str], None] | None = print) -> AbR
     return result
 
 
-def _load_sides(base: Tree, head: Tree, relative: Path, installed_at: Path | None) -> dict[str, dict[str, Any]]:
-    """Each side's workloads: its tree's module under its own name, or the installed suites' one copy for both."""
+def _load_sides(
+    base: Tree, head: Tree, relative: Path, installed_at: Path | None, *, fresh: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Each side's workloads: its tree's module under its own name, or the installed suites' one copy for both;
+    every call imports the trees' modules afresh, and ``fresh`` the installed one too (a fresh build)."""
     if installed_at is not None:
+        if fresh:
+            forget(f"{_suites.PACKAGE}.workloads")
         installed = load_installed(f"{_suites.PACKAGE}.workloads")
         return {"base": installed, "head": installed}
     roots = [base.path.resolve(), head.path.resolve()]
@@ -364,6 +416,41 @@ def _run_all(
         ratio = "" if est is None else f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}], "
         took = format_elapsed(time.perf_counter() - start)
         progress.line(f"{where}: {ratio}{row.verdict.value} ({row.head_rounds} rounds, {took})")
+
+
+def _confirm_all(result: AbResult, load: Callable[[], dict[str, dict[str, Any]]], progress: Progress) -> None:
+    """Every suspect row measured again in ``result.confirm`` fresh builds (each side's workloads imported anew,
+    once per build for all suspects), and judged on them at the run's shared confidence (``_ab_confirm.py``)."""
+    rows = result.result.rows
+    suspects = [i for i, row in enumerate(rows) if suspect(row)] if result.confirm else []
+    if not suspects:
+        return
+    confidence = run_confidence(len(suspects))
+    progress.say(
+        f"confirming {counted(len(suspects), 'suspect')} in {counted(result.confirm, 'fresh build')} each, at "
+        f"{confidence:.1%} (the run's {RUN_FALSE_ALARMS:.0%} shared by its suspects)"
+    )
+    measured: dict[int, list[Paired]] = {i: [] for i in suspects}
+    failed: dict[int, list[str]] = {i: [] for i in suspects}
+    for build in range(1, result.confirm + 1):
+        sides = load()
+        for i in suspects:
+            name, start = rows[i].key, time.perf_counter()
+            got = measure_again(name, sides["base"].get(name), sides["head"].get(name), result.bench)
+            where = f"  {name} build {build}/{result.confirm}"
+            if isinstance(got, str):
+                failed[i].append(got)
+                progress.line(f"{where}: {got}")
+                continue
+            measured[i].append(got)
+            est, took = got.time_ratio("head", "base"), format_elapsed(time.perf_counter() - start)
+            progress.line(f"{where}: {est.value:.3f} [{est.low:.3f}, {est.high:.3f}] ({est.count} rounds, {took})")
+    for i in suspects:
+        first = rows[i].estimate
+        assert first is not None  # a suspect has one
+        result.first_pass[rows[i].key] = first
+        rows[i] = confirmed(rows[i], measured[i], failed[i], result.bench, confidence)
+        progress.line(f"  {rows[i].key}: {rows[i].verdict.value} ({rows[i].reason})")
 
 
 def _write_traces(result: AbResult, options: AbOptions) -> None:

@@ -29,7 +29,7 @@ from ._evidence import work_difference
 from ._rule import reason_for, tolerance_for, verdict_for
 from ._verdicts import Verdict
 
-__all__ = ["Bench", "compare_workload"]
+__all__ = ["Bench", "compare_workload", "measure_again"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,23 @@ def compare_workload(name: str, base: Any, head: Any, bench: Bench) -> Row | str
     return _measure(name, base, head, bench, (base_work, head_work), difference)
 
 
+def _factories(name: str, base: Any, head: Any, bench: Bench) -> dict[str, Callable[[], Step]]:
+    device, size = bench.device, bench.size
+    return {"base": lambda: base.build(device, size), "head": lambda: head.build(device, size)}
+
+
+def measure_again(name: str, base: Any, head: Any, bench: Bench) -> Paired | str:
+    """One more set of paired rounds of the workload (``ab``'s confirmation, with freshly imported workloads), or
+    why it could not be measured."""
+    for side, workload in (("base", base), ("head", head)):
+        if not isinstance(step := None if workload is None else _try_build(workload, bench), Step):
+            return f"{side}'s build {step or 'is missing'}"
+    try:
+        return measure_paired(_factories(name, base, head, bench), bench.backend, bench.settings, device=bench.slot.id)
+    except Exception as exc:  # noqa: BLE001 - reported as this build's failure, the others still count
+        return f"measuring failed: {type(exc).__name__}: {exc}"
+
+
 def _measure(
     name: str,
     base: Any,
@@ -104,13 +121,10 @@ def _measure(
     work: tuple[Mapping[str, float], Mapping[str, float]],
     difference: str,
 ) -> Row:
-    device, size = bench.device, bench.size
-    factories: dict[str, Callable[[], Step]] = {
-        "base": lambda: base.build(device, size),
-        "head": lambda: head.build(device, size),
-    }
     try:
-        paired = measure_paired(factories, bench.backend, bench.settings, device=bench.slot.id)
+        paired = measure_paired(
+            _factories(name, base, head, bench), bench.backend, bench.settings, device=bench.slot.id
+        )
     except Exception as exc:  # noqa: BLE001 - reported as this workload's verdict, the others still run
         return _row(name, bench, Verdict.MISSING, f"measuring failed: {type(exc).__name__}: {exc}")
     ratio = paired.time_ratio("head", "base")

@@ -162,6 +162,15 @@ def _ab_parser(commands: Any) -> None:
     )
     _fail_on_option(abp)
     abp.add_argument(
+        "--confirm",
+        type=values.argtype(values.builds),
+        default=_ab.CONFIRM_BUILDS,
+        metavar="N",
+        help="measure every workload the first pass calls slower or faster again in N fresh builds (its workloads "
+        "imported anew) and judge it on those, each at 95%% shared by the suspects: a run's chance of any false "
+        f"alarm at most 5%%; 0: no confirmation (default: {_ab.CONFIRM_BUILDS})",
+    )
+    abp.add_argument(
         "--json",
         type=values.argtype(values.given_path),
         default=None,
@@ -269,6 +278,7 @@ def ab_command(args: argparse.Namespace) -> int:
         json=args.json,
         trace=args.trace,
         results_dir=args.results_dir,
+        confirm=args.confirm,
     )
     try:
         ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))
@@ -277,6 +287,7 @@ def ab_command(args: argparse.Namespace) -> int:
             print(line)
         for line in ab.trace_lines():  # under the table and the why, the verdict last
             print(line)
+        print(ab.false_alarm_line())
         for line in gate_lines(ab.result, label="gpuperf ab"):
             print(line)
         context = f"base {args.base}, head {args.head or 'the working tree'}"

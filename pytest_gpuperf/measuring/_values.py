@@ -239,6 +239,18 @@ positive_int: Final = whole(1, MAX_COUNT, " (the bound on every count)")
 rounds: Final = whole(1, MAX_ROUNDS, " (each round measures every test again: a bound that keeps a session finite)")
 #: ``--gpuperf-confirm``.
 confirmations: Final = whole(0, MAX_CONFIRM, " (fresh runs of each slower test: a bound that keeps a session finite)")
+_builds: Final = whole(0, MAX_CONFIRM, " (fresh builds of each suspect: a bound that keeps a run finite)")
+
+
+def builds(raw: object) -> int:
+    """``ab --confirm``: fresh builds of each suspect row, 0 (none) or 2 or more (one gives no spread between
+    builds to judge it by)."""
+    value = _builds(raw)
+    if value == 1:
+        raise SettingError("gives no spread between builds to judge by; give 0 (no confirmation) or 2 or more")
+    return value
+
+
 #: ``min_samples``: at most the sampling loop's cap on samples, which a minimum above it could never meet.
 min_samples: Final = whole(1, MAX_SAMPLES, " (the sampling loop's cap on samples, which a minimum cannot pass)")
 #: A fixed budget's counts (``benchmark.pedantic``'s), kept exactly and at no cap: its rounds are samples kept,

@@ -151,7 +151,8 @@ def test_quiet_prints_only_the_table_and_the_verdict(repo: Path, capsys: pytest.
     assert main(["ab", "--base", "HEAD", "--tolerance", "50%", "-q", *FAST, "-k", "steady"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("test ") and lines[1].startswith("-----") and lines[2].startswith("steady ")
-    assert len(lines) == 4 and lines[3].startswith("gpuperf ab: passed (1 ")  # unchanged, or inconclusive under load
+    assert len(lines) == 5 and lines[3].startswith("gpuperf ab: false alarms: ")  # how they are bounded
+    assert lines[4].startswith("gpuperf ab: passed (1 ")  # unchanged, or inconclusive under load
 
 
 def test_a_comment_only_change_passes(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -588,3 +589,117 @@ def test_an_a_a_ab_does_the_same_work(matmul_repo: Path, tmp_path: Path, capsys:
     (row,) = json.loads(out_json.read_text())["results"]
     assert row["work"] == {"verdict": "same", "failing": [], "changes": [], "varying": []}
     assert row["memory"]["change"] == "same" and row["memory"]["kind"] == "cpu allocator peak above the call's start"
+
+
+# ---------------------------------------------------------------- confirmation in fresh builds (issue 38, item 6)
+
+BIASED = """\
+import os
+from pathlib import Path
+
+from pytest_gpuperf.measuring import Step, Workload
+
+# Each import of this side's module is one build of it: which one, counted in a file of the test's own.
+_COUNTER = Path(os.environ["AB_BUILD_COUNTER"]) / __name__.split(".")[0]
+BUILD = int(_COUNTER.read_text()) if _COUNTER.exists() else 0
+_COUNTER.write_text(str(BUILD + 1))
+BIAS = {bias}  # the factor each build's step lands at, the last for every build after
+
+
+def build(device, size):
+    seconds = {delay} * BIAS[min(BUILD, len(BIAS) - 1)]
+    return Step(lambda: seconds, work={{"items": 1.0}})
+
+
+def steady(device, size):
+    return Step(lambda: 0.002, work={{"items": 1.0}})
+
+
+WORKLOADS = {{"biased": Workload("biased", build), "other": Workload("other", steady)}}
+"""
+
+
+def biased(bias: list[float], delay: float = 0.002) -> dict[str, str]:
+    return {"perf/workloads.py": BIASED.format(bias=bias, delay=delay)}
+
+
+@pytest.fixture
+def counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "builds"
+    folder.mkdir()
+    monkeypatch.setenv("AB_BUILD_COUNTER", str(folder))
+    return folder
+
+
+def test_a_bias_of_the_first_build_alone_is_not_confirmed(
+    repo: Path, counter: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Identical code whose first build of head lands 30% slow (planted): the first pass calls it slower; three
+    fresh builds do not, and the run passes, saying how its false alarms are bounded. Without confirmation it
+    fails."""
+    commit(repo, biased([1.0]), "base: every build alike")
+    git(repo, "tag", "-f", "base")
+    commit(repo, biased([1.3, 1.0]), "head: identical step, its first build slow")
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "base", *FAST, "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  biased 1/2: 1\.300 \[1\.300, 1\.300\], slower ", out, re.M)
+    assert "gpuperf ab: confirming 1 suspect in 3 fresh builds each, at 95.0% (the run's 5% shared" in out
+    assert re.search(r"^  biased build 3/3: 1\.000 \[1\.000, 1\.000\] \([0-9]+ rounds, ", out, re.M)
+    row = rows(out)["biased"]
+    assert " unchanged " in row and "3 of 4/3 of 4" in row and "(first pass 1.300 [1.300, 1.300])" in row
+    assert (
+        "gpuperf ab: false alarms: 1 suspect of 2 rows confirmed in 3 fresh builds each at 95.0%, so at most 5% of "
+        "runs of unchanged code raise one where builds are independent"
+    ) in out
+    data = json.loads(out_json.read_text())
+    assert data["confirm"] == {"builds": 3, "suspects": 1, "confidence": 0.95, "run_false_alarms": 0.05}
+    entry = next(r for r in data["results"] if r["name"] == "biased")
+    assert entry["verdict"] == "unchanged" and entry["first_pass"]["ratio"] == pytest.approx(1.3)
+    assert entry["ratio"]["ratio"] == pytest.approx(1.0) and entry["rounds"] >= 18
+    assert next(r for r in data["results"] if r["name"] == "other")["first_pass"] is None
+
+    for side in counter.iterdir():  # the next run's builds start again at the first
+        side.unlink()
+    assert main(["ab", "--base", "base", *FAST, "--confirm", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "SLOWER" in rows(out)["biased"] and "confirming" not in out
+    assert "gpuperf ab: false alarms: not confirmed (--confirm 0): each of 2 rows judged alone at 95%" in out
+
+
+def test_builds_that_disagree_leave_a_row_inconclusive_by_their_spread(
+    repo: Path, counter: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Builds of identical code at 1.3, 1.3, 1.0 and 0.77 (planted): the spread between the fresh ones is the
+    row's noise (t with 2 degrees of freedom), not the rounds' exact agreement within each."""
+    commit(repo, biased([1.0]), "base")
+    git(repo, "tag", "-f", "base")
+    commit(repo, biased([1.3, 1.3, 1.0, 1 / 1.3]), "head: builds in a slow or fast state")
+    assert main(["ab", "--base", "base", *FAST]) == 0
+    row = rows(capsys.readouterr().out)["biased"]
+    assert " inconclusive " in row and "spread between builds 26.2%, 3 fresh builds" in row
+
+
+def test_a_real_slowdown_is_confirmed_in_every_build(
+    repo: Path, counter: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commit(repo, biased([1.0]), "base")
+    git(repo, "tag", "-f", "base")
+    commit(repo, biased([1.0], delay=0.006), "head: three times the sleep")
+    assert main(["ab", "--base", "base", *FAST, "--confirm", "2"]) == 1
+    out = capsys.readouterr().out
+    row = rows(out)["biased"]
+    assert "SLOWER" in row and "judged at 95.0% on fresh builds (first pass 3.000 [3.000, 3.000])" in row
+    assert "2 of 3/2 of 3" in row and out.splitlines()[-1].startswith("gpuperf ab: FAILED: 1 slower; ")
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [("1", "gives no spread between builds to judge by; give 0 (no confirmation) or 2 or more"), ("-1", "0 or more")],
+)
+def test_a_confirmation_of_fewer_than_two_builds_is_a_usage_error(
+    given: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["ab", "--base", "HEAD", "--confirm", given])
+    assert info.value.code == 2 and message in capsys.readouterr().err
