@@ -8,6 +8,7 @@ each trial's smallest detectable change predicts beside the one observed (issue 
     python bench/gate_power.py --trials 4                                       # a quick look
     python bench/gate_power.py --trials 60 --conditions A/A --load 2            # ab's false alarms, both CPUs busy
     python bench/gate_power.py --trials 40 --conditions A/A --load 1 --bursts 2 # a load that comes and goes
+    python bench/gate_power.py --protocol suite --trials 40                     # A/A of every suite workload
 
 The step is 20 matmuls of a 64x1024 block by a 1024x1024 matrix (a 1024^3 matmul and a
 quarter, in blocks); B does more rows of them while declaring the same work, as a code
@@ -29,6 +30,11 @@ Protocols, one trial each:
   that looks slower again in up to 4 fresh processes; their exit statuses are the
   gate's verdicts. Every process is one pytest session of the plugin
   (``--gpuperf-memory=off``; ``--threads`` sets ``--gpuperf-threads``).
+- suite (issue 38, item 6: a suite of rows judged as one): ``python -m pytest_gpuperf ab
+  --base HEAD --head HEAD`` of this clone, every workload of the CPU suites, one command a
+  trial; per trial whether any row was called slower or faster (a false alarm: the code is
+  the same), beside whether the first pass alone would have (its suspects, before ab's
+  confirmation in fresh builds), the suspects and the wall time.
 - interleaved (the baseline's code measured again next to the candidate's): three
   rounds, each one session of the baseline and of every candidate in random order
   (``--gpuperf-rounds=2``); judged as ``python -m pytest_gpuperf compare`` judges three
@@ -276,6 +282,79 @@ def run_ab(workdir: Path, index: int, rng: random.Random) -> AbTrial:
         trial.exit_status[condition] = done.returncode
         (trial.results[condition],) = json.loads(out.read_text())["results"]
     return trial
+
+
+#: this clone, whose suites' workloads the suite protocol runs against themselves
+CLONE = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class SuiteTrial:
+    """One A/A ab command of every suite workload: its exit status, wall seconds, load after, and by workload
+    its verdict and whether its first pass made it a suspect (before confirmation)."""
+
+    exit_status: int
+    seconds: float
+    load: float
+    verdicts: dict[str, str]
+    suspects: list[str]
+    confirm: dict[str, Any]
+
+    @property
+    def false_alarms(self) -> list[str]:
+        return [name for name, verdict in self.verdicts.items() if verdict in ("slower", "faster")]
+
+
+def run_suite(workdir: Path, index: int, rng: random.Random) -> SuiteTrial:
+    """``python -m pytest_gpuperf ab --base HEAD --head HEAD`` of this clone: the same code on both sides."""
+    out = workdir / f"trial{index}-suite.json"
+    command = [sys.executable, "-m", "pytest_gpuperf", "ab", "--repo", str(CLONE), "--base", "HEAD", "--head", "HEAD"]
+    command += ["--device", "cpu", "--json", str(out), *SUITE_OPTIONS]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):
+        sys.exit(f"ab failed with status {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    data = json.loads(out.read_text())
+    return SuiteTrial(
+        done.returncode,
+        time.perf_counter() - started,
+        os.getloadavg()[0],
+        {row["name"]: row["verdict"] for row in data["results"]},
+        [row["name"] for row in data["results"] if row["first_pass"] is not None],
+        data["confirm"],
+    )
+
+
+#: ab options of the suite protocol (``--threads``, ``--max-time``)
+SUITE_OPTIONS: list[str] = []
+
+
+def suite_report(trials: Sequence[SuiteTrial]) -> list[str]:
+    """The A/A runs of the whole suite: how many raised any false alarm, with and without the confirmation."""
+    n = len(trials)
+    alarms = sum(bool(t.false_alarms) for t in trials)
+    first = sum(bool(t.suspects) for t in trials)
+    rows = [
+        ("ab (suspects confirmed in fresh builds)", rate(alarms, n), rate(sum(t.exit_status == 1 for t in trials), n)),
+        ("its first pass alone (every suspect)", rate(first, n), "-"),
+    ]
+    table = tabulate(rows, headers=("rule", "runs with any false alarm", "runs that failed"), tablefmt="github")
+    flagged = sorted({name for t in trials for name in t.false_alarms})
+    suspected: dict[str, int] = {}
+    for t in trials:
+        for name in t.suspects:
+            suspected[name] = suspected.get(name, 0) + 1
+    seconds, loads = [t.seconds for t in trials], [t.load for t in trials]
+    return [
+        table,
+        "",
+        f"rows per run: {statistics.median(len(t.verdicts) for t in trials):g} (median); suspects per run: mean "
+        f"{statistics.fmean(len(t.suspects) for t in trials):.2f}, max {max(len(t.suspects) for t in trials)}",
+        "suspects (runs): " + (", ".join(f"{k} ({v})" for k, v in sorted(suspected.items())) or "none"),
+        "false alarms: " + (", ".join(flagged) or "none"),
+        f"wall time per run: median {statistics.median(seconds):.0f} s, max {max(seconds):.0f} s; load average "
+        f"(1 min) after each: mean {statistics.fmean(loads):.2f}, max {max(loads):.2f}",
+    ]
 
 
 def ab_rules() -> dict[tuple[str, str], Callable[[AbTrial, str], bool]]:
@@ -570,11 +649,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-time", default=None, help="ab: its --max-time (default: the command's, 5 s)")
     parser.add_argument(
         "--protocol",
-        choices=("ab", "sequential", "interleaved"),
+        choices=("ab", "sequential", "interleaved", "suite"),
         default="ab",
         help="ab: python -m pytest_gpuperf ab, base and head in paired rounds of one process (default); "
         "sequential: baseline sessions, then each candidate under pytest --gpuperf-compare (a PR gate); "
-        "interleaved: baseline and candidates alternate, three sessions each, judged by the compare command",
+        "interleaved: baseline and candidates alternate, three sessions each, judged by the compare command; "
+        "suite: ab of this clone's suites against themselves (A/A), the run-wide false alarms",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the results files here (default: temp)")
     parser.add_argument(
@@ -602,7 +682,11 @@ def _trials(args: argparse.Namespace, workdir: Path, start: float) -> list[Any]:
         if time.perf_counter() - start > args.minutes * 60:
             print(f"time budget of {args.minutes:g} min reached after {i} trials", flush=True)
             break
-        if args.protocol == "ab":
+        if args.protocol == "suite":
+            suite_trial = run_suite(workdir, i, rng)
+            trials.append(suite_trial)
+            verdicts: dict[str, Any] = {"false alarms": suite_trial.false_alarms, "suspects": suite_trial.suspects}
+        elif args.protocol == "ab":
             ab_trial = run_ab(workdir, i, rng)
             trials.append(ab_trial)
             verdicts = {c: f"{r['verdict']} {r['ratio']['ratio']:.3f}" for c, r in ab_trial.results.items()}
@@ -615,6 +699,12 @@ def _trials(args: argparse.Namespace, workdir: Path, start: float) -> list[Any]:
 
 
 def _report(args: argparse.Namespace, trials: Sequence[Any], workdir: Path) -> None:
+    if args.protocol == "suite":
+        (workdir / "gate_power.json").write_text(json.dumps([dataclasses.asdict(t) for t in trials]) + "\n")
+        print()
+        for line in suite_report(trials):
+            print(line)
+        return
     if args.protocol == "ab":
         dump_ab(trials, workdir / "gate_power.json")
         tables = [
@@ -662,7 +752,10 @@ def _run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-power-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    if args.protocol == "ab":
+    if args.protocol == "suite":
+        SUITE_OPTIONS.extend(["--threads", str(args.threads)] if args.threads is not None else [])
+        SUITE_OPTIONS.extend(["--max-time", str(args.max_time)] if args.max_time is not None else [])
+    elif args.protocol == "ab":
         make_ab_repo(workdir / "repo")
         AB_OPTIONS.extend(["--threads", str(args.threads)] if args.threads is not None else [])
         AB_OPTIONS.extend(["--max-time", str(args.max_time)] if args.max_time is not None else [])
@@ -671,9 +764,10 @@ def _run(args: argparse.Namespace) -> int:
         (workdir / "test_step.py").write_text(textwrap.dedent(WORKER))
     load_before = os.getloadavg()
     threads = args.threads or "auto (1 on a CPU)"
+    what = "A/A of every suite workload" if args.protocol == "suite" else ", ".join(CONDITIONS)
     bursts = "" if args.bursts is None else f" in bursts (mean {args.bursts:g} s on, {args.bursts:g} s off)"
     print(
-        f"gate_power: {args.trials} trials of {', '.join(CONDITIONS)}, {args.protocol} protocol, threads: {threads}, "
+        f"gate_power: {args.trials} trials of {what}, {args.protocol} protocol, threads: {threads}, "
         f"{args.load} busy loops{bursts}, "
         f"in {workdir}; load average {load_before[0]:.2f}"
     )
