@@ -23,6 +23,7 @@ ONE process, round by round:
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import time
@@ -70,7 +71,7 @@ from ._ab_load import (
 )
 from ._ab_measure import Bench, compare_workload, measure_again
 from ._compare import GateResult, Row
-from ._rule import DEFAULT_TOLERANCE, POWER, describe_tolerance
+from ._rule import DEFAULT_TOLERANCE, POWER, describe_tolerance, detection_target, percent
 from ._traces import RowTraces, rows_to_trace, trace_rows
 from ._verdicts import DEFAULT_FAIL_ON
 
@@ -125,6 +126,9 @@ class AbOptions:
     results_dir: Path = DEFAULT_RESULTS_DIR
     #: fresh builds each row the first pass calls slower or faster is measured in again (``_ab_confirm.py``; 0: none)
     confirm: int = CONFIRM_BUILDS
+    #: ``--detect``: rounds run until each row can see this change (at ``POWER``), or to ``max_time``; None: until
+    #: the ratio's interval is within 1%
+    detect: float | None = None
 
 
 @dataclass
@@ -191,6 +195,7 @@ class AbResult:
             "threads": bench.settings.threads,
             "tolerance": values.tolerance_json(bench.tolerance),
             "max_time": bench.settings.max_time,
+            "detect": bench.detect,
             "fail_on": sorted(self.result.fail_on),
             "fingerprint": collect(self.head.path),
             # each suspect confirmed in this many fresh builds at run_confidence(suspects): a run's chance of any
@@ -276,7 +281,10 @@ def _bench(options: AbOptions) -> Bench:
         min_time=min(0.1, options.max_time),
         threads=options.threads,
     )
-    return Bench(slot, backend, resolve_size(options.size, slot.kind, backend), settings, options.tolerance)
+    if options.detect is not None:
+        settings = dataclasses.replace(settings, target=detection_target(options.detect))
+    size = resolve_size(options.size, slot.kind, backend)
+    return Bench(slot, backend, size, settings, options.tolerance, options.detect)
 
 
 def select_names(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
@@ -389,6 +397,7 @@ def _header(result: AbResult, progress: Progress) -> None:
         f"{result.workloads} on {bench.slot.id} ({bench.backend.describe().get('name', bench.slot.id)}), "
         f"threads: {threads}, size {bench.size}, tolerance {describe_tolerance(bench.tolerance)}, "
         f"up to {bench.settings.max_time:g} s of rounds per workload"
+        + ("" if bench.detect is None else f", until each can see {percent(bench.detect)}")
     )
 
 

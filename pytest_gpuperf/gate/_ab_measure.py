@@ -16,6 +16,7 @@ from typing import Any
 from ..measuring import (
     Backend,
     DeviceSlot,
+    Estimate,
     MeasureSettings,
     Paired,
     Step,
@@ -26,7 +27,7 @@ from ..measuring import (
 )
 from ._compare import PairedRounds, Row, with_work
 from ._evidence import work_difference
-from ._rule import reason_for, tolerance_for, verdict_for
+from ._rule import detectable, percent, reason_for, seconds_to_see, tolerance_for, verdict_for
 from ._verdicts import Verdict
 
 __all__ = ["Bench", "compare_workload", "measure_again"]
@@ -41,6 +42,8 @@ class Bench:
     size: str
     settings: MeasureSettings
     tolerance: values.Tolerance
+    #: ``ab --detect``: the change every row's rounds should see (rounds run until they can, or to the cap)
+    detect: float | None = None
 
     @property
     def device(self) -> Any:
@@ -134,6 +137,8 @@ def _measure(
     auto = isinstance(bench.tolerance, values.AutoTolerance)
     reason = reason_for(verdict, ratio, tolerance, noise=noise, remedy="raise --max-time", auto=auto)
     rounds = _rounds(paired, work)
+    if bench.detect is not None:
+        reason += _short_of_goal(ratio, bench.detect, rounds.seconds)
     baseline, current = median(rounds.base), median(rounds.head)
     row = _row(
         name,
@@ -155,6 +160,21 @@ def _measure(
     # medians, which the load can move apart): the slowdown explained is the one the verdict judged.
     sides = paired.measurements
     return with_work(row, [sides["base"]], [sides["head"]], baseline * ratio.value)
+
+
+def _short_of_goal(ratio: Estimate, goal: float, seconds: float) -> str:
+    """``ab --detect``: where the rounds stopped short of seeing ``goal``, what they saw and the time it would
+    need ('' where they see it)."""
+    seen = detectable(ratio)
+    if seen is None:
+        return f"; too few rounds to see any change, short of the {percent(goal)} goal: raise --max-time"
+    if seen <= goal:
+        return ""
+    more = seconds_to_see(seen, goal, seconds)
+    return (
+        f"; can see >= {percent(seen)}, short of the {percent(goal)} goal: about {more:.3g} s of rounds would reach "
+        "it (--max-time)"
+    )
 
 
 def _rounds(paired: Paired, work: tuple[Mapping[str, float], Mapping[str, float]]) -> PairedRounds:

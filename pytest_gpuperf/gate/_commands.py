@@ -162,6 +162,15 @@ def _ab_parser(commands: Any) -> None:
     )
     _fail_on_option(abp)
     abp.add_argument(
+        "--detect",
+        type=values.argtype(values.fraction),
+        default=None,
+        metavar="FRACTION",
+        help="run each workload's rounds until they can see a change of FRACTION (3%% or 0.03) at 80%% power, or "
+        "to --max-time, and say what they saw and the time the goal would need (default: until the ratio's 95%% "
+        "interval is within 1%%)",
+    )
+    abp.add_argument(
         "--confirm",
         type=values.argtype(values.builds),
         default=_ab.CONFIRM_BUILDS,
@@ -279,6 +288,7 @@ def ab_command(args: argparse.Namespace) -> int:
         trace=args.trace,
         results_dir=args.results_dir,
         confirm=args.confirm,
+        detect=args.detect,
     )
     try:
         ab = _ab.run(options, out=None if args.quiet else lambda line: print(line, flush=True))

@@ -455,13 +455,23 @@ def compare_runs(
         elif blocking:
             rows.append(Row(key, test, device, Verdict.INCOMPARABLE, "; ".join(blocking)))
         else:
-            rows.append(_row_for(key, base[key], records, policy))
+            rows.append(_short_of_goal(_row_for(key, base[key], records, policy), policy.detect))
     for key, records in base.items():
         if key not in head:
             test = records[-1].test
             why = f"the test {failures[test]}" if test in failures else "not measured in this run"
             rows.append(Row(key, test, records[-1].device, Verdict.MISSING, why))
     return GateResult(rows, policy.fail_on, notes)
+
+
+def _short_of_goal(row: Row, goal: float | None) -> Row:
+    """``--gpuperf-detect``: a compared row whose runs cannot see ``goal`` says what they can see."""
+    if goal is None or row.estimate is None or ((seen := row.detectable) is not None and seen <= goal):
+        return row
+    can = "too few runs to see any change" if seen is None else f"can see >= {percent(seen)}"
+    runs = counted(row.head_runs, "current run")
+    more = f"{can} after {runs}, short of the {percent(goal)} goal: raise --gpuperf-confirm or save more baseline runs"
+    return dataclasses.replace(row, reason=f"{row.reason}; {more}")
 
 
 @dataclass(frozen=True)

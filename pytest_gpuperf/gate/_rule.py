@@ -26,9 +26,11 @@ __all__ = [
     "Policy",
     "describe_tolerance",
     "detectable",
+    "detection_target",
     "estimate",
     "percent",
     "reason_for",
+    "seconds_to_see",
     "stored_tolerance",
     "tolerance_for",
     "verdict_for",
@@ -52,6 +54,8 @@ class Policy:
     confidence: float = 0.95
     fail_on: frozenset[str] = frozenset(DEFAULT_FAIL_ON)
     allow_mismatch: frozenset[str] = frozenset()
+    #: ``--gpuperf-detect``: a row whose evidence cannot see this change says so in its reason
+    detect: float | None = None
 
 
 def estimate(
@@ -114,6 +118,19 @@ def detectable(est: Estimate, power: float = POWER) -> float | None:
     df = math.inf if est.df is None else est.df
     q = t_quantile((1.0 + est.confidence) / 2.0, df)
     return math.expm1(half / q * (q + t_quantile(power, df))) if half > 0.0 else 0.0
+
+
+def detection_target(goal: float, confidence: float = 0.95, power: float = POWER) -> float:
+    """The interval half-width (log units, about relative) at which an interval of many rounds can see a change
+    of ``goal`` (``detectable`` inverted, the normal's quantiles): ``ab --detect``'s stop rule target."""
+    q = t_quantile((1.0 + confidence) / 2.0, math.inf)
+    return math.log1p(goal) * q / (q + t_quantile(power, math.inf))
+
+
+def seconds_to_see(seen: float, goal: float, seconds: float) -> float:
+    """About how long rounds must run to see ``goal`` where ``seconds`` of them saw ``seen``: the interval narrows
+    as the square root of the rounds."""
+    return seconds * (math.log1p(seen) / math.log1p(goal)) ** 2
 
 
 def tolerance_for(setting: values.Tolerance, est: Estimate | None) -> float:

@@ -302,7 +302,8 @@ class GatePlugin:
             suspects = self._suspects()
             if not suspects:
                 return
-            what = f"confirming {_tests(len(suspects))} that looked slower in a fresh process"
+            short = "" if self.settings.detect is None else f" or cannot yet see {self.settings.detect * 100:g}%"
+            what = f"confirming {_tests(len(suspects))} that looked slower{short} in a fresh process"
             progress.step(what, number, total if number == total else f"at most {total}", "run")
             try:
                 fresh = run_confirmation(
@@ -330,11 +331,12 @@ class GatePlugin:
         return compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
 
     def _suspects(self) -> list[str]:
-        """Tests with a record that could fail the gate, or looks slower without a verdict yet, in run order."""
+        """Tests with a record that could fail the gate, or looks slower without a verdict yet, or cannot yet see
+        the ``--gpuperf-detect`` goal, in run order."""
         from ..gate import Verdict
 
         rows = self._compare_now().rows
-        fail_on = self.settings.fail_on
+        fail_on, goal = self.settings.fail_on, self.settings.detect
         tests = {
             row.test
             for row in rows
@@ -343,6 +345,7 @@ class GatePlugin:
                 row.verdict.value in fail_on
                 or row.verdict in (Verdict.UNATTRIBUTED, Verdict.SAME_WORK)
                 or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0)
+                or (goal is not None and ((seen := row.detectable) is None or seen > goal))
             )
         }
         return list(dict.fromkeys(record.test for record in self._book.records if record.test in tests))
@@ -486,6 +489,7 @@ class GatePlugin:
             noise_floor=s.noise_floor,
             fail_on=frozenset(s.fail_on),
             allow_mismatch=frozenset(s.allow_mismatch),
+            detect=s.detect,
         )
 
     @pytest.hookimpl(trylast=True)
@@ -519,7 +523,9 @@ class GatePlugin:
         if self._confirmed:
             rounds = sum(self._confirmed.values())
             terminalreporter.write_line(
-                f"gpuperf: measured {len(self._confirmed)} test(s) that looked slower again "
+                f"gpuperf: measured {len(self._confirmed)} test(s) that looked slower"
+                + ("" if self.settings.detect is None else " or could not yet see the goal")
+                + " again "
                 f"({rounds} confirmation run(s) in fresh processes)"
             )
         for text, is_error in self._lines:

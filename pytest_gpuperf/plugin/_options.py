@@ -276,6 +276,15 @@ OPTIONS: Final[tuple[OptionSpec, ...]] = (
         marker=False,
     ),
     OptionSpec(
+        "detect",
+        None,
+        "when comparing, also measure again (as --gpuperf-confirm does, up to its N fresh processes) every test whose "
+        "runs cannot yet see a change of FRACTION (3% or 0.03) at 80% power; a test still short of it says what it "
+        "can see (default: none)",
+        "FRACTION",
+        marker=False,
+    ),
+    OptionSpec(
         "rounds",
         "1",
         "measure every test N times in this session: the first as usual, the other N-1 rounds after all tests, "

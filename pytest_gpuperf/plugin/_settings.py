@@ -43,6 +43,11 @@ def _devices(raw: object) -> tuple[str, ...]:
     return tuple(_checked(raw, parse_device_option))  # a DeviceError is a ValueError
 
 
+def _goal(raw: object) -> float | None:
+    """``--gpuperf-detect``: a fraction, or none given (None, or an empty ini value)."""
+    return None if raw is None or str(raw).strip() == "" else values.fraction(raw)
+
+
 def _optional_name(raw: object) -> str | None:
     text = values.given_text("a baseline name such as main")(raw)
     if text is None:
@@ -89,6 +94,7 @@ PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "allow_mismatch": _mismatch_keys,
     "quiet_wait": values.quiet_wait,
     "confirm": values.confirmations,
+    "detect": _goal,
     "rounds": values.rounds,
     "measuring": values.choice("on", "untimed", "skip", "only"),
 }
@@ -97,7 +103,7 @@ PARSERS: Final[dict[str, Callable[[object], Any]]] = {
 _SESSION_ONLY: Final = frozenset(
     {
         *("save", "replace", "compare", "json", "html", "asv", "asv_machine"),
-        *("confirm", "rounds", "results_dir", "fail_on", "quiet_wait", "trace", "measuring"),
+        *("confirm", "detect", "rounds", "results_dir", "fail_on", "quiet_wait", "trace", "measuring"),
     }
 )
 
@@ -122,6 +128,7 @@ class Settings:
     allow_mismatch: tuple[str, ...] = ()
     quiet_wait: float | None = None  # None: auto
     confirm: int = 4
+    detect: float | None = None  # --gpuperf-detect: confirmation runs until each test can see this
     rounds: int = 1
     trace: str = "failing"
     measuring: str = "on"  # on, untimed, skip, only (_untimed.py)

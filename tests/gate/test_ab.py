@@ -703,3 +703,49 @@ def test_a_confirmation_of_fewer_than_two_builds_is_a_usage_error(
     with pytest.raises(SystemExit) as info:
         main(["ab", "--base", "HEAD", "--confirm", given])
     assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sampling to a detection goal (issue 38, item 3)
+
+NOISY = """\
+import random
+
+from pytest_gpuperf.measuring import Step, Workload
+
+
+def build(device, size):  # +-50% a call, exactly timed; one generator for both sides, so that they differ
+    return Step(lambda: 0.002 * (0.5 + random.random()), work={"items": 1.0})
+
+
+WORKLOADS = {"noisy": Workload("noisy", build)}
+"""
+
+
+def test_rounds_short_of_a_detection_goal_say_what_they_saw_and_the_time_it_would_need(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commit(repo, {"perf/workloads.py": NOISY}, "base: a noisy step")
+    git(repo, "tag", "-f", "base")
+    out_json = tmp_path / "ab.json"
+    args = ["ab", "--base", "base", *FAST, "--max-time", "0.3", "--detect", "0.1%", "--json", str(out_json)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "up to 0.3 s of rounds per workload, until each can see 0.1%" in out.splitlines()[2]
+    assert re.search(r"can see >= [0-9.]+%, short of the 0\.1% goal: about [0-9.e+]+ s of rounds would reach it", out)
+    assert json.loads(out_json.read_text())["detect"] == 0.001
+
+
+def test_a_goal_the_rounds_reach_stops_them_early(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit(repo, {"perf/workloads.py": NOISY}, "base: a noisy step")
+    git(repo, "tag", "-f", "base")
+    assert main(["ab", "--base", "base", *FAST, "--detect", "20%", "--confirm", "0"]) == 0
+    row = rows(capsys.readouterr().out)["noisy"]
+    assert "short of the" not in row and re.search(r">= ([0-9.]+)%", row)
+    seen = float(re.search(r">= ([0-9.]+)%", row).group(1))  # type: ignore[union-attr]
+    assert seen <= 20.0
+
+
+def test_a_detection_goal_must_be_a_fraction(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["ab", "--base", "HEAD", "--detect", "0"])
+    assert info.value.code == 2 and "--detect" in capsys.readouterr().err

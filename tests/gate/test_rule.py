@@ -15,9 +15,11 @@ from pytest_gpuperf.gate import (
     POWER,
     Verdict,
     detectable,
+    detection_target,
     estimate,
     percent,
     reason_for,
+    seconds_to_see,
     tolerance_for,
     verdict_for,
 )
@@ -141,3 +143,12 @@ def test_a_tolerance_is_a_fraction_or_auto_with_an_optional_floor(written: str, 
 def test_a_bad_tolerance_says_how_to_write_one(written: str, says: str) -> None:
     with pytest.raises(values.SettingError, match=re.escape(says)):
         values.tolerance(written)
+
+
+@pytest.mark.parametrize("goal", [0.01, 0.03, 0.1])
+def test_the_detection_target_is_the_half_width_that_sees_the_goal(goal: float) -> None:
+    """``ab --detect``'s stop rule target inverts ``detectable`` (many rounds: the normal's quantiles)."""
+    half = detection_target(goal)
+    est = Estimate("r", 1.0, math.exp(-half), math.exp(half), 0.95, 1000, nominal=0.95)
+    assert detectable(est) == pytest.approx(goal)
+    assert seconds_to_see(2 * goal, goal, 10.0) == pytest.approx(10.0 * (math.log1p(2 * goal) / math.log1p(goal)) ** 2)

@@ -238,6 +238,33 @@ def test_a_tolerance_of_auto_judges_each_record_at_what_it_can_see(
     judged.stdout.fnmatch_lines(["test_step *SLOWER*+25.0%: significant and over the 11.1% tolerance (auto)"])
 
 
+def test_detect_measures_a_test_again_until_it_can_see_the_goal(steps: pytest.Pytester) -> None:
+    """Issue 38 item 3: ``--gpuperf-detect=8%``: one run a side sees only >= 11.1%, so the test is measured again in
+    fresh processes until its runs can see 8% (two current runs: 7.9%); a goal of 2% that four runs cannot reach
+    is said in its row, with what it saw."""
+    save_rounds(steps, 1)
+    seen = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "not lenient", "--gpuperf-detect=8%",
+                           "--gpuperf-confirm=4")  # fmt: skip
+    assert seen.ret == pytest.ExitCode.OK
+    seen.stdout.fnmatch_lines(
+        [
+            "gpuperf: confirming 1 test that looked slower or cannot yet see 8% in a fresh process (run 1 of at most*",
+            "test_step *1.000 [[]*>= 7.9%*1/2*",
+        ]
+    )
+    assert "short of the" not in seen.stdout.str() and "(run 2 of" not in seen.stdout.str()
+    short = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "not lenient", "--gpuperf-detect=2%",
+                            "--gpuperf-confirm=1")  # fmt: skip
+    assert short.ret == pytest.ExitCode.OK
+    short.stdout.fnmatch_lines(
+        ["test_step *; can see >= *% after 2 current runs, short of the 2% goal: raise --gpuperf-confirm or save more "
+         "baseline runs"]
+    )  # fmt: skip
+    bad = steps.runpytest("--gpuperf-detect=0", "-k", "not lenient")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--gpuperf-detect*between 0 and 1*"])
+
+
 def test_which_verdicts_fail_is_configurable(steps: pytest.Pytester) -> None:
     save_rounds(steps, 1)
     lenient_only = steps.runpytest(*FAST, "--gpuperf-compare=main", "-k", "lenient")
