@@ -21,8 +21,8 @@ Protocols, one trial each:
   A, A' (a comment changed) and B +2% to +10% (the extra rows) holds the step
   as a workload (``perf/workloads.py``); each trial runs ``python -m pytest_gpuperf ab
   --base A --head X`` for X = A', B +5%, B +10% in random order, one process each
-  (``--threads`` sets its ``--threads``; by default ``auto``, 1 on a CPU), and counts exit
-  statuses; ``--json`` keeps each run's paired rounds, to which the other rules are applied.
+  (``--threads`` sets its ``--threads``; by default ``auto``, 1 on a CPU; ``--confirm 0``, so that
+  each verdict is its paired rounds' own), and counts exit statuses; ``--json`` keeps each run's paired rounds, to which the other rules are applied.
 - sequential (the stored-baseline gate of a pull request): three pytest sessions of the
   step saved as that trial's baseline (``--gpuperf-save --gpuperf-rounds=2``), then in
   random order the same step (A/A) and the step with 5% and 10% more work (B), each
@@ -261,7 +261,9 @@ class AbTrial:
     load: dict[str, float] = field(default_factory=dict)
 
 
-AB_OPTIONS: list[str] = ["--device", "cpu", "--workloads", "perf/workloads.py"]
+#: ``--confirm 0``: the power table judges the paired rounds' own interval, as each trial printed it; the
+#: confirmation of suspects in fresh builds is measured by the suite protocol
+AB_OPTIONS: list[str] = ["--device", "cpu", "--workloads", "perf/workloads.py", "--confirm", "0"]
 
 
 def run_ab(workdir: Path, index: int, rng: random.Random) -> AbTrial:

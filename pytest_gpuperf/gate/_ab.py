@@ -19,6 +19,8 @@ ONE process, round by round:
    *new* and *missing*: only one side has the workload (or can build it);
    *incomparable*: no unit of the work per step is unchanged (another workload, not a
    slower one; the same samples with more FLOP counted is compared).
+4. Confirmation. A row step 3 calls slower or faster is measured again in fresh builds (each
+   side's module imported anew) and judged on those (``_ab_confirm.py``).
 """
 
 from __future__ import annotations
