@@ -21,8 +21,9 @@ Protocols, one trial each:
   A, A' (a comment changed) and B +2% to +10% (the extra rows) holds the step
   as a workload (``perf/workloads.py``); each trial runs ``python -m pytest_gpuperf ab
   --base A --head X`` for X = A', B +5%, B +10% in random order, one process each
-  (``--threads`` sets its ``--threads``; by default ``auto``, 1 on a CPU; ``--confirm 0``, so that
-  each verdict is its paired rounds' own), and counts exit statuses; ``--json`` keeps each run's paired rounds, to which the other rules are applied.
+  (``--threads`` sets its ``--threads``; by default ``auto``, 1 on a CPU; ``--confirm 0``, so
+  that each verdict is its paired rounds' own), and counts exit statuses; ``--json`` keeps
+  each run's paired rounds, to which the other rules are applied.
 - sequential (the stored-baseline gate of a pull request): three pytest sessions of the
   step saved as that trial's baseline (``--gpuperf-save --gpuperf-rounds=2``), then in
   random order the same step (A/A) and the step with 5% and 10% more work (B), each
