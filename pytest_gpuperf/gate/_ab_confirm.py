@@ -31,7 +31,7 @@ from ..measuring import Estimate, Paired, counted, median, t_quantile, values
 from ._ab_measure import Bench
 from ._compare import Row, rejudged
 from ._evidence import work_difference
-from ._rule import reason_for, tolerance_for, verdict_for
+from ._rule import log_se, reason_for, tolerance_for, verdict_for
 from ._verdicts import Verdict
 
 __all__ = [
@@ -60,14 +60,6 @@ def run_confidence(suspects: int) -> float:
     return 1.0 - RUN_FALSE_ALARMS / max(1, suspects)
 
 
-def _log_se(est: Estimate) -> float | None:
-    """The standard error, in log units, of a build's ratio from its own interval (None where it has none)."""
-    if est.falls_short or not (est.low > 0.0 and est.high >= est.low):
-        return None
-    q = t_quantile((1.0 + est.confidence) / 2.0, math.inf if est.df is None else est.df)
-    return (math.log(est.high) - math.log(est.low)) / (2.0 * q)
-
-
 def pooled(estimates: Sequence[Estimate], confidence: float) -> Estimate:
     """One time ratio from the builds' ratios: their geometric mean, its interval at ``confidence`` from the spread
     between the builds (t, N - 1 df) where that is larger than the builds' own intervals say, else from those
@@ -78,7 +70,7 @@ def pooled(estimates: Sequence[Estimate], confidence: float) -> Estimate:
     n = len(logs)
     mean = math.fsum(logs) / n
     between = math.fsum((x - mean) ** 2 for x in logs) / (n - 1)
-    within = [se * se for e in estimates if (se := _log_se(e)) is not None]
+    within = [se * se for e in estimates if (se := log_se(e)) is not None]
     own = math.fsum(within) / len(within) if within else 0.0
     variance, df = (between, float(n - 1)) if between >= own else (own, None)
     half = t_quantile((1.0 + confidence) / 2.0, math.inf if df is None else df) * math.sqrt(variance / n)

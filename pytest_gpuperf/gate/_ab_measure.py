@@ -9,7 +9,7 @@ gate's rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..measuring import (
 )
 from ._compare import PairedRounds, Row, with_work
 from ._evidence import work_difference
-from ._rule import detectable, percent, reason_for, seconds_to_see, tolerance_for, verdict_for
+from ._rule import detectable, reason_for, seconds_to_see, short_of_goal, tolerance_for, verdict_for
 from ._verdicts import Verdict
 
 __all__ = ["Bench", "compare_workload", "measure_again"]
@@ -99,9 +99,14 @@ def compare_workload(name: str, base: Any, head: Any, bench: Bench) -> Row | str
     return _measure(name, base, head, bench, (base_work, head_work), difference)
 
 
-def _factories(name: str, base: Any, head: Any, bench: Bench) -> dict[str, Callable[[], Step]]:
+def _paired(base: Any, head: Any, bench: Bench) -> Paired | str:
+    """Base's and head's steps, each rebuilt every round, timed in paired rounds; or why measuring failed."""
     device, size = bench.device, bench.size
-    return {"base": lambda: base.build(device, size), "head": lambda: head.build(device, size)}
+    factories = {"base": lambda: base.build(device, size), "head": lambda: head.build(device, size)}
+    try:
+        return measure_paired(factories, bench.backend, bench.settings, device=bench.slot.id)
+    except Exception as exc:  # noqa: BLE001 - reported as this workload's (or build's) verdict, the others still run
+        return f"measuring failed: {type(exc).__name__}: {exc}"
 
 
 def measure_again(name: str, base: Any, head: Any, bench: Bench) -> Paired | str:
@@ -110,10 +115,7 @@ def measure_again(name: str, base: Any, head: Any, bench: Bench) -> Paired | str
     for side, workload in (("base", base), ("head", head)):
         if not isinstance(step := None if workload is None else _try_build(workload, bench), Step):
             return f"{side}'s build {step or 'is missing'}"
-    try:
-        return measure_paired(_factories(name, base, head, bench), bench.backend, bench.settings, device=bench.slot.id)
-    except Exception as exc:  # noqa: BLE001 - reported as this build's failure, the others still count
-        return f"measuring failed: {type(exc).__name__}: {exc}"
+    return _paired(base, head, bench)
 
 
 def _measure(
@@ -124,12 +126,9 @@ def _measure(
     work: tuple[Mapping[str, float], Mapping[str, float]],
     difference: str,
 ) -> Row:
-    try:
-        paired = measure_paired(
-            _factories(name, base, head, bench), bench.backend, bench.settings, device=bench.slot.id
-        )
-    except Exception as exc:  # noqa: BLE001 - reported as this workload's verdict, the others still run
-        return _row(name, bench, Verdict.MISSING, f"measuring failed: {type(exc).__name__}: {exc}")
+    paired = _paired(base, head, bench)
+    if isinstance(paired, str):
+        return _row(name, bench, Verdict.MISSING, paired)
     ratio = paired.time_ratio("head", "base")
     tolerance = tolerance_for(bench.tolerance, ratio)
     verdict = verdict_for(ratio, tolerance)
@@ -167,13 +166,9 @@ def _short_of_goal(ratio: Estimate, goal: float, seconds: float) -> str:
     need ('' where they see it)."""
     seen = detectable(ratio)
     if seen is None:
-        return f"; too few rounds to see any change, short of the {percent(goal)} goal: raise --max-time"
-    if seen <= goal:
-        return ""
-    more = seconds_to_see(seen, goal, seconds)
-    return (
-        f"; can see >= {percent(seen)}, short of the {percent(goal)} goal: about {more:.3g} s of rounds would reach "
-        "it (--max-time)"
+        return short_of_goal(seen, goal, "raise --max-time")
+    return short_of_goal(
+        seen, goal, f"about {seconds_to_see(seen, goal, seconds):.3g} s of rounds would reach it (--max-time)"
     )
 
 

@@ -40,7 +40,17 @@ from ._evidence import (
     unrecorded,
     work_difference,
 )
-from ._rule import DEFAULT_TOLERANCE, Policy, detectable, estimate, percent, reason_for, tolerance_for, verdict_for
+from ._rule import (
+    DEFAULT_TOLERANCE,
+    Policy,
+    detectable,
+    estimate,
+    percent,
+    reason_for,
+    short_of_goal,
+    tolerance_for,
+    verdict_for,
+)
 from ._verdicts import NOT_COMPARED, Verdict, work_fail_on
 from ._why import Attribution, why_for
 
@@ -466,12 +476,12 @@ def compare_runs(
 
 def _short_of_goal(row: Row, goal: float | None) -> Row:
     """``--gpuperf-detect``: a compared row whose runs cannot see ``goal`` says what they can see."""
-    if goal is None or row.estimate is None or ((seen := row.detectable) is not None and seen <= goal):
+    if goal is None or row.estimate is None:
         return row
-    can = "too few runs to see any change" if seen is None else f"can see >= {percent(seen)}"
-    runs = counted(row.head_runs, "current run")
-    more = f"{can} after {runs}, short of the {percent(goal)} goal: raise --gpuperf-confirm or save more baseline runs"
-    return dataclasses.replace(row, reason=f"{row.reason}; {more}")
+    remedy = "raise --gpuperf-confirm or save more baseline runs"
+    after = f" after {counted(row.head_runs, 'current run')}"
+    note = short_of_goal(row.detectable, goal, remedy, counted="runs", after=after)
+    return dataclasses.replace(row, reason=row.reason + note) if note else row
 
 
 @dataclass(frozen=True)

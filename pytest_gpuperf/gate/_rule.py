@@ -28,9 +28,11 @@ __all__ = [
     "detectable",
     "detection_target",
     "estimate",
+    "log_se",
     "percent",
     "reason_for",
     "seconds_to_see",
+    "short_of_goal",
     "stored_tolerance",
     "tolerance_for",
     "verdict_for",
@@ -112,12 +114,29 @@ def detectable(est: Estimate, power: float = POWER) -> float | None:
     checks the rate at which a planted change of that size is found."""
     if not 0.5 <= power < 1.0:
         raise ValueError(f"power={power!r} must be at least 0.5 and below 1")
+    se = log_se(est)
+    if se is None:
+        return None
+    df = math.inf if est.df is None else est.df
+    return math.expm1(se * (t_quantile((1.0 + est.confidence) / 2.0, df) + t_quantile(power, df))) if se else 0.0
+
+
+def log_se(est: Estimate) -> float | None:
+    """The standard error, in log units, that the estimate's interval implies (its half-width over its quantile:
+    Student's t with ``df``, else the normal); None where the interval decides nothing."""
     if est.falls_short or not (est.low > 0.0 and est.high >= est.low):
         return None
-    half = (math.log(est.high) - math.log(est.low)) / 2.0
-    df = math.inf if est.df is None else est.df
-    q = t_quantile((1.0 + est.confidence) / 2.0, df)
-    return math.expm1(half / q * (q + t_quantile(power, df))) if half > 0.0 else 0.0
+    q = t_quantile((1.0 + est.confidence) / 2.0, math.inf if est.df is None else est.df)
+    return (math.log(est.high) - math.log(est.low)) / (2.0 * q)
+
+
+def short_of_goal(seen: float | None, goal: float, remedy: str, *, counted: str = "rounds", after: str = "") -> str:
+    """``--detect``'s note on a row that cannot see ``goal`` (``seen``: what it can, None: nothing), ending in
+    ``remedy``; '' where it sees the goal."""
+    if seen is not None and seen <= goal:
+        return ""
+    can = f"too few {counted} to see any change" if seen is None else f"can see >= {percent(seen)}"
+    return f"; {can}{after}, short of the {percent(goal)} goal: {remedy}"
 
 
 def detection_target(goal: float, confidence: float = 0.95, power: float = POWER) -> float:

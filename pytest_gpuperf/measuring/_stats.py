@@ -375,8 +375,8 @@ def serial_factor(values: Sequence[float]) -> float:
     independent values, not when the load comes in bursts longer than one value and several values in a row
     fall on the same side. The count's variance is then ``n/4 * (1 + 2 * sum of rho_k)``, rho_k the
     autocorrelation at lag k of the values' signs about their median; this is its Bartlett-weighted estimate
-    (Newey and West) over lags up to ``ceil(sqrt(n))``, clamped at 1 so that an interval is never narrowed by
-    an estimate of anti-correlation."""
+    (Newey and West) over lags up to the cube root of n, rounded up, clamped at 1 so that an interval is never
+    narrowed by an estimate of anti-correlation."""
     n = len(values)
     if n < 3:
         return 1.0
