@@ -433,7 +433,7 @@ def _confirm_all(result: AbResult, load: Callable[[], dict[str, dict[str, Any]]]
     """Every suspect row measured again in ``result.confirm`` fresh builds (each side's workloads imported anew,
     once per build for all suspects), and judged on them at the run's shared confidence (``_ab_confirm.py``)."""
     rows = result.result.rows
-    suspects = [i for i, row in enumerate(rows) if suspect(row)] if result.confirm else []
+    suspects = [i for i, row in enumerate(rows) if suspect(row, result.result.fail_on)] if result.confirm else []
     if not suspects:
         return
     confidence = run_confidence(len(suspects))

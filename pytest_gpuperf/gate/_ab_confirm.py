@@ -29,7 +29,7 @@ from typing import Final
 
 from ..measuring import Estimate, Paired, counted, median, t_quantile, values
 from ._ab_measure import Bench
-from ._compare import Row, rejudged
+from ._compare import Row, with_work
 from ._evidence import work_difference
 from ._rule import log_se, reason_for, tolerance_for, verdict_for
 from ._verdicts import Verdict
@@ -50,9 +50,13 @@ RUN_FALSE_ALARMS: Final = 0.05
 _SPLIT: Final = {Verdict.SLOWER, Verdict.FASTER}
 
 
-def suspect(row: Row) -> bool:
-    """Does the first pass call this row slower or faster by its time (the verdicts noise could make)?"""
-    return row.estimate is not None and verdict_for(row.estimate, row.tolerance) in _SPLIT
+def suspect(row: Row, fail_on: frozenset[str]) -> bool:
+    """Does the first pass call this row slower or faster by its time, or fail it by a count or its memory (what
+    the noise, or a build's state, could make: a DataLoader's workers allocate a varying amount from process to
+    process)?"""
+    if row.estimate is None:
+        return False
+    return verdict_for(row.estimate, row.tolerance) in _SPLIT or bool(row.work_failing(fail_on))
 
 
 def run_confidence(suspects: int) -> float:
@@ -125,4 +129,9 @@ def confirmed(row: Row, builds: Sequence[Paired], failed: Sequence[str], bench: 
         base_rounds=rounds,
         head_rounds=rounds,
     )
-    return rejudged(again, baseline * est.value)
+    # The counts and the peak memory compared again over every build of each side (the first pass's too): one that
+    # differs between a side's builds is varying, not a change (``measuring.compare_work``).
+    first_pass = [] if row.paired is None else [row.paired.measured]
+    sides = [*first_pass, *(paired.measurements for paired in builds)]
+    base, head = ([m[side] for m in sides if side in m] for side in ("base", "head"))
+    return with_work(again, base, head, baseline * est.value)

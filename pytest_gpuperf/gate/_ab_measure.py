@@ -182,4 +182,5 @@ def _rounds(paired: Paired, work: tuple[Mapping[str, float], Mapping[str, float]
         measured.iterations,
         measured.sampling_seconds,
         measured.stop_reason,
+        dict(paired.measurements),
     )

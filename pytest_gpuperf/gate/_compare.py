@@ -62,7 +62,6 @@ __all__ = [
     "baseline_noise",
     "compare_runs",
     "count_verdicts",
-    "rejudged",
     "row_runs",
     "same_work",
     "with_work",
@@ -80,6 +79,9 @@ class PairedRounds:
     iterations: int
     seconds: float
     stop_reason: str
+    #: each side's measurement of the rounds (its readings: the counts, the peak memory), which ``ab``'s
+    #: confirmation compares again beside its fresh builds'
+    measured: Mapping[str, Measurement] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -383,18 +385,12 @@ def with_work(row: Row, base: Sequence[Measurement], head: Sequence[Measurement]
     changes = {r.change_key: c for r in readings() if r.change_key and (c := r.compare(base, head)) is not None}
     base_profiles, head_profiles = profiles_of(base), profiles_of(head)
     row = dataclasses.replace(row, changes=changes, base_profiles=base_profiles, head_profiles=head_profiles)
-    return rejudged(row, current)
-
-
-def rejudged(row: Row, current: float) -> Row:
-    """``row`` (its verdict and reason new, its readings' comparisons and profiles kept) with ``same-work`` where it
-    applies and its why for that verdict (``with_work``; ``ab``'s confirmation judges a row again)."""
     verdict, reason = same_work(row.verdict, row.reason, row.work)
     more_work = row.work is not None and row.work.verdict == "more"
     why = why_for(
         verdict.value,
-        row.base_profiles,
-        row.head_profiles,
+        base_profiles,
+        head_profiles,
         row.baseline,
         current,
         interval_seconds=_interval_seconds(row),

@@ -26,7 +26,7 @@ from ._clocks import CLOCKS, ClockSummary
 from ._energy import ENERGY, EnergySummary
 from ._judge import Check, JudgeContext, Relation, check_bound, judge
 from ._memory import MEMORY, NOT_READ, MemoryReading
-from ._profile import WorkProfile
+from ._profile import WorkProfile, varying_between
 from ._profiler import PROFILE
 from ._reading import Reading, readings
 from ._sampling import Warmup
@@ -131,6 +131,14 @@ class Measurement:
         """This measurement with ``value`` as what ``of`` read (None: nothing)."""
         values = {name: v for name, v in self.readings.items() if name != of.name}
         return dataclasses.replace(self, readings=values if value is None else {**values, of.name: value})
+
+    def with_varying_counts(self, again: Measurement) -> Measurement:
+        """This measurement with every count that differs in ``again`` (the step measured again) left out of the
+        gate's comparisons as varying (``varying_between``); as it is where either has no profile."""
+        mine, theirs = self.profile, again.profile
+        if mine is None or theirs is None:
+            return self
+        return self.with_reading(PROFILE, varying_between(mine, theirs))
 
     @property
     def memory(self) -> MemoryReading:

@@ -21,6 +21,7 @@ never zero. ``docs/how-the-gate-decides.md`` states the rule.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -54,6 +55,7 @@ __all__ = [
     "change_text",
     "compare_work",
     "shown_changes",
+    "varying_between",
 ]
 
 #: The kinds of the host's waits for the device, each wait counted once as one of them: ``stream``, ``device`` and
@@ -143,8 +145,9 @@ class WorkProfile:
     #: the calls; None at level ``counts``
     call_seconds: float | None = None
     outside_seconds: float | None = None
-    #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls: work that
-    #: varies from call to call (caching, autotuning, data-dependent shapes), never a change between two runs
+    #: count keys (``op:NAME``, ``runtime:NAME``) whose count differed between the profiled calls, or between the
+    #: record's runs (``varying_between``): work that varies from call to call or run to run (caching, autotuning,
+    #: data-dependent shapes, a DataLoader's workers), never a change between two runs
     varying: tuple[str, ...] = ()
     #: the Python calls of built-in functions made from the step's own code (``Tensor.item``, ``sleep``): count,
     #: and their own time outside any op (the Python-to-C++ call, the argument parsing, a sleep), in seconds: a
@@ -432,6 +435,18 @@ def compare_work(base: Sequence[WorkProfile], head: Sequence[WorkProfile]) -> Wo
     changes = rank(changes)
     categories = {c: _category_verdict([x for x in changes if x.category == c]) for c in CATEGORIES}
     return WorkComparison(_overall(categories, compared), categories, tuple(changes), tuple(sorted(varying)), compared)
+
+
+def varying_between(profile: WorkProfile, again: WorkProfile) -> WorkProfile:
+    """``profile`` with every count that differs in ``again`` (the same step measured again: a round, a
+    confirmation run in a fresh process) listed as varying, and those ``again`` lists: a count that moves between
+    runs of unchanged code (a DataLoader's workers allocate a varying amount from process to process) is never a
+    change (``compare_work``)."""
+    comparison = compare_work([profile], [again])
+    if comparison is None:
+        return profile
+    keys = {*profile.varying, *again.varying, *(change.key for change in comparison.changes)}
+    return profile if keys == set(profile.varying) else dataclasses.replace(profile, varying=tuple(sorted(keys)))
 
 
 def _call_seconds(profiles: Sequence[WorkProfile]) -> dict[str, float] | None:

@@ -331,8 +331,9 @@ class GatePlugin:
         return compare_runs(self.baseline.runs, [run], self._policy(), failures=self._book.failures)
 
     def _suspects(self) -> list[str]:
-        """Tests with a record that could fail the gate, or looks slower without a verdict yet, or cannot yet see
-        the ``--gpuperf-detect`` goal, in run order."""
+        """Tests with a record that could fail the gate (by its time, or by a count or its memory: a count that
+        differs in the fresh process is then varying), or looks slower without a verdict yet, or cannot yet see the
+        ``--gpuperf-detect`` goal, in run order."""
         from ..gate import Verdict
 
         rows = self._compare_now().rows
@@ -343,6 +344,7 @@ class GatePlugin:
             if row.estimate is not None
             and (
                 row.verdict.value in fail_on
+                or row.work_failing(frozenset(fail_on))
                 or row.verdict in (Verdict.UNATTRIBUTED, Verdict.SAME_WORK)
                 or (row.verdict is Verdict.INCONCLUSIVE and row.estimate.value > 1.0)
                 or (goal is not None and ((seen := row.detectable) is None or seen > goal))

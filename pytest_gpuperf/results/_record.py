@@ -232,7 +232,8 @@ class Record:
 
 def with_repeats(records: Sequence[Record], fresh: Iterable[Record], *, as_runs: bool) -> list[Record]:
     """``records`` with each fresh measurement of the same key added to its evidence: as one more round of the
-    record's own run, or, ``as_runs``, as a confirmation run (the fresh measurement, then its own rounds)."""
+    record's own run, or, ``as_runs``, as a confirmation run (the fresh measurement, then its own rounds); a count
+    that differs in it is varying from then on (``Measurement.with_varying_counts``)."""
     by_key = {record.key: record for record in fresh}
     out: list[Record] = []
     for record in records:
@@ -243,7 +244,8 @@ def with_repeats(records: Sequence[Record], fresh: Iterable[Record], *, as_runs:
                 evidence = dataclasses.replace(evidence, runs=(*evidence.runs, Rerun((first, *again.evidence.rounds))))
             else:
                 evidence = dataclasses.replace(evidence, rounds=(*evidence.rounds, first))
-            record = record.with_evidence(evidence)
+            measurement = record.measurement.with_varying_counts(again.measurement)
+            record = dataclasses.replace(record, measurement=measurement, evidence=evidence)
         out.append(record)
     return out
 

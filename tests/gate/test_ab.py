@@ -693,6 +693,69 @@ def test_a_real_slowdown_is_confirmed_in_every_build(
     assert "2 of 3/2 of 3" in row and out.splitlines()[-1].startswith("gpuperf ab: FAILED: 1 slower; ")
 
 
+VARYING = """\
+import os
+from pathlib import Path
+
+import torch
+
+from pytest_gpuperf.measuring import Step, Workload
+
+# Each import of this side's module is one build of it: which one, counted in a file of the test's own.
+_COUNTER = Path(os.environ["AB_BUILD_COUNTER"]) / __name__.split(".")[0]
+BUILD = int(_COUNTER.read_text()) if _COUNTER.exists() else 0
+_COUNTER.write_text(str(BUILD + 1))
+EXTRA = {extra}  # the in-place ops each build's step makes, the last for every build after
+
+
+def build(device, size):
+    a = torch.ones(8, 8)
+    extra = EXTRA[min(BUILD, len(EXTRA) - 1)]
+
+    def step():
+        for _ in range(extra):
+            a.mul_(a)  # in place: no memory
+        return 0.002  # its duration, for the exact timer
+
+    return Step(step, work={{"items": 1.0}})
+
+
+WORKLOADS = {{"varying": Workload("varying", build)}}
+"""
+
+
+def test_a_count_that_differs_only_in_the_first_build_is_varying_not_more_work(
+    repo: Path, counter: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38: A/A runs of the suites failed by a count (a DataLoader's workers allocate a varying amount from
+    process to process). Planted: head's first build makes one more op, its fresh builds none, one, none; the first
+    pass fails it on ``ops``, and the counts of every build call the op varying, not a change. Without
+    confirmation it fails; where every build makes the op, it fails confirmed."""
+    commit(repo, {"perf/workloads.py": VARYING.format(extra=[0])}, "base: no extra op")
+    git(repo, "tag", "-f", "base")
+    commit(repo, {"perf/workloads.py": VARYING.format(extra=[1, 0, 1, 0])}, "head: an op in some builds")
+    named = ("--fail-on", "slower,ops")
+    out_json = tmp_path / "ab.json"
+    assert main(["ab", "--base", "base", *FAST, *named, "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "gpuperf ab: confirming 1 suspect in 3 fresh builds each" in out
+    assert " unchanged " in rows(out)["varying"] and "varying [cpu]: counts" not in out
+    (row,) = json.loads(out_json.read_text())["results"]
+    assert row["work"]["verdict"] == "same" and "op:aten::mul_" in row["work"]["varying"]
+
+    for side in counter.iterdir():
+        side.unlink()
+    assert main(["ab", "--base", "base", *FAST, *named, "--confirm", "0"]) == 1
+    assert "varying [cpu]: counts more (ops more; failing on ops)" in capsys.readouterr().out.splitlines()
+
+    for side in counter.iterdir():
+        side.unlink()
+    commit(repo, {"perf/workloads.py": VARYING.format(extra=[1])}, "head: the op in every build")
+    assert main(["ab", "--base", "base", *FAST, *named]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "varying [cpu]: counts more (ops more; failing on ops)" in lines and "  aten::mul_ 0 -> 1/call (+1)" in lines
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [("1", "gives no spread between builds to judge by; give 0 (no confirmation) or 2 or more"), ("-1", "0 or more")],

@@ -532,3 +532,21 @@ def test_a_doubled_embedding_bag_leads_the_count_lines() -> None:
     (views,) = [line for line in every if line.startswith("view/metadata ops")]
     assert "aten::as_strided" in views and "aten::empty" in views
     assert not any(line.startswith(("aten::as_strided", "aten::empty ")) for line in every)
+
+
+def test_a_count_that_differs_when_measured_again_is_varying_from_then_on() -> None:
+    """A round or a confirmation run that counts differently makes that count varying in the record's profile
+    (and what the fresh one lists as varying too); the counts that agree stay compared, and a profile that agrees
+    is kept as it is."""
+    from pytest_gpuperf.measuring._profile import OpStat, compare_work, varying_between
+
+    first = WorkProfile(level="counts", calls=1, ops=(OpStat("aten::mm", 1), OpStat("aten::empty", 3)))
+    again = WorkProfile(
+        level="counts", calls=2, ops=(OpStat("aten::mm", 2), OpStat("aten::empty", 8)), varying=("op:aten::set_",)
+    )
+    merged = varying_between(first, again)
+    assert merged.varying == ("op:aten::empty", "op:aten::set_") and merged.ops == first.ops
+    assert varying_between(first, first) is first
+    head = WorkProfile(level="counts", calls=1, ops=(OpStat("aten::mm", 1), OpStat("aten::empty", 4)))
+    work = compare_work([merged], [head])
+    assert work is not None and work.verdict == "same" and "op:aten::empty" in work.varying
