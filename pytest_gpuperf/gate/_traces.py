@@ -33,6 +33,8 @@ __all__ = [
 NO_BASELINE_TRACE: Final = "the baseline was saved without traces (before this version, or --gpuperf-trace=off)"
 #: A side's profiles exist, but none was taken in this process (their writers are not kept in a file).
 _ELSEWHERE: Final = "measured in another process (a pytest-xdist worker), whose profiler is not kept"
+#: A side's profiles were reduced to keep within their budget: no profiled call was read, so there is no trace.
+_REDUCED: Final = "its profiled calls were not read, to keep within the profile's budget ("
 #: How a side's why starts when its trace was written and failed.
 _NOT_WRITTEN: Final = "could not be written: "
 
@@ -79,7 +81,8 @@ def _written(profiles: Sequence[WorkProfile], path: Path) -> tuple[Path | None, 
         return None, "no work profile on this side (not measured, or --gpuperf-profile=off)"
     mine = [profile for profile in profiles if profile.write_trace is not None]
     if not mine:
-        return None, _ELSEWHERE
+        reduced = next((profile.reduced for profile in reversed(profiles) if profile.reduced), "")
+        return None, f"{_REDUCED}{reduced})" if reduced else _ELSEWHERE
     try:
         write_trace(mine[-1], path)
     except ResultsError as exc:  # a full disk, an unwritable folder: the message names the file and the fix

@@ -124,3 +124,20 @@ def test_traces_their_writer_cut_short_are_not_published(
     )
     assert [p for p in (repo / ".gpuperf" / "traces").rglob("*") if p.is_file()] == []
     assert json.loads(out_json.read_text())["results"][0]["traces"] == {"base": None, "head": None}
+
+
+def test_a_side_whose_profiled_calls_were_not_read_says_so_not_another_process(tmp_path: Path) -> None:
+    """A short step's profile, reduced to keep within its budget, has no profiled call to write: on main its row
+    read "measured in another process (a pytest-xdist worker)" in a run without workers."""
+    from pytest_gpuperf.gate import Verdict
+    from pytest_gpuperf.gate._compare import Row
+    from pytest_gpuperf.gate._traces import trace_rows
+    from pytest_gpuperf.measuring import WorkProfile
+
+    why = "the counting call's figures only: reading 1 call's 61 events would take about 2.74 ms, over the 1.5 ms left"
+    reduced = WorkProfile(level="full", calls=0, reduced=why)
+    row = Row("t", "t", "cpu", Verdict.SLOWER, "", base_profiles=(reduced,), head_profiles=(reduced,))
+    (traces,) = trace_rows([row], tmp_path / "traces")
+    assert traces.base is None and traces.head is None and "xdist" not in traces.line()
+    assert traces.head_why == f"its profiled calls were not read, to keep within the profile's budget ({why})"
+    assert not (tmp_path / "traces").exists()
