@@ -6,13 +6,16 @@ objects were placed, which side warmed the caches). An unchanged step has read 0
 whole run and 1.27 for the next, each with an interval that could not see it, and a run of
 30 rows each judged at 95% alone raises a false alarm in many A/A runs by design.
 
-So every row that the first pass calls slower or faster (a *suspect*) is measured again,
+So every row that the first pass calls slower or faster, or fails by a count or its peak
+memory (a *suspect*), is measured again,
 after all the others, in ``--confirm N`` fresh builds (3 by default): each side's workloads
 module imported afresh, its step built and timed in paired rounds as before. The row's
 verdict is the gate's rule (``verdict_for``) on one ratio of those builds (``pooled``): the
 mean of their log ratios, with the spread between builds where it is larger than what
 the builds' own intervals say (Student's t with N - 1 degrees of freedom), else those
 intervals pooled. The first pass is left out of it: it was chosen for being extreme.
+Its counts and peak memory are compared over every build of each side, the first pass's
+too: a count that differs between a side's builds is varying, not a change.
 
 Run-wide: each of the k suspects is confirmed at confidence 1 - 5%/k (Bonferroni), so
 where the builds are independent of the first pass and of each other the chance that a run
