@@ -21,9 +21,8 @@ never zero. ``docs/how-the-gate-decides.md`` states the rule.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Final
 
@@ -446,7 +445,7 @@ def varying_between(profile: WorkProfile, again: WorkProfile) -> WorkProfile:
     if comparison is None:
         return profile
     keys = {*profile.varying, *again.varying, *(change.key for change in comparison.changes)}
-    return profile if keys == set(profile.varying) else dataclasses.replace(profile, varying=tuple(sorted(keys)))
+    return profile if keys == set(profile.varying) else replace(profile, varying=tuple(sorted(keys)))
 
 
 def _call_seconds(profiles: Sequence[WorkProfile]) -> dict[str, float] | None:
